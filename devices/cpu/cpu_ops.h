@@ -1,0 +1,88 @@
+/*
+ * cpu_ops.h — the CPU backend's kernel contract (internal).
+ *
+ * Every op has one entry point het_cpu_<op>(params, dst) that reads dst->src[]
+ * and writes dst, honouring every tensor's byte strides nb[]. Kernels run
+ * inside one OpenMP parallel region per split: all nth threads call the same
+ * kernel with their own ith and split the rows between them; a kernel that
+ * needs a phase (e.g. quantise activations, then multiply) calls
+ * het_cpu_barrier(), which every thread must reach.
+ *
+ * Per-node scratch ("work data") is sized by het_cpu_work_size() and shared
+ * by all threads of the node; the device allocates the maximum over a split.
+ */
+#ifndef HET_CPU_OPS_H
+#define HET_CPU_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "het/graph.h"
+
+/* What the processor can run; filled once from cpuid (cpu_features.c). */
+struct het_cpu_features {
+    bool avx2;        /* + fma + f16c                                  */
+    bool avx512;      /* f + bw + vl + dq                              */
+    bool avx512_vnni;
+    bool avx_vnni;    /* VEX-encoded VNNI (Zen 5 / Alder Lake)         */
+    bool avx512_bf16;
+};
+
+/* Kernel level actually used; lowered by HET_CPU_ISA=scalar|avx2|avx512 for tests. */
+enum het_cpu_isa {
+    HET_CPU_ISA_SCALAR = 0,
+    HET_CPU_ISA_AVX2   = 1,
+    HET_CPU_ISA_AVX512 = 2,
+};
+
+struct het_compute_params {
+    int              ith;    /* this thread's index, 0 <= ith < nth     */
+    int              nth;    /* threads running the node                */
+    void            *wdata;  /* shared per-node scratch                 */
+    size_t           wsize;  /* its size in bytes                       */
+    enum het_cpu_isa isa;    /* kernel level to use                     */
+};
+
+void het_cpu_features_detect(struct het_cpu_features *f);
+/* Best ISA level for f, capped by the HET_CPU_ISA environment variable. */
+enum het_cpu_isa het_cpu_isa_select(const struct het_cpu_features *f);
+const char *het_cpu_isa_name(enum het_cpu_isa isa);
+
+/* Barrier across the nth threads of the current parallel region. */
+void het_cpu_barrier(const struct het_compute_params *p);
+
+/* Scratch bytes node needs with nth threads (0 if none). */
+size_t het_cpu_work_size(const struct het_tensor *node, int nth);
+/* Can the CPU run this node (op, types, shapes)? */
+bool het_cpu_supports(const struct het_tensor *node);
+/* Run one node; returns HET_OK or HET_ERR_UNSUPPORTED (never aborts). */
+enum het_status het_cpu_compute(const struct het_compute_params *p, struct het_tensor *node);
+
+/* ---- op entry points (one file per op family) ---------------------------- */
+/* matmul.c */
+size_t          het_cpu_mul_mat_work_size(const struct het_tensor *node, int nth);
+bool            het_cpu_mul_mat_supports(const struct het_tensor *node);
+enum het_status het_cpu_mul_mat(const struct het_compute_params *p, struct het_tensor *dst);
+/* get_rows.c */
+enum het_status het_cpu_get_rows(const struct het_compute_params *p, struct het_tensor *dst);
+/* binary.c: add, mul */
+enum het_status het_cpu_add(const struct het_compute_params *p, struct het_tensor *dst);
+enum het_status het_cpu_mul(const struct het_compute_params *p, struct het_tensor *dst);
+/* unary.c: scale, silu, swiglu */
+enum het_status het_cpu_scale(const struct het_compute_params *p, struct het_tensor *dst);
+enum het_status het_cpu_silu(const struct het_compute_params *p, struct het_tensor *dst);
+enum het_status het_cpu_swiglu(const struct het_compute_params *p, struct het_tensor *dst);
+/* norm.c */
+enum het_status het_cpu_rms_norm(const struct het_compute_params *p, struct het_tensor *dst);
+/* rope.c */
+enum het_status het_cpu_rope(const struct het_compute_params *p, struct het_tensor *dst);
+/* softmax.c */
+enum het_status het_cpu_softmax(const struct het_compute_params *p, struct het_tensor *dst);
+/* copy.c: cpy, cont */
+enum het_status het_cpu_cpy(const struct het_compute_params *p, struct het_tensor *dst);
+enum het_status het_cpu_cont(const struct het_compute_params *p, struct het_tensor *dst);
+/* attention.c */
+size_t          het_cpu_attn_work_size(const struct het_tensor *node, int nth);
+enum het_status het_cpu_attn(const struct het_compute_params *p, struct het_tensor *dst);
+
+#endif /* HET_CPU_OPS_H */
