@@ -36,7 +36,14 @@ void het_error_prefix(het_error *err, const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+    size_t n = strlen(prefix);
+    if (n > sizeof err->msg - 3) n = sizeof err->msg - 3;
+    memcpy(err->msg, prefix, n);
+    err->msg[n] = ':';
+    err->msg[n + 1] = ' ';
+    size_t rest = sizeof err->msg - n - 2;
+    memcpy(err->msg + n + 2, old, rest - 1);
+    err->msg[sizeof err->msg - 1] = 0;
 }
 
 const char *het_status_name(enum het_status st)

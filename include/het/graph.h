@@ -121,7 +121,11 @@ void       het_graph_free(het_graph *g);        /* NULL is a no-op */
 void       het_graph_reset(het_graph *g);
 
 int                het_graph_n_nodes(const het_graph *g);
+/* every tensor of the arena (leaves, views and nodes), in creation order */
+int                het_graph_n_tensors(const het_graph *g);
+struct het_tensor *het_graph_tensor(const het_graph *g, int i);
 struct het_tensor *het_graph_node(const het_graph *g, int i);
+struct het_tensor *const *het_graph_nodes(const het_graph *g);
 /* Sticky error: a builder that fails (arena full, bad shapes) returns NULL,
  * records the reason here, and every later builder returns NULL. */
 enum het_status    het_graph_status(const het_graph *g, het_error *err);
@@ -170,6 +174,7 @@ struct het_tensor *het_silu(het_graph *g, struct het_tensor *a);
 struct het_tensor *het_swiglu(het_graph *g, struct het_tensor *gate, struct het_tensor *up);
 /* Copy a into dst (same element count, any strides; converts type). Result is a view of dst. */
 struct het_tensor *het_cpy(het_graph *g, struct het_tensor *a, struct het_tensor *dst);
+/* Contiguous F32 copy of a (any strides). */
 struct het_tensor *het_cont(het_graph *g, struct het_tensor *a);
 /* Fused attention. q (hd, n_head, n_tok) F32; k, v (hd, n_kv_head, n_kv) F16 or
  * F32 views of the cache (any strides). Query t attends to keys j <= t + n_past.

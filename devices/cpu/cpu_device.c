@@ -1,0 +1,136 @@
+/*
+ * cpu_device.c — the CPU as a het device.
+ *
+ * A split runs inside one OpenMP parallel region: every thread walks the
+ * split's nodes, runs its share of each kernel and meets the others at a
+ * barrier before the next node (kernels that need phases barrier inside).
+ * The thread count defaults to the number of physical cores (hwloc), since
+ * SMT siblings share the SIMD units the kernels saturate.
+ */
+#include "devices/cpu/cpu_ops.h"
+#include "sched/device_impl.h"
+
+#include <hwloc.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cpu_context {
+    int                     n_threads;
+    struct het_cpu_features features;
+    enum het_cpu_isa        isa;
+    void                   *wdata;      /* per-node scratch, grown on demand */
+    size_t                  wsize;
+};
+
+static int physical_cores(void)
+{
+    hwloc_topology_t topo;
+    int n = 0;
+    if (hwloc_topology_init(&topo) == 0) {
+        if (hwloc_topology_load(topo) == 0) n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+        hwloc_topology_destroy(topo);
+    }
+    if (n <= 0) n = omp_get_num_procs();
+    return n > 0 ? n : 1;
+}
+
+static bool cpu_supports_op(het_device *dev, const struct het_tensor *node)
+{
+    return het_cpu_supports(node);
+}
+
+static enum het_status ensure_wdata(struct cpu_context *c, size_t need, het_error *err)
+{
+    if (need <= c->wsize) return HET_OK;
+    need = (need + 4095) & ~(size_t)4095;
+    void *p = aligned_alloc(64, need);
+    if (!p) return het_error_set(err, HET_ERR_NOMEM, "cpu: cannot allocate %zu bytes of kernel scratch", need);
+    free(c->wdata);
+    c->wdata = p;
+    c->wsize = need;
+    return HET_OK;
+}
+
+static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err)
+{
+    struct cpu_context *c = dev->context;
+    size_t need = 0;
+    for (int i = 0; i < n; i++) {
+        size_t w = het_cpu_work_size(nodes[i], c->n_threads);
+        if (w > need) need = w;
+    }
+    enum het_status st = ensure_wdata(c, need, err);
+    if (st != HET_OK) return st;
+
+    int failed = -1;
+    enum het_status failed_st = HET_OK;
+#pragma omp parallel num_threads(c->n_threads)
+    {
+        struct het_compute_params p = {
+            .ith = omp_get_thread_num(), .nth = omp_get_num_threads(),
+            .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa,
+        };
+        for (int i = 0; i < n; i++) {
+            enum het_status s = het_cpu_compute(&p, nodes[i]);
+            if (s != HET_OK) {
+#pragma omp critical(het_cpu_fail)
+                if (failed < 0 || i < failed) { failed = i; failed_st = s; }
+            }
+#pragma omp barrier
+        }
+    }
+    if (failed >= 0) {
+        const struct het_tensor *t = nodes[failed];
+        return het_error_set(err, failed_st, "cpu: %s '%s' (%s x %s) failed: %s", het_op_name(t->op), t->name,
+                             t->src[0] ? het_type_name(t->src[0]->type) : "-",
+                             t->src[1] ? het_type_name(t->src[1]->type) : "-", het_status_name(failed_st));
+    }
+    return HET_OK;
+}
+
+static void cpu_free(het_device *dev)
+{
+    struct cpu_context *c = dev->context;
+    if (!c) return;
+    free(c->wdata);
+    free(c);
+}
+
+static const struct het_device_i cpu_iface = {
+    /* .supports_op        = */ cpu_supports_op,
+    /* .register_memory    = */ NULL, /* host memory is the CPU's own */
+    /* .unregister_memory  = */ NULL,
+    /* .prepare_weights    = */ NULL, /* kernels read GGUF blocks in place */
+    /* .run_split          = */ cpu_run_split,
+    /* .sync               = */ NULL, /* run_split is synchronous */
+    /* .free               = */ cpu_free,
+};
+
+het_device *het_cpu_device_init(int n_threads, het_error *err)
+{
+    struct cpu_context *c = calloc(1, sizeof *c);
+    if (!c) {
+        het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory");
+        return NULL;
+    }
+    c->n_threads = n_threads > 0 ? n_threads : physical_cores();
+    het_cpu_features_detect(&c->features);
+    c->isa = het_cpu_isa_select(&c->features);
+    het_device *dev = het_device_new(&cpu_iface, HET_DEVICE_CPU, "cpu", c);
+    if (!dev) {
+        free(c);
+        het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory");
+        return NULL;
+    }
+    snprintf(dev->desc, sizeof dev->desc, "CPU, %d threads, kernels: %s%s%s", c->n_threads,
+             het_cpu_isa_name(c->isa), c->features.avx512_vnni ? " (avx512-vnni)" : "",
+             c->features.avx_vnni ? " (avx-vnni)" : "");
+    return dev;
+}
+
+int het_cpu_device_n_threads(const het_device *dev)
+{
+    return ((const struct cpu_context *)dev->context)->n_threads;
+}

@@ -1,0 +1,63 @@
+/*
+ * cpu_dispatch.c — maps each op to its CPU kernel and answers the CPU's
+ * capability questions (supports, work size). The kernels themselves live
+ * in one file per op family (matmul.c, norm.c, rope.c, ...).
+ */
+#include "devices/cpu/cpu_ops.h"
+
+static bool is_float(enum het_type t)
+{
+    return t == HET_TYPE_F32 || t == HET_TYPE_F16 || t == HET_TYPE_BF16;
+}
+
+bool het_cpu_supports(const struct het_tensor *node)
+{
+    const struct het_tensor *s0 = node->src[0], *s1 = node->src[1];
+    switch (node->op) {
+    case HET_OP_MUL_MAT:  return het_cpu_mul_mat_supports(node);
+    case HET_OP_GET_ROWS: return het_type_get_traits(s0->type)->can_compute && s1->type == HET_TYPE_I32;
+    case HET_OP_ADD:
+    case HET_OP_MUL:
+    case HET_OP_SWIGLU:   return s0->type == HET_TYPE_F32 && s1->type == HET_TYPE_F32;
+    case HET_OP_SCALE:
+    case HET_OP_RMS_NORM:
+    case HET_OP_SILU:     return s0->type == HET_TYPE_F32;
+    case HET_OP_ROPE:     return s0->type == HET_TYPE_F32 && s1->type == HET_TYPE_I32;
+    case HET_OP_SOFTMAX:  return s0->type == HET_TYPE_F32 && (!s1 || s1->type == HET_TYPE_F32);
+    case HET_OP_CPY:      return is_float(s0->type) && is_float(node->type);
+    case HET_OP_CONT:     return is_float(s0->type);
+    case HET_OP_ATTN:
+        return s0->type == HET_TYPE_F32 && (s1->type == HET_TYPE_F16 || s1->type == HET_TYPE_F32) &&
+               node->src[2]->type == s1->type;
+    default:              return false;
+    }
+}
+
+size_t het_cpu_work_size(const struct het_tensor *node, int nth)
+{
+    switch (node->op) {
+    case HET_OP_MUL_MAT: return het_cpu_mul_mat_work_size(node, nth);
+    case HET_OP_ATTN:    return het_cpu_attn_work_size(node, nth);
+    default:             return 0;
+    }
+}
+
+enum het_status het_cpu_compute(const struct het_compute_params *p, struct het_tensor *node)
+{
+    switch (node->op) {
+    case HET_OP_MUL_MAT:  return het_cpu_mul_mat(p, node);
+    case HET_OP_GET_ROWS: return het_cpu_get_rows(p, node);
+    case HET_OP_ADD:      return het_cpu_add(p, node);
+    case HET_OP_MUL:      return het_cpu_mul(p, node);
+    case HET_OP_SCALE:    return het_cpu_scale(p, node);
+    case HET_OP_RMS_NORM: return het_cpu_rms_norm(p, node);
+    case HET_OP_ROPE:     return het_cpu_rope(p, node);
+    case HET_OP_SOFTMAX:  return het_cpu_softmax(p, node);
+    case HET_OP_SILU:     return het_cpu_silu(p, node);
+    case HET_OP_SWIGLU:   return het_cpu_swiglu(p, node);
+    case HET_OP_CPY:      return het_cpu_cpy(p, node);
+    case HET_OP_CONT:     return het_cpu_cont(p, node);
+    case HET_OP_ATTN:     return het_cpu_attn(p, node);
+    default:              return HET_ERR_UNSUPPORTED;
+    }
+}

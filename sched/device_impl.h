@@ -1,0 +1,83 @@
+/*
+ * device_impl.h — the backend interface every device implements (internal).
+ *
+ * In the spirit of ggml's backend interface: a struct of function pointers
+ * (het_device_i) held in the device object next to the backend's private
+ * context. Optional slots are marked "(optional)" with the default the
+ * dispatcher in sched/device.c applies when the slot is NULL, so backends
+ * never check for each other.
+ *
+ * Memory model: every tensor's storage is host-addressable (a mapped pool
+ * slice, the mmap'd GGUF, or a scratch region). Before running anything the
+ * scheduler registers each region with every device (register_memory);
+ * a device either imports the pages (zero copy: VK_EXT_external_memory_host,
+ * dma-buf, DRM PRIME) or mirrors them and counts the bytes it copies.
+ * A device then finds a tensor's storage from its host address.
+ */
+#ifndef HET_DEVICE_IMPL_H
+#define HET_DEVICE_IMPL_H
+
+#include "het/device.h"
+#include "het/graph.h"
+
+enum het_memory_kind {
+    HET_MEMORY_WEIGHTS = 0, /* read-only model parameters                   */
+    HET_MEMORY_STATE   = 1, /* persistent read/write (KV cache)             */
+    HET_MEMORY_SCRATCH = 2, /* activations, rewritten every graph           */
+};
+
+struct het_device_i {
+    /* Can this device run node (op, types, shapes, strides)? Must be cheap
+     * and pure: the planner calls it for every node of every graph. */
+    bool (*supports_op)(het_device *dev, const struct het_tensor *node);
+
+    /* (optional) Make [base, base+size) usable by the device (import, or
+     * mirror + copy). Called once per region before any run_split touching
+     * it; defaults to nothing (the CPU reads host memory directly). */
+    enum het_status (*register_memory)(het_device *dev, void *base, size_t size, enum het_memory_kind kind,
+                                       het_error *err);
+    /* (optional) Forget a region (before it is unmapped). Defaults to nothing. */
+    void (*unregister_memory)(het_device *dev, void *base);
+
+    /* (optional) Called once per model with its weight tensors: upload,
+     * repack or cache device layouts (t->extra). Defaults to nothing. */
+    enum het_status (*prepare_weights)(het_device *dev, struct het_tensor *const *weights, int n,
+                                       het_error *err);
+
+    /* Run nodes[0..n) in order. May return before completion; results are
+     * visible to the host and other devices after sync. */
+    enum het_status (*run_split)(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err);
+
+    /* (optional) Wait for everything submitted. Defaults to nothing (the
+     * device's run_split is synchronous). */
+    enum het_status (*sync)(het_device *dev, het_error *err);
+
+    /* (optional) Release the context. Defaults to nothing. */
+    void (*free)(het_device *dev);
+};
+
+struct het_device {
+    struct het_device_i     iface;
+    enum het_device_kind    kind;
+    bool                    emulated;     /* executes on something other than the hardware named */
+    char                    name[32];     /* "cpu", "vulkan0"                                       */
+    char                    desc[256];    /* one line for listings                                  */
+    struct het_device_stats stats;
+    void                   *context;      /* backend-private                                        */
+};
+
+/* Dispatchers (apply the optional-slot defaults, keep stats). */
+bool            het_device_supports_op(het_device *dev, const struct het_tensor *node);
+enum het_status het_device_register_memory(het_device *dev, void *base, size_t size, enum het_memory_kind kind,
+                                           het_error *err);
+void            het_device_unregister_memory(het_device *dev, void *base);
+enum het_status het_device_prepare_weights(het_device *dev, struct het_tensor *const *weights, int n,
+                                           het_error *err);
+enum het_status het_device_run_split(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err);
+enum het_status het_device_sync(het_device *dev, het_error *err);
+
+/* For backends: allocate a device object with iface and context set. */
+het_device *het_device_new(const struct het_device_i *iface, enum het_device_kind kind, const char *name,
+                           void *context);
+
+#endif /* HET_DEVICE_IMPL_H */
