@@ -1,0 +1,105 @@
+/*
+ * model.h — a loaded model, and a context that evaluates tokens with it.
+ *
+ * Lifetimes follow llama2.c's split: het_model_config (hyperparameters) and
+ * the weights (tensors pointing into the mapped GGUF) live as long as the
+ * het_model; per-request state (KV cache, graph, logits) lives in a
+ * het_context, several of which may share one model.
+ */
+#ifndef HET_MODEL_H
+#define HET_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "het/gguf.h"
+#include "het/graph.h"
+#include "het/sched.h"
+#include "het/status.h"
+#include "het/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum het_arch {
+    HET_ARCH_LLAMA = 0,
+    HET_ARCH_QWEN2,
+    HET_ARCH_QWEN3,
+    HET_ARCH_COUNT,
+};
+
+struct het_model_config {
+    enum het_arch arch;
+    char          arch_name[32];  /* general.architecture                     */
+    int32_t       n_vocab;
+    int32_t       n_ctx_train;    /* <arch>.context_length                    */
+    int32_t       n_embd;
+    int32_t       n_layer;
+    int32_t       n_head;
+    int32_t       n_head_kv;
+    int32_t       head_dim;       /* <arch>.attention.key_length or n_embd/n_head */
+    int32_t       n_ff;
+    int32_t       n_rot;          /* rotary dims per head                     */
+    float         rms_eps;
+    float         rope_base;      /* default 10000                            */
+    float         rope_scale;     /* freq_scale = 1 / linear scaling factor   */
+    int           rope_mode;      /* enum het_rope_mode                       */
+    bool          tied_output;    /* output projection is token_embd          */
+};
+
+typedef struct het_model het_model;
+
+/* Load a GGUF model (mmap; weights are not copied). NULL on error. */
+het_model *het_model_load(const char *path, het_error *err);
+void       het_model_free(het_model *m);   /* NULL is a no-op */
+
+const struct het_model_config *het_model_get_config(const het_model *m);
+const het_tokenizer           *het_model_tokenizer(const het_model *m);
+const het_gguf                *het_model_gguf(const het_model *m);
+size_t                         het_model_weight_bytes(const het_model *m);
+/* the model's weight tensors (for device preparation and listings) */
+int                            het_model_n_weights(const het_model *m);
+struct het_tensor             *het_model_weight(const het_model *m, int i);
+const char                    *het_arch_name(enum het_arch arch);
+
+/* ---- context -------------------------------------------------------------- */
+typedef struct het_context het_context;
+
+struct het_context_params {
+    int32_t    n_ctx;     /* KV cache length in tokens (0: min(train ctx, 4096)) */
+    het_sched *sched;     /* device set to run on (not owned)                    */
+};
+
+het_context *het_context_init(het_model *m, const struct het_context_params *p, het_error *err);
+void         het_context_free(het_context *c);
+
+/* Evaluate n tokens at the current position (appending to the KV cache).
+ * all_logits: keep logits for every token, else only for the last one. */
+enum het_status het_context_eval(het_context *c, const int32_t *tokens, int32_t n, bool all_logits,
+                                 het_error *err);
+/* Logits of the last eval: n_out rows of n_vocab floats. */
+const float *het_context_logits(const het_context *c, int32_t *n_out);
+int32_t      het_context_n_past(const het_context *c);
+int32_t      het_context_n_ctx(const het_context *c);
+void         het_context_reset(het_context *c);   /* forget the KV cache */
+size_t       het_context_kv_bytes(const het_context *c);
+
+/* ---- sampling ----------------------------------------------------------- */
+struct het_sampler_params {
+    float    temp;    /* 0 = greedy (argmax)          */
+    int32_t  top_k;   /* 0 = off                      */
+    float    top_p;   /* 1 = off                      */
+    uint64_t seed;
+};
+typedef struct het_sampler het_sampler;
+het_sampler *het_sampler_init(const struct het_sampler_params *p, int32_t n_vocab);
+void         het_sampler_free(het_sampler *s);
+int32_t      het_sampler_sample(het_sampler *s, const float *logits);
+int32_t      het_argmax(const float *logits, int32_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HET_MODEL_H */

@@ -1,0 +1,247 @@
+/*
+ * model.c — loading a GGUF model: hyperparameters, weight tensors (pointing
+ * into the mapped file, never copied) and the tokenizer.
+ *
+ * Every weight the architecture needs is checked for presence, type and
+ * exact shape here, so graph building and kernels can trust them; a bad
+ * file is one error line naming the tensor or key.
+ */
+#include "model/model_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const arch_names[HET_ARCH_COUNT] = {
+    [HET_ARCH_LLAMA] = "llama",
+    [HET_ARCH_QWEN2] = "qwen2",
+    [HET_ARCH_QWEN3] = "qwen3",
+};
+
+const char *het_arch_name(enum het_arch arch)
+{
+    return (unsigned)arch < HET_ARCH_COUNT ? arch_names[arch] : "?";
+}
+
+/* ---------------------------------------------------------------------------
+ * hyperparameters                                                           */
+
+static bool get_arch_int(const het_gguf *g, const char *arch, const char *key, int64_t *out)
+{
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    return het_gguf_get_int(g, full, out);
+}
+
+static bool get_arch_float(const het_gguf *g, const char *arch, const char *key, double *out)
+{
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    return het_gguf_get_float(g, full, out);
+}
+
+static enum het_status need_int(const het_gguf *g, const char *arch, const char *key, int32_t *out,
+                                int64_t max, het_error *err)
+{
+    int64_t v;
+    if (!get_arch_int(g, arch, key, &v))
+        return het_error_set(err, HET_ERR_FORMAT, "model: missing or non-integer key %s.%s", arch, key);
+    if (v <= 0 || v > max)
+        return het_error_set(err, HET_ERR_FORMAT, "model: %s.%s = %lld out of range (1..%lld)", arch, key,
+                             (long long)v, (long long)max);
+    *out = (int32_t)v;
+    return HET_OK;
+}
+
+static enum het_status load_config(struct het_model_config *c, const het_gguf *g, het_error *err)
+{
+    const char *arch = het_gguf_get_str(g, "general.architecture");
+    if (!arch) return het_error_set(err, HET_ERR_FORMAT, "model: missing general.architecture");
+    snprintf(c->arch_name, sizeof c->arch_name, "%s", arch);
+    c->arch = HET_ARCH_COUNT;
+    for (int a = 0; a < HET_ARCH_COUNT; a++)
+        if (!strcmp(arch, arch_names[a])) c->arch = (enum het_arch)a;
+    if (c->arch == HET_ARCH_COUNT)
+        return het_error_set(err, HET_ERR_UNSUPPORTED,
+                             "model: unsupported architecture '%s' (supported: llama, qwen2, qwen3)", arch);
+
+    enum het_status st;
+    if ((st = need_int(g, arch, "embedding_length", &c->n_embd, 1 << 20, err)) ||
+        (st = need_int(g, arch, "block_count", &c->n_layer, 4096, err)) ||
+        (st = need_int(g, arch, "feed_forward_length", &c->n_ff, 1 << 22, err)) ||
+        (st = need_int(g, arch, "attention.head_count", &c->n_head, 1 << 16, err)))
+        return st;
+    int64_t v;
+    c->n_head_kv = get_arch_int(g, arch, "attention.head_count_kv", &v) ? (int32_t)v : c->n_head;
+    if (c->n_head_kv <= 0 || c->n_head % c->n_head_kv)
+        return het_error_set(err, HET_ERR_FORMAT, "model: %s.attention.head_count_kv = %d does not divide %d heads",
+                             arch, c->n_head_kv, c->n_head);
+    c->head_dim = get_arch_int(g, arch, "attention.key_length", &v) ? (int32_t)v : c->n_embd / c->n_head;
+    if (c->head_dim <= 0 || c->head_dim > 1024)
+        return het_error_set(err, HET_ERR_FORMAT, "model: head dimension %d out of range", c->head_dim);
+    c->n_ctx_train = get_arch_int(g, arch, "context_length", &v) && v > 0 && v < (1 << 24) ? (int32_t)v : 4096;
+    c->n_rot = get_arch_int(g, arch, "rope.dimension_count", &v) ? (int32_t)v : c->head_dim;
+    if (c->n_rot <= 0 || c->n_rot > c->head_dim || c->n_rot % 2)
+        return het_error_set(err, HET_ERR_FORMAT, "model: %s.rope.dimension_count = %d invalid for head_dim %d",
+                             arch, c->n_rot, c->head_dim);
+    double f;
+    c->rms_eps = get_arch_float(g, arch, "attention.layer_norm_rms_epsilon", &f) ? (float)f : 1e-5f;
+    c->rope_base = get_arch_float(g, arch, "rope.freq_base", &f) ? (float)f : 10000.0f;
+    c->rope_scale = 1.0f;
+    const char *scaling = NULL;
+    {
+        char key[128];
+        snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+        scaling = het_gguf_get_str(g, key);
+    }
+    if (scaling && !strcmp(scaling, "linear") && get_arch_float(g, arch, "rope.scaling.factor", &f) && f > 0)
+        c->rope_scale = (float)(1.0 / f);
+    else if (get_arch_float(g, arch, "rope.scale_linear", &f) && f > 0)
+        c->rope_scale = (float)(1.0 / f);
+    c->rope_mode = c->arch == HET_ARCH_LLAMA ? HET_ROPE_NORMAL : HET_ROPE_NEOX;
+    return HET_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * weights                                                                   */
+
+static struct het_tensor *find_weight(struct het_model *m, const char *name)
+{
+    for (int i = 0; i < m->n_weights; i++)
+        if (!strcmp(m->weights[i].name, name)) return &m->weights[i];
+    return NULL;
+}
+
+/* Look up name and check its shape (ne1 = 0 for 1-D). required=false allows absence. */
+static enum het_status bind(struct het_model *m, struct het_tensor **out, const char *name, int64_t ne0,
+                            int64_t ne1, bool required, het_error *err)
+{
+    struct het_tensor *t = find_weight(m, name);
+    *out = t;
+    if (!t) {
+        if (!required) return HET_OK;
+        return het_error_set(err, HET_ERR_FORMAT, "model: missing tensor '%s'", name);
+    }
+    int64_t want1 = ne1 ? ne1 : 1;
+    if (t->ne[0] != ne0 || t->ne[1] != want1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return het_error_set(err, HET_ERR_FORMAT,
+                             "model: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", name,
+                             (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+                             (long long)ne0, (long long)want1);
+    if (!het_type_get_traits(t->type)->can_compute)
+        return het_error_set(err, HET_ERR_UNSUPPORTED, "model: tensor '%s' has unsupported type %s", name,
+                             het_type_name(t->type));
+    if (ne1 == 0 && t->type != HET_TYPE_F32)
+        return het_error_set(err, HET_ERR_UNSUPPORTED, "model: 1-D tensor '%s' must be f32, not %s", name,
+                             het_type_name(t->type));
+    return HET_OK;
+}
+
+static enum het_status bind_layer(struct het_model *m, int il, het_error *err)
+{
+    const struct het_model_config *c = &m->cfg;
+    struct het_layer *L = &m->layers[il];
+    const int64_t q_dim = (int64_t)c->n_head * c->head_dim, kv_dim = (int64_t)c->n_head_kv * c->head_dim;
+    const bool qwen2 = c->arch == HET_ARCH_QWEN2, qwen3 = c->arch == HET_ARCH_QWEN3;
+    char n[96];
+    enum het_status st;
+#define BIND(field, suffix, ne0, ne1, req)                                   \
+    snprintf(n, sizeof n, "blk.%d.%s", il, suffix);                        \
+    if ((st = bind(m, &L->field, n, ne0, ne1, req, err)) != HET_OK) return st;
+    BIND(attn_norm, "attn_norm.weight", c->n_embd, 0, true);
+    BIND(wq, "attn_q.weight", c->n_embd, q_dim, true);
+    BIND(wk, "attn_k.weight", c->n_embd, kv_dim, true);
+    BIND(wv, "attn_v.weight", c->n_embd, kv_dim, true);
+    BIND(wo, "attn_output.weight", q_dim, c->n_embd, true);
+    BIND(bq, "attn_q.bias", q_dim, 0, qwen2);
+    BIND(bk, "attn_k.bias", kv_dim, 0, qwen2);
+    BIND(bv, "attn_v.bias", kv_dim, 0, qwen2);
+    BIND(q_norm, "attn_q_norm.weight", c->head_dim, 0, qwen3);
+    BIND(k_norm, "attn_k_norm.weight", c->head_dim, 0, qwen3);
+    BIND(ffn_norm, "ffn_norm.weight", c->n_embd, 0, true);
+    BIND(w_gate, "ffn_gate.weight", c->n_embd, c->n_ff, true);
+    BIND(w_up, "ffn_up.weight", c->n_embd, c->n_ff, true);
+    BIND(w_down, "ffn_down.weight", c->n_ff, c->n_embd, true);
+#undef BIND
+    return HET_OK;
+}
+
+static enum het_status load_weights(struct het_model *m, het_error *err)
+{
+    const het_gguf *g = m->gguf;
+    int64_t nt = het_gguf_n_tensors(g);
+    m->weights = calloc((size_t)(nt > 0 ? nt : 1), sizeof *m->weights);
+    if (!m->weights) return het_error_set(err, HET_ERR_NOMEM, "model: out of memory");
+    m->n_weights = (int)nt;
+    for (int64_t i = 0; i < nt; i++) {
+        const struct het_gguf_tensor_info *ti = het_gguf_tensor(g, i);
+        struct het_tensor *t = &m->weights[i];
+        het_tensor_init(t, ti->type, 4, ti->ne);
+        t->data = (void *)ti->data;
+        t->flags = HET_TENSOR_FLAG_WEIGHT;
+        snprintf(t->name, sizeof t->name, "%s", ti->name);
+        m->weight_bytes += ti->size;
+        if (!t->data)
+            return het_error_set(err, HET_ERR_FORMAT, "model: tensor '%s' has no data (vocab-only file?)", ti->name);
+    }
+    const struct het_tensor *emb = find_weight(m, "token_embd.weight");
+    if (emb) {
+        if (emb->ne[1] < m->cfg.n_vocab)
+            return het_error_set(err, HET_ERR_FORMAT, "model: token_embd.weight has %lld rows, tokenizer has %d tokens",
+                                 (long long)emb->ne[1], m->cfg.n_vocab);
+        m->cfg.n_vocab = (int32_t)emb->ne[1];
+    }
+    const struct het_model_config *c = &m->cfg;
+    enum het_status st;
+    if ((st = bind(m, &m->tok_embd, "token_embd.weight", c->n_embd, c->n_vocab, true, err)) ||
+        (st = bind(m, &m->output_norm, "output_norm.weight", c->n_embd, 0, true, err)) ||
+        (st = bind(m, &m->output, "output.weight", c->n_embd, c->n_vocab, false, err)))
+        return st;
+    if (!m->output) {
+        m->output = m->tok_embd;
+        m->cfg.tied_output = true;
+    }
+    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
+    if (!m->layers) return het_error_set(err, HET_ERR_NOMEM, "model: out of memory");
+    for (int il = 0; il < c->n_layer; il++)
+        if ((st = bind_layer(m, il, err)) != HET_OK) return st;
+    return HET_OK;
+}
+
+het_model *het_model_load(const char *path, het_error *err)
+{
+    struct het_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        het_error_set(err, HET_ERR_NOMEM, "model: out of memory");
+        return NULL;
+    }
+    m->gguf = het_gguf_open(path, err);
+    if (!m->gguf) goto fail;
+    if (load_config(&m->cfg, m->gguf, err) != HET_OK) goto fail;
+    m->tok = het_tokenizer_from_gguf(m->gguf, err);
+    if (!m->tok) goto fail;
+    m->cfg.n_vocab = het_tokenizer_n_vocab(m->tok);
+    if (load_weights(m, err) != HET_OK) goto fail;
+    return m;
+fail:
+    if (err) het_error_prefix(err, "%s", path);
+    het_model_free(m);
+    return NULL;
+}
+
+void het_model_free(het_model *m)
+{
+    if (!m) return;
+    het_tokenizer_free(m->tok);
+    het_gguf_close(m->gguf);
+    free(m->weights);
+    free(m->layers);
+    free(m);
+}
+
+const struct het_model_config *het_model_get_config(const het_model *m) { return &m->cfg; }
+const het_tokenizer *het_model_tokenizer(const het_model *m) { return m->tok; }
+const het_gguf *het_model_gguf(const het_model *m) { return m->gguf; }
+size_t het_model_weight_bytes(const het_model *m) { return m->weight_bytes; }
+int het_model_n_weights(const het_model *m) { return m->n_weights; }
+struct het_tensor *het_model_weight(const het_model *m, int i) { return &m->weights[i]; }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# test.sh — set everything up on a fresh Debian 12 machine and run the whole
+# test suite: a -Werror build and ctest, the same suite under
+# AddressSanitizer + UndefinedBehaviorSanitizer, and a short libFuzzer run of
+# the GGUF reader over its committed corpus.
+#   HET_TEST_QUICK=1 ./test.sh   skips the sanitizer and fuzz stages.
+set -euo pipefail
+cd "$(dirname "$0")"
+bash scripts/deps.sh
+jobs=$(nproc)
+
+echo "== build (Release, -Werror)"
+cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Release -DHET_WERROR=ON >/dev/null
+cmake --build build-test -j"$jobs" >/dev/null
+echo "== tests"
+(cd build-test && ctest --output-on-failure -j"$jobs")
+
+if [ "${HET_TEST_QUICK:-0}" = 1 ]; then exit 0; fi
+
+echo "== tests under ASan + UBSan"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHET_WERROR=ON -DHET_SANITIZE=ON >/dev/null
+cmake --build build-asan -j"$jobs" >/dev/null
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    HET_TEST_SANITIZE=1 ctest --output-on-failure -j"$jobs")
+
+echo "== fuzz the GGUF reader (60 s)"
+CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHET_FUZZ=ON -DHET_VULKAN=OFF >/dev/null
+cmake --build build-fuzz -j"$jobs" --target fuzz_gguf >/dev/null
+mkdir -p build-fuzz/corpus
+./build-fuzz/fuzz_gguf -max_total_time=60 -rss_limit_mb=2048 build-fuzz/corpus fuzz/corpus/gguf
+echo "fuzz: no crash in 60 s"

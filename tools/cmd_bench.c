@@ -1,0 +1,130 @@
+/*
+ * cmd_bench.c — `hetrun bench`: prefill (pp) and decode (tg) tokens/s over
+ * repetitions, min/median/max, beside the machine's measured read-bandwidth
+ * bound for decode. Like llama-bench: pp evaluates N tokens in one batch
+ * from an empty cache; tg generates N tokens one at a time from an empty
+ * cache. A warm-up run is made first and not counted.
+ */
+#include "tools/hetrun.h"
+#include "tools/membw.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define BENCH_FLAGS "-m -p -n -r -t -c --device --devices --policy --strict --json --stats -v"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* tokens/s of one pp run (n tokens, one batch) */
+static bool run_pp(struct hr_session *s, const int32_t *toks, int n, double *tps, het_error *err)
+{
+    het_context_reset(s->ctx);
+    double t0 = hr_now_ms();
+    if (het_context_eval(s->ctx, toks, n, false, err) != HET_OK) return false;
+    *tps = n * 1000.0 / (hr_now_ms() - t0);
+    return true;
+}
+
+/* tokens/s of one tg run (n tokens, one at a time) */
+static bool run_tg(struct hr_session *s, const int32_t *toks, int n, double *tps, het_error *err)
+{
+    het_context_reset(s->ctx);
+    double t0 = hr_now_ms();
+    for (int i = 0; i < n; i++)
+        if (het_context_eval(s->ctx, &toks[i], 1, false, err) != HET_OK) return false;
+    *tps = n * 1000.0 / (hr_now_ms() - t0);
+    return true;
+}
+
+struct series { double v[1000]; int n; double min, med, max; };
+
+static void summarize(struct series *x)
+{
+    double tmp[1000];
+    memcpy(tmp, x->v, (size_t)x->n * sizeof *tmp);
+    qsort(tmp, (size_t)x->n, sizeof *tmp, cmp_double);
+    x->min = tmp[0];
+    x->max = tmp[x->n - 1];
+    x->med = x->n % 2 ? tmp[x->n / 2] : 0.5 * (tmp[x->n / 2 - 1] + tmp[x->n / 2]);
+}
+
+/* bytes one decode step reads: every weight except the embedding table,
+ * of which only one row is gathered (unless it doubles as the output) */
+static size_t decode_bytes(const het_model *m)
+{
+    size_t total = het_model_weight_bytes(m);
+    const struct het_model_config *c = het_model_get_config(m);
+    if (!c->tied_output)
+        for (int i = 0; i < het_model_n_weights(m); i++) {
+            const struct het_tensor *t = het_model_weight(m, i);
+            if (!strcmp(t->name, "token_embd.weight")) total -= het_nbytes(t);
+        }
+    return total;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    struct hr_opts o;
+    if (!hr_parse(&o, "bench", BENCH_FLAGS, argc, argv)) return 2;
+    if (o.n_ctx == 0) o.n_ctx = (o.pp > o.tg ? o.pp : o.tg) + 16;
+    struct hr_session s;
+    int rc = 1;
+    int32_t *toks = NULL;
+    if (!hr_session_open(&s, &o, true)) goto done;
+    const struct het_model_config *c = het_model_get_config(s.model);
+    int n_tok = o.pp > o.tg ? o.pp : o.tg;
+    toks = malloc((size_t)(n_tok > 0 ? n_tok : 1) * sizeof *toks);
+    if (!toks) goto done;
+    uint64_t r = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < n_tok; i++) {
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        toks[i] = (int32_t)(r % (uint64_t)c->n_vocab);
+    }
+    het_error err = { 0 };
+    struct series pp = { .n = 0 }, tg = { .n = 0 };
+    double warm;
+    /* warm-up: page in the weights, grow scratch, not counted */
+    if ((o.pp > 0 && !run_pp(&s, toks, o.pp, &warm, &err)) || (o.tg > 0 && !run_tg(&s, toks, o.tg < 4 ? o.tg : 4, &warm, &err))) {
+        hr_error(&o, "%s", err.msg);
+        goto done;
+    }
+    for (int rep = 0; rep < o.reps && rep < 1000; rep++) {
+        if (o.pp > 0 && !run_pp(&s, toks, o.pp, &pp.v[pp.n++], &err)) { hr_error(&o, "%s", err.msg); goto done; }
+        if (o.tg > 0 && !run_tg(&s, toks, o.tg, &tg.v[tg.n++], &err)) { hr_error(&o, "%s", err.msg); goto done; }
+    }
+    if (pp.n) summarize(&pp);
+    if (tg.n) summarize(&tg);
+    int threads = het_cpu_device_n_threads(s.devices[0]);
+    double bw = hr_measure_read_bandwidth(threads);
+    size_t wbytes = het_model_weight_bytes(s.model), dbytes = decode_bytes(s.model);
+    double bound = bw > 0 ? bw * 1e9 / (double)dbytes : 0;
+    const char *dev = o.device ? o.device : o.devices ? o.devices : "cpu";
+    if (o.json) {
+        printf("{\"model\":\"%s\",\"device\":\"%s\",\"threads\":%d,\"weight_bytes\":%zu,\"decode_bytes_per_token\":%zu,"
+               "\"pp\":%d,\"tg\":%d,\"reps\":%d,"
+               "\"pp_tps\":%.2f,\"pp_tps_min\":%.2f,\"pp_tps_max\":%.2f,"
+               "\"tg_tps\":%.2f,\"tg_tps_min\":%.2f,\"tg_tps_max\":%.2f,"
+               "\"read_bandwidth_gbs\":%.1f,\"tg_bound_tps\":%.1f}\n",
+               o.model, dev, threads, wbytes, dbytes, o.pp, o.tg, o.reps, pp.med, pp.min, pp.max, tg.med, tg.min,
+               tg.max, bw, bound);
+    } else {
+        printf("model %s: %s, %.1f MiB weights, %d threads, device %s\n", o.model, c->arch_name, wbytes / 1048576.0,
+               threads, dev);
+        if (pp.n)
+            printf("pp%-4d %8.2f tok/s median  (min %.2f, max %.2f, %d runs)\n", o.pp, pp.med, pp.min, pp.max, pp.n);
+        if (tg.n)
+            printf("tg%-4d %8.2f tok/s median  (min %.2f, max %.2f, %d runs)   bound: %.1f tok/s = %.1f GB/s measured "
+                   "read bandwidth / %.1f MB per token\n",
+                   o.tg, tg.med, tg.min, tg.max, tg.n, bound, bw, dbytes / 1e6);
+    }
+    hr_print_stats(&s, &o);
+    rc = 0;
+done:
+    free(toks);
+    hr_session_close(&s);
+    return rc;
+}

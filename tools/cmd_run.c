@@ -1,0 +1,81 @@
+/*
+ * cmd_run.c — `hetrun run`: generate text from a prompt, streaming it to
+ * stdout; timings go to stderr so stdout stays the text alone.
+ */
+#include "tools/hetrun.h"
+
+#include <stdlib.h>
+
+#define RUN_FLAGS "-m -p -f -n --temp --top-k --top-p --seed -t -c --device --devices --policy --strict --no-bos --stats -v"
+
+static void put_piece(const het_tokenizer *tok, int32_t id)
+{
+    char buf[256];
+    int n = het_token_to_piece(tok, id, buf, sizeof buf, false);
+    if (n > 0) fwrite(buf, 1, (size_t)n, stdout);
+    fflush(stdout);
+}
+
+int cmd_run(int argc, char **argv)
+{
+    struct hr_opts o;
+    if (!hr_parse(&o, "run", RUN_FLAGS, argc, argv)) return 2;
+    if (o.n_predict < 0) o.n_predict = 128;
+    if (!o.prompt && !o.prompt_file) o.prompt = "Once upon a time";
+    struct hr_session s;
+    int rc = 1;
+    int32_t *ids = NULL, n_ids = 0;
+    het_sampler *smp = NULL;
+    if (!hr_session_open(&s, &o, true) || !hr_tokenize_prompt(&s, &o, &ids, &n_ids)) goto done;
+    if (n_ids == 0) {
+        hr_error(&o, "the prompt is empty and the model adds no BOS token");
+        goto done;
+    }
+    if (n_ids + o.n_predict > het_context_n_ctx(s.ctx) && n_ids >= het_context_n_ctx(s.ctx)) {
+        hr_error(&o, "prompt of %d tokens does not fit the context of %d (use -c)", n_ids, het_context_n_ctx(s.ctx));
+        goto done;
+    }
+    const het_tokenizer *tok = het_model_tokenizer(s.model);
+    const struct het_model_config *cfg = het_model_get_config(s.model);
+    struct het_sampler_params sp = { .temp = o.temp, .top_k = o.top_k, .top_p = o.top_p, .seed = o.seed };
+    smp = het_sampler_init(&sp, cfg->n_vocab);
+    if (!smp) goto done;
+
+    if (o.prompt) fputs(o.prompt, stdout);
+    fflush(stdout);
+    het_error err = { 0 };
+    double t0 = hr_now_ms();
+    if (het_context_eval(s.ctx, ids, n_ids, false, &err) != HET_OK) {
+        hr_error(&o, "%s", err.msg);
+        goto done;
+    }
+    double t_prefill = hr_now_ms() - t0;
+    int n_gen = 0;
+    double t1 = hr_now_ms();
+    for (; n_gen < o.n_predict; n_gen++) {
+        int32_t id = het_sampler_sample(smp, het_context_logits(s.ctx, NULL));
+        if (het_tokenizer_is_eog(tok, id)) break;
+        put_piece(tok, id);
+        if (n_gen + 1 == o.n_predict) { n_gen++; break; }
+        if (het_context_n_past(s.ctx) >= het_context_n_ctx(s.ctx)) {
+            fprintf(stderr, "\nhetrun run: context full (%d tokens)\n", het_context_n_ctx(s.ctx));
+            n_gen++;
+            break;
+        }
+        if (het_context_eval(s.ctx, &id, 1, false, &err) != HET_OK) {
+            hr_error(&o, "%s", err.msg);
+            goto done;
+        }
+    }
+    double t_decode = hr_now_ms() - t1;
+    printf("\n");
+    fprintf(stderr, "prefill: %d tokens in %.1f ms (%.1f tok/s); decode: %d tokens in %.1f ms (%.1f tok/s)\n", n_ids,
+            t_prefill, n_ids * 1000.0 / t_prefill, n_gen, t_decode, n_gen > 1 ? (n_gen - 1) * 1000.0 / t_decode : 0.0);
+    hr_print_stats(&s, &o);
+    rc = 0;
+done:
+    het_sampler_free(smp);
+    free(ids);
+    hr_session_close(&s);
+    return rc;
+}

@@ -1,0 +1,82 @@
+/*
+ * hetrun.h — what the hetrun subcommands share: parsed options, device-set
+ * construction from the placement flags, model + context set-up, and small
+ * output helpers. Each subcommand lives in its own cmd_<name>.c.
+ */
+#ifndef HETRUN_H
+#define HETRUN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "het/device.h"
+#include "het/model.h"
+#include "het/sched.h"
+
+struct hr_opts {
+    const char *cmd;
+    const char *model;        /* -m                                       */
+    const char *prompt;       /* -p                                       */
+    const char *prompt_file;  /* -f                                       */
+    const char *out;          /* -o                                       */
+    int         n_predict;    /* -n: tokens to generate (default 128)     */
+    float       temp;         /* --temp (default 0.8; 0 = greedy)         */
+    int         top_k;        /* --top-k (default 40)                     */
+    float       top_p;        /* --top-p (default 0.95)                   */
+    uint64_t    seed;         /* --seed (default 42)                      */
+    int         threads;      /* -t (default: physical cores)             */
+    int         n_ctx;        /* -c (default: min(train ctx, 4096))       */
+    const char *device;       /* --device D                               */
+    const char *devices;      /* --devices a,b,c                          */
+    const char *policy;       /* --policy first|single:D|alternate        */
+    bool        strict;       /* --strict: fallbacks are errors           */
+    bool        no_bos;       /* --no-bos                                 */
+    bool        json;         /* --json                                   */
+    const char *stats;        /* --stats[=json]                           */
+    bool        verbose;      /* -v                                       */
+    int         pp;           /* bench -p (default 512)                   */
+    int         tg;           /* bench -n (default 128)                   */
+    int         reps;         /* bench -r (default 3)                     */
+    /* mkmodel */
+    const char *arch, *preset, *vocab, *wtype, *otype;
+    int         n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;
+    bool        tied;
+    int         argc_rest;    /* positional arguments left               */
+    char      **argv_rest;
+};
+
+/* Parse argv for cmd; allowed is a space-separated list of flags the command
+ * takes. Prints one error line and returns false on a bad flag or value. */
+bool hr_parse(struct hr_opts *o, const char *cmd, const char *allowed, int argc, char **argv);
+/* The bundled default model path (HET_MODEL env, then next to the binary, then the source tree). */
+const char *hr_default_model(void);
+
+/* A ready-to-run model: devices, scheduler, model, context. */
+struct hr_session {
+    het_device  *devices[4];
+    int          n_devices;
+    het_sched   *sched;
+    het_model   *model;
+    het_context *ctx;
+    uint64_t     fallback_lines;
+};
+bool hr_session_open(struct hr_session *s, const struct hr_opts *o, bool need_ctx);
+void hr_session_close(struct hr_session *s);
+/* Tokenize the prompt (-p or -f), adding BOS as the model says unless --no-bos. */
+bool hr_tokenize_prompt(const struct hr_session *s, const struct hr_opts *o, int32_t **ids, int32_t *n);
+void hr_print_stats(const struct hr_session *s, const struct hr_opts *o);
+
+double hr_now_ms(void);
+/* fprintf(stderr, "hetrun <cmd>: ...\n") */
+void hr_error(const struct hr_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+int cmd_run(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_mkmodel(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
+
+#endif /* HETRUN_H */

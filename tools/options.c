@@ -1,0 +1,251 @@
+/*
+ * options.c — hetrun's flag parser: one table of every flag, each command
+ * naming the subset it accepts, so an unknown or misplaced flag is one clear
+ * error line instead of being ignored.
+ */
+#include "tools/hetrun.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+enum kind { K_STR, K_INT, K_FLOAT, K_U64, K_BOOL, K_OPTSTR };
+
+struct flag {
+    const char *name;   /* "-m" or "--temp"; aliases separated by '|' */
+    enum kind   kind;
+    size_t      off;
+    double      lo, hi; /* numeric range */
+    const char *help;
+};
+
+#define F(field) offsetof(struct hr_opts, field)
+static const struct flag flags[] = {
+    { "-m|--model",     K_STR,   F(model),       0, 0,   "GGUF model file (default: the bundled stories260K)" },
+    { "-p|--prompt",    K_STR,   F(prompt),      0, 0,   "prompt text" },
+    { "-f|--file",      K_STR,   F(prompt_file), 0, 0,   "read the prompt from a file" },
+    { "-o|--output",    K_STR,   F(out),         0, 0,   "output file" },
+    { "-n|--n-predict", K_INT,   F(n_predict),   0, 1e7, "tokens to generate (bench: decode tokens)" },
+    { "--temp",         K_FLOAT, F(temp),        0, 100, "sampling temperature, 0 = greedy" },
+    { "--top-k",        K_INT,   F(top_k),       0, 1e7, "top-k sampling, 0 = off" },
+    { "--top-p",        K_FLOAT, F(top_p),       0, 1,   "top-p sampling, 1 = off" },
+    { "--seed",         K_U64,   F(seed),        0, 0,   "sampling seed" },
+    { "-t|--threads",   K_INT,   F(threads),     1, 1024, "CPU threads (default: physical cores)" },
+    { "-c|--ctx",       K_INT,   F(n_ctx),       1, 1 << 24, "context length in tokens" },
+    { "--device",       K_STR,   F(device),      0, 0,   "run everything on one device: cpu, vulkan, vulkan:N" },
+    { "--devices",      K_STR,   F(devices),     0, 0,   "device set, in priority order: cpu,vulkan" },
+    { "--policy",       K_STR,   F(policy),      0, 0,   "placement policy: first | single:DEV | alternate" },
+    { "--strict",       K_BOOL,  F(strict),      0, 0,   "a fallback (op run off its planned device) is an error" },
+    { "--no-bos",       K_BOOL,  F(no_bos),      0, 0,   "do not add the BOS token" },
+    { "--json",         K_BOOL,  F(json),        0, 0,   "print one JSON object" },
+    { "--stats",        K_OPTSTR, F(stats),      0, 0,   "print memory and device statistics (--stats=json: one JSON line on stderr)" },
+    { "-v|--verbose",   K_BOOL,  F(verbose),     0, 0,   "log decisions and fallbacks" },
+    { "-r|--repetitions", K_INT, F(reps),        1, 1000, "bench repetitions" },
+    { "--arch",         K_STR,   F(arch),        0, 0,   "mkmodel: llama | qwen2 | qwen3" },
+    { "--preset",       K_STR,   F(preset),      0, 0,   "mkmodel: a named shape (qwen3-0.6b, tiny, ...)" },
+    { "--vocab",        K_STR,   F(vocab),       0, 0,   "mkmodel: GGUF to take the tokenizer from" },
+    { "--type",         K_STR,   F(wtype),       0, 0,   "mkmodel: weight type of the layers (f32, f16, q8_0, q4_0, q4_k, q6_k, ...)" },
+    { "--output-type",  K_STR,   F(otype),       0, 0,   "mkmodel: type of token_embd/output" },
+    { "--n-layer",      K_INT,   F(n_layer),     1, 4096, "mkmodel: layers" },
+    { "--n-embd",       K_INT,   F(n_embd),      1, 1 << 20, "mkmodel: embedding width" },
+    { "--n-head",       K_INT,   F(n_head),      1, 4096, "mkmodel: attention heads" },
+    { "--n-head-kv",    K_INT,   F(n_head_kv),   1, 4096, "mkmodel: KV heads" },
+    { "--head-dim",     K_INT,   F(head_dim),    1, 1024, "mkmodel: head dimension" },
+    { "--n-ff",         K_INT,   F(n_ff),        1, 1 << 22, "mkmodel: feed-forward width" },
+    { "--tied",         K_BOOL,  F(tied),        0, 0,   "mkmodel: tie output to token_embd" },
+};
+#undef F
+
+static bool name_matches(const char *spec, const char *arg, size_t arglen)
+{
+    const char *p = spec;
+    while (*p) {
+        const char *bar = strchr(p, '|');
+        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        if (n == arglen && !strncmp(p, arg, n)) return true;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return false;
+}
+
+static bool allowed_flag(const char *allowed, const struct flag *f)
+{
+    /* allowed lists long or short names; a flag is allowed if any alias is listed */
+    const char *p = allowed;
+    while (*p) {
+        while (*p == ' ') p++;
+        const char *e = p;
+        while (*e && *e != ' ') e++;
+        if (e > p && name_matches(f->name, p, (size_t)(e - p))) return true;
+        p = e;
+    }
+    return false;
+}
+
+void hr_error(const struct hr_opts *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "hetrun %s: ", o && o->cmd ? o->cmd : "");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static void print_help(const char *cmd, const char *allowed)
+{
+    printf("usage: hetrun %s [options]\n", cmd);
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (allowed_flag(allowed, &flags[i])) printf("  %-22s %s\n", flags[i].name, flags[i].help);
+}
+
+static bool set_value(struct hr_opts *o, const struct flag *f, const char *flagname, const char *v)
+{
+    char *end;
+    void *dst = (char *)o + f->off;
+    errno = 0;
+    switch (f->kind) {
+    case K_STR:
+    case K_OPTSTR:
+        *(const char **)dst = v;
+        return true;
+    case K_INT: {
+        long x = strtol(v, &end, 10);
+        if (errno || *end || end == v || x < f->lo || x > f->hi) {
+            hr_error(o, "%s: '%s' is not an integer in [%g, %g]", flagname, v, f->lo, f->hi);
+            return false;
+        }
+        *(int *)dst = (int)x;
+        return true;
+    }
+    case K_FLOAT: {
+        double x = strtod(v, &end);
+        if (errno || *end || end == v || !isfinite(x) || x < f->lo || x > f->hi) {
+            hr_error(o, "%s: '%s' is not a number in [%g, %g]", flagname, v, f->lo, f->hi);
+            return false;
+        }
+        *(float *)dst = (float)x;
+        return true;
+    }
+    case K_U64: {
+        unsigned long long x = strtoull(v, &end, 10);
+        if (errno || *end || end == v || v[0] == '-') {
+            hr_error(o, "%s: '%s' is not a non-negative integer", flagname, v);
+            return false;
+        }
+        *(uint64_t *)dst = x;
+        return true;
+    }
+    case K_BOOL:
+        *(bool *)dst = true;
+        return true;
+    }
+    return false;
+}
+
+bool hr_parse(struct hr_opts *o, const char *cmd, const char *allowed, int argc, char **argv)
+{
+    memset(o, 0, sizeof *o);
+    o->cmd = cmd;
+    o->n_predict = -1;
+    o->temp = 0.8f;
+    o->top_k = 40;
+    o->top_p = 0.95f;
+    o->seed = 42;
+    o->pp = 512;
+    o->tg = 128;
+    o->reps = 3;
+    o->argv_rest = argv + argc;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            print_help(cmd, allowed);
+            exit(0);
+        }
+        if (a[0] != '-' || !a[1]) {
+            hr_error(o, "unexpected argument '%s' (see hetrun %s --help)", a, cmd);
+            return false;
+        }
+        const char *eq = strchr(a, '=');
+        size_t len = eq && a[1] == '-' ? (size_t)(eq - a) : strlen(a);
+        const struct flag *f = NULL;
+        for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
+            if (name_matches(flags[k].name, a, len)) f = &flags[k];
+        if (!f || !allowed_flag(allowed, f)) {
+            hr_error(o, "unknown flag '%.*s' (see hetrun %s --help)", (int)len, a, cmd);
+            return false;
+        }
+        const char *v = NULL;
+        if (f->kind == K_BOOL) {
+            if (eq && a[1] == '-') {
+                hr_error(o, "%.*s takes no value", (int)len, a);
+                return false;
+            }
+        } else if (f->kind == K_OPTSTR) {
+            v = eq && a[1] == '-' ? eq + 1 : "text";
+        } else if (eq && a[1] == '-') {
+            v = eq + 1;
+        } else if (i + 1 < argc) {
+            v = argv[++i];
+        } else {
+            hr_error(o, "%s needs a value", a);
+            return false;
+        }
+        char fname[64];
+        snprintf(fname, sizeof fname, "%.*s", (int)len, a);
+        if (!set_value(o, f, fname, v)) return false;
+    }
+    /* bench reuses -p/-n as counts */
+    if (!strcmp(cmd, "bench")) {
+        if (o->prompt) {
+            char *end;
+            long x = strtol(o->prompt, &end, 10);
+            if (*end || x < 1 || x > 1 << 20) {
+                hr_error(o, "-p: '%s' is not a prompt length in tokens", o->prompt);
+                return false;
+            }
+            o->pp = (int)x;
+        }
+        if (o->n_predict >= 0) o->tg = o->n_predict;
+    }
+    if (o->device && o->devices) {
+        hr_error(o, "--device and --devices are exclusive");
+        return false;
+    }
+    if (!o->model) o->model = hr_default_model();
+    return true;
+}
+
+const char *hr_default_model(void)
+{
+    static char buf[4096];
+    const char *env = getenv("HET_MODEL");
+    if (env && *env) return env;
+    struct stat st;
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 64);
+    if (n > 0) {
+        buf[n] = 0;
+        char *slash = strrchr(buf, '/');
+        const char *rel[] = { "/../models/stories260K.gguf", "/../share/het/stories260K.gguf" };
+        for (int i = 0; slash && i < 2; i++) {
+            snprintf(slash, sizeof buf - (size_t)(slash - buf), "%s", rel[i]);
+            if (stat(buf, &st) == 0) return buf;
+        }
+    }
+    return HET_DEFAULT_MODEL;
+}
+
+double hr_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}

@@ -1,0 +1,230 @@
+/*
+ * session.c — turning hetrun's placement flags into a device set and a
+ * scheduler, and loading the model and context every running command needs.
+ */
+#include "tools/hetrun.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(HET_HAVE_VULKAN) && __has_include("het/vulkan.h")
+#include "het/vulkan.h"
+#define HR_VULKAN 1
+#endif
+
+static het_device *open_device(const struct hr_opts *o, const char *spec, het_error *err)
+{
+    if (!strcmp(spec, "cpu")) return het_cpu_device_init(o->threads, err);
+    if (!strncmp(spec, "vulkan", 6)) {
+#ifdef HR_VULKAN
+        int index = -1;
+        if (spec[6] == ':') {
+            char *end;
+            long v = strtol(spec + 7, &end, 10);
+            if (*end || end == spec + 7 || v < 0) {
+                het_error_set(err, HET_ERR_INVALID, "bad device '%s' (expected vulkan or vulkan:N)", spec);
+                return NULL;
+            }
+            index = (int)v;
+        } else if (spec[6]) {
+            het_error_set(err, HET_ERR_INVALID, "unknown device '%s'", spec);
+            return NULL;
+        }
+        return het_vulkan_device_init(index, err);
+#else
+        het_error_set(err, HET_ERR_NO_DEVICE, "this build has no Vulkan backend (install libvulkan-dev glslc, rebuild)");
+        return NULL;
+#endif
+    }
+    het_error_set(err, HET_ERR_INVALID, "unknown device '%s' (devices: cpu, vulkan, vulkan:N)", spec);
+    return NULL;
+}
+
+static void log_line(void *user, const char *line)
+{
+    struct hr_session *s = user;
+    s->fallback_lines++;
+    fprintf(stderr, "het: %s\n", line);
+}
+
+static bool open_devices(struct hr_session *s, const struct hr_opts *o)
+{
+    char list[256];
+    snprintf(list, sizeof list, "%s", o->device ? o->device : o->devices ? o->devices : "cpu");
+    het_error err = { 0 };
+    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (s->n_devices == (int)(sizeof s->devices / sizeof s->devices[0])) {
+            hr_error(o, "--devices: too many devices");
+            return false;
+        }
+        het_device *d = open_device(o, tok, &err);
+        if (!d) {
+            hr_error(o, "device '%s': %s", tok, err.msg);
+            return false;
+        }
+        s->devices[s->n_devices++] = d;
+    }
+    struct het_sched_params sp = {
+        .devices = s->devices, .n_devices = s->n_devices, .policy = HET_POLICY_FIRST, .strict = o->strict,
+        .log = log_line, .log_user = s,
+    };
+    if (o->policy) {
+        if (!strcmp(o->policy, "first") || !strcmp(o->policy, "fastest")) {
+            sp.policy = HET_POLICY_FIRST;
+        } else if (!strcmp(o->policy, "alternate")) {
+            sp.policy = HET_POLICY_ALTERNATE;
+        } else if (!strncmp(o->policy, "single:", 7)) {
+            sp.policy = HET_POLICY_SINGLE;
+            sp.single = -1;
+            for (int i = 0; i < s->n_devices; i++)
+                if (!strcmp(het_device_name(s->devices[i]), o->policy + 7) ||
+                    !strncmp(het_device_name(s->devices[i]), o->policy + 7, strlen(o->policy + 7)))
+                    if (sp.single < 0) sp.single = i;
+            if (sp.single < 0) {
+                hr_error(o, "--policy %s: no such device in the set", o->policy);
+                return false;
+            }
+        } else {
+            hr_error(o, "--policy: unknown policy '%s' (first, single:DEV, alternate)", o->policy);
+            return false;
+        }
+    }
+    s->sched = het_sched_init(&sp, &err);
+    if (!s->sched) {
+        hr_error(o, "%s", err.msg);
+        return false;
+    }
+    return true;
+}
+
+bool hr_session_open(struct hr_session *s, const struct hr_opts *o, bool need_ctx)
+{
+    memset(s, 0, sizeof *s);
+    het_error err = { 0 };
+    s->model = het_model_load(o->model, &err);
+    if (!s->model) {
+        hr_error(o, "%s", err.msg);
+        return false;
+    }
+    if (!open_devices(s, o)) return false;
+    /* weights are used in place from the mapped file: make them visible to every device */
+    size_t size = 0;
+    const void *base = het_gguf_file_data(het_model_gguf(s->model), &size);
+    if (het_sched_register_memory(s->sched, (void *)base, size, 0 /* weights */, &err) != HET_OK) {
+        hr_error(o, "%s", err.msg);
+        return false;
+    }
+    if (!need_ctx) return true;
+    struct het_context_params cp = { .n_ctx = o->n_ctx, .sched = s->sched };
+    s->ctx = het_context_init(s->model, &cp, &err);
+    if (!s->ctx) {
+        hr_error(o, "%s", err.msg);
+        return false;
+    }
+    return true;
+}
+
+void hr_session_close(struct hr_session *s)
+{
+    het_context_free(s->ctx);
+    het_sched_free(s->sched);
+    for (int i = 0; i < s->n_devices; i++) het_device_free(s->devices[i]);
+    het_model_free(s->model);
+    memset(s, 0, sizeof *s);
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (n < cap) break;
+        char *nb = realloc(buf, cap *= 2);
+        if (!nb) { free(buf); buf = NULL; }
+        else buf = nb;
+    }
+    fclose(f);
+    if (buf) *len = n;
+    return buf;
+}
+
+bool hr_tokenize_prompt(const struct hr_session *s, const struct hr_opts *o, int32_t **ids, int32_t *n)
+{
+    const char *text = o->prompt ? o->prompt : "";
+    size_t len = strlen(text);
+    char *owned = NULL;
+    if (o->prompt_file) {
+        owned = read_file(o->prompt_file, &len);
+        if (!owned) {
+            hr_error(o, "-f %s: cannot read the file", o->prompt_file);
+            return false;
+        }
+        text = owned;
+    }
+    const het_tokenizer *tok = het_model_tokenizer(s->model);
+    het_error err = { 0 };
+    enum het_status st = het_tokenize(tok, text, len, false, true, ids, n, &err);
+    free(owned);
+    if (st != HET_OK) {
+        hr_error(o, "tokenize: %s", err.msg);
+        return false;
+    }
+    if (!o->no_bos && het_tokenizer_add_bos(tok) && het_tokenizer_bos(tok) >= 0) {
+        int32_t *nb = realloc(*ids, (size_t)(*n + 1) * sizeof *nb);
+        if (!nb) return false;
+        memmove(nb + 1, nb, (size_t)*n * sizeof *nb);
+        nb[0] = het_tokenizer_bos(tok);
+        *ids = nb;
+        (*n)++;
+    }
+    return true;
+}
+
+void hr_print_stats(const struct hr_session *s, const struct hr_opts *o)
+{
+    if (!o->stats) return;
+    struct het_sched_stats ss;
+    het_sched_get_stats(s->sched, &ss);
+    uint64_t copied = 0;
+    for (int i = 0; i < s->n_devices; i++) {
+        struct het_device_stats ds;
+        het_device_get_stats(s->devices[i], &ds);
+        copied += ds.copied_bytes;
+    }
+    bool json = !strcmp(o->stats, "json");
+    if (json) {
+        fprintf(stderr,
+                "{\"pool_backing\":\"malloc (not a pool yet)\",\"copied_bytes\":%llu,\"scratch_peak_bytes\":%zu,"
+                "\"scratch_naive_bytes\":%zu,\"scratch_reserved_bytes\":%zu,\"kv_bytes\":%zu,\"weight_bytes\":%zu,"
+                "\"fallbacks\":%llu,\"devices\":[",
+                (unsigned long long)copied, ss.scratch_peak_bytes, ss.scratch_naive_bytes, ss.scratch_reserved,
+                s->ctx ? het_context_kv_bytes(s->ctx) : 0, het_model_weight_bytes(s->model),
+                (unsigned long long)ss.n_fallbacks);
+        for (int i = 0; i < s->n_devices; i++) {
+            struct het_device_stats ds;
+            het_device_get_stats(s->devices[i], &ds);
+            fprintf(stderr, "%s{\"name\":\"%s\",\"splits\":%llu,\"nodes\":%llu,\"busy_us\":%.0f,\"copied_bytes\":%llu}",
+                    i ? "," : "", het_device_name(s->devices[i]), (unsigned long long)ds.n_splits,
+                    (unsigned long long)ds.n_nodes, ds.busy_us, (unsigned long long)ds.copied_bytes);
+        }
+        fprintf(stderr, "]}\n");
+        return;
+    }
+    fprintf(stderr, "memory: weights %.1f MiB (mapped file), KV cache %.1f MiB\n",
+            het_model_weight_bytes(s->model) / 1048576.0, s->ctx ? het_context_kv_bytes(s->ctx) / 1048576.0 : 0.0);
+    fprintf(stderr, "scratch: peak %.2f MiB with lifetime reuse vs %.2f MiB naive sum (reserved %.2f MiB)\n",
+            ss.scratch_peak_bytes / 1048576.0, ss.scratch_naive_bytes / 1048576.0, ss.scratch_reserved / 1048576.0);
+    fprintf(stderr, "copied between devices: %llu bytes; fallbacks: %llu\n", (unsigned long long)copied,
+            (unsigned long long)ss.n_fallbacks);
+    for (int i = 0; i < s->n_devices; i++) {
+        struct het_device_stats ds;
+        het_device_get_stats(s->devices[i], &ds);
+        fprintf(stderr, "device %s%s: %llu splits, %llu nodes, busy %.1f ms — %s\n", het_device_name(s->devices[i]),
+                het_device_is_emulated(s->devices[i]) ? " (emulated)" : "", (unsigned long long)ds.n_splits,
+                (unsigned long long)ds.n_nodes, ds.busy_us / 1000.0, het_device_description(s->devices[i]));
+    }
+}
