@@ -45,8 +45,9 @@ het_context *het_context_init(het_model *m, const struct het_context_params *p, 
     ctx->n_ctx = n_ctx;
 
     const int64_t ne[4] = { c->head_dim, c->n_head_kv, n_ctx, c->n_layer };
-    het_tensor_init(&ctx->kv_k, HET_TYPE_F16, 4, ne);
-    het_tensor_init(&ctx->kv_v, HET_TYPE_F16, 4, ne);
+    enum het_type kv_type = p->kv_f32 ? HET_TYPE_F32 : HET_TYPE_F16;
+    het_tensor_init(&ctx->kv_k, kv_type, 4, ne);
+    het_tensor_init(&ctx->kv_v, kv_type, 4, ne);
     size_t one = het_nbytes(&ctx->kv_k);
     one = (one + 4095) & ~(size_t)4095;
     ctx->kv_bytes = 2 * one;

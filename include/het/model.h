@@ -70,6 +70,7 @@ typedef struct het_context het_context;
 struct het_context_params {
     int32_t    n_ctx;     /* KV cache length in tokens (0: min(train ctx, 4096)) */
     het_sched *sched;     /* device set to run on (not owned)                    */
+    bool       kv_f32;    /* F32 KV cache instead of F16 (exact comparisons)    */
 };
 
 het_context *het_context_init(het_model *m, const struct het_context_params *p, het_error *err);
