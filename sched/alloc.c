@@ -84,10 +84,11 @@ static bool needs_storage(const struct het_tensor *t)
 
 static int tensor_index(const het_graph *g, const struct het_tensor *t)
 {
-    /* arena tensors are contiguous: index by pointer difference */
-    const struct het_tensor *first = het_graph_tensor(g, 0);
-    ptrdiff_t i = t - first;
-    return (i >= 0 && i < het_graph_n_tensors(g)) ? (int)i : -1;
+    /* arena tensors are one array; anything else (weights, caches) is not ours */
+    uintptr_t first = (uintptr_t)het_graph_tensor(g, 0), p = (uintptr_t)t;
+    uintptr_t end = first + (uintptr_t)het_graph_n_tensors(g) * sizeof *t;
+    if (p < first || p >= end || (p - first) % sizeof *t) return -1;
+    return (int)((p - first) / sizeof *t);
 }
 
 enum het_status het_scratch_plan_build(struct het_scratch_plan *plan, const het_graph *g, het_error *err)
