@@ -38,7 +38,6 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "hetrun: unknown command '%s'\n", argv[1]);
-    usage(stderr);
+    fprintf(stderr, "hetrun: unknown command '%s' (see hetrun --help)\n", argv[1]);
     return 2;
 }

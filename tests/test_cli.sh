@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# test_cli.sh — hetrun as a user meets it: every fixture model loads,
+# tokenizes and generates; bad input (flags, files, values, context) gives
+# one clear error line and a non-zero exit.
+set -uo pipefail
+hetrun="${HET_HETRUN:?}"
+shared="${HET_SHARED_DIR:-../shared}"
+src="${HET_SOURCE_DIR:-.}"
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+pass=0; fail=0
+ok()  { pass=$((pass+1)); }
+bad() { fail=$((fail+1)); echo "FAIL: $*"; }
+
+# expect_error RC PATTERN -- command...: exit code RC and exactly one stderr line matching PATTERN
+expect_error() {
+    local rc="$1" pat="$2"; shift 3
+    "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?
+    local lines; lines=$(wc -l <"$tmp/err")
+    if [ "$got" != "$rc" ] || [ "$lines" != 1 ] || ! grep -q -- "$pat" "$tmp/err"; then
+        bad "$* -> rc $got (want $rc), $lines stderr lines, want /$pat/:"; sed 's/^/    /' "$tmp/err" | head -5
+    else ok; fi
+}
+
+model="$src/models/stories260K.gguf"
+expect_error 2 "unknown flag '--bogus'" -- "$hetrun" run --bogus
+expect_error 2 "unknown command 'frobnicate'" -- "$hetrun" frobnicate
+expect_error 2 "\-\-temp: 'abc' is not a number" -- "$hetrun" run --temp abc
+expect_error 2 "\-n needs a value" -- "$hetrun" run -n
+expect_error 2 "\-o OUT is required" -- "$hetrun" logits -p hi
+expect_error 1 "no-such-file.gguf" -- "$hetrun" run -m "$tmp/no-such-file.gguf"
+head -c 3000 "$model" >"$tmp/trunc.gguf"
+expect_error 1 "offset" -- "$hetrun" run -m "$tmp/trunc.gguf"
+printf 'GGUF\x01\x00\x00\x00' >"$tmp/v1.gguf"
+expect_error 1 "version" -- "$hetrun" info -m "$tmp/v1.gguf"
+if [ -f "$shared/models/vocab/ggml-vocab-gpt-2.gguf" ]; then
+    expect_error 1 "unsupported architecture 'gpt2'" -- "$hetrun" run -m "$shared/models/vocab/ggml-vocab-gpt-2.gguf"
+fi
+long="$(printf 'Once upon a time %.0s' $(seq 1 40))"
+expect_error 1 "does not fit the context of 16" -- "$hetrun" run -c 16 -p "$long" -n 4
+expect_error 1 "unknown device 'tpu'" -- "$hetrun" run --device tpu
+
+# every fixture model loads, tokenizes and generates
+for m in "$model" "$shared"/models/llama-2-tiny-random.gguf "$shared"/models/synthetic/*.gguf; do
+    case "$m" in *vocab-*) continue;; esac
+    [ -f "$m" ] || continue
+    if out=$("$hetrun" run -m "$m" -p "Hello world" -n 8 --temp 0 2>"$tmp/err"); then ok
+    else bad "run $(basename "$m"): $(cat "$tmp/err")"; fi
+done
+
+# tokenize: qwen2 pre-tokenizer on the qwen3 vocabulary
+if [ -f "$shared/models/synthetic/vocab-qwen3.gguf" ]; then
+    got=$("$hetrun" tokenize -m "$shared/models/synthetic/vocab-qwen3.gguf" -p "Hello world")
+    [ "$got" = "9707 1879" ] && ok || bad "tokenize qwen3 'Hello world' -> '$got', want '9707 1879'"
+fi
+got=$("$hetrun" tokenize -m "$model" -p "Once upon a time")
+[ "$got" = "1 403 407 261 378" ] && ok || bad "tokenize stories 'Once upon a time' -> '$got'"
+
+# logits: header and size
+if "$hetrun" logits -m "$model" -p "Once upon a time" -o "$tmp/l.bin" 2>/dev/null; then
+    size=$(stat -c %s "$tmp/l.bin")   # 5 tokens (BOS + 4), 512 vocab
+    [ "$size" = $((8 + 5*4 + 5*512*4)) ] && ok || bad "logits file size $size"
+else bad "logits failed"; fi
+
+# info and bench --json
+"$hetrun" info -m "$model" | grep -q "n_embd 64, n_layer 5" && ok || bad "info hyperparameters"
+json=$("$hetrun" bench -m "$model" -p 16 -n 8 -r 1 --json 2>/dev/null)
+for k in pp_tps tg_tps pp_tps_min tg_tps_max threads weight_bytes; do
+    echo "$json" | grep -q "\"$k\":" && ok || bad "bench --json lacks $k: $json"
+done
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
