@@ -8,14 +8,16 @@
  *  - the default F16 cache and token-by-token decode agree with batch prefill.
  */
 #include "het/model.h"
+#include "het/quantize.h"
 #include "ref_forward.h"
 #include "testutil.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#define N_TOK 40
+#define N_TOK 150
 
 static double row_rel_err(const float *a, const float *b, int n)
 {
@@ -47,7 +49,7 @@ static bool run_open(struct run *r, het_model *m, bool kv_f32)
     size_t size;
     const void *base = het_gguf_file_data(het_model_gguf(m), &size);
     if (r->sched) het_sched_register_memory(r->sched, (void *)base, size, 0, &err);
-    struct het_context_params cp = { .n_ctx = 128, .sched = r->sched, .kv_f32 = kv_f32 };
+    struct het_context_params cp = { .n_ctx = 256, .sched = r->sched, .kv_f32 = kv_f32 };
     r->ctx = r->sched ? het_context_init(m, &cp, &err) : NULL;
     CHECK(r->ctx != NULL, "context: %s", err.msg);
     return r->ctx != NULL;
@@ -60,9 +62,11 @@ static void run_close(struct run *r)
     het_device_free(r->cpu);
 }
 
-static void check_model(const char *rel, bool exact)
+/* exact: F32 logits within 1e-4; min_top1: fraction of positions whose
+ * argmax must agree; max_err: bound on the f16-cache logits error. */
+static void check_model(const char *path, const char *rel, bool exact, double min_top1, double max_err,
+                        const int32_t *given, int n_given)
 {
-    const char *path = het_test_shared(rel);
     if (!het_test_file_exists(path)) {
         printf("  %s: missing, skipped\n", rel);
         return;
@@ -79,6 +83,7 @@ static void check_model(const char *rel, bool exact)
         toks[i] = (int32_t)((s >> 33) % (uint64_t)V);
     }
     toks[0] = 1;
+    for (int i = 0; i < n_given && i < N_TOK; i++) toks[i] = given[i];
     float *ref = malloc(sizeof(float) * N_TOK * V);
     struct ref_model *rm = ref_model_init(m);
     ref_forward(rm, toks, N_TOK, ref);
@@ -100,7 +105,8 @@ static void check_model(const char *rel, bool exact)
         }
         printf("  %-40s prefill: max rel err %.2e, top-1 %d/%d\n", rel, worst, agree, N_TOK);
         if (exact) CHECK(worst <= 1e-4, "%s: logits rel err %.3e > 1e-4", rel, worst);
-        CHECK(agree * 100 >= 99 * N_TOK - 0 || agree == N_TOK, "%s: top-1 agreement %d/%d < 99%%", rel, agree, N_TOK);
+        CHECK(agree >= min_top1 * N_TOK, "%s: top-1 agreement %d/%d < %.0f%%", rel, agree, N_TOK, 100 * min_top1);
+        if (!exact) CHECK(worst < max_err, "%s: logits rel err %.3e >= %.0e", rel, worst, max_err);
         run_close(&r);
     }
     /* decode token by token with the default F16 cache: same argmax path */
@@ -117,23 +123,75 @@ static void check_model(const char *rel, bool exact)
             agree += argmax(lg, V) == argmax(ref + (size_t)t * V, V);
         }
         printf("  %-40s f16 cache, decode: max rel err %.2e, top-1 %d/%d\n", rel, worst, agree, N_TOK);
-        CHECK(agree * 100 >= 99 * N_TOK || agree == N_TOK, "%s: decode top-1 %d/%d", rel, agree, N_TOK);
-        CHECK(worst < 5e-2, "%s: f16-cache logits rel err %.3e", rel, worst);
+        CHECK(agree >= min_top1 * N_TOK, "%s: decode top-1 %d/%d", rel, agree, N_TOK);
+        CHECK(worst < max_err, "%s: f16-cache logits rel err %.3e >= %.0e", rel, worst, max_err);
         run_close(&r);
     }
     free(ref);
     het_model_free(m);
 }
 
+/* Token ids of a reference prompt and its llama.cpp continuation (the
+ * positions a trained model is confident about). */
+static int tokens_of(const char *model, const char *const *files, int n_files, int32_t *out, int cap)
+{
+    het_error err = { 0 };
+    het_gguf *g = het_gguf_open(model, &err);
+    het_tokenizer *tok = g ? het_tokenizer_from_gguf(g, &err) : NULL;
+    char text[4096];
+    size_t len = 0;
+    for (int f = 0; f < n_files; f++) {
+        FILE *fp = fopen(het_test_shared(files[f]), "rb");
+        if (!fp) break;
+        len += fread(text + len, 1, sizeof text - 1 - len, fp);
+        fclose(fp);
+    }
+    int32_t *ids = NULL, n = 0;
+    if (tok) het_tokenize(tok, text, len, true, false, &ids, &n, &err);
+    int k = n < cap ? n : cap;
+    for (int i = 0; i < k; i++) out[i] = ids[i];
+    free(ids);
+    het_tokenizer_free(tok);
+    het_gguf_close(g);
+    return k;
+}
+
 int main(void)
 {
     if (!het_test_file_exists(het_test_shared("models")))
         het_test_skip("fixtures not found under %s", het_test_shared("models"));
-    check_model("models/stories260K.gguf", true);
-    check_model("models/llama-2-tiny-random.gguf", true);
-    check_model("models/synthetic/llama-tiny-f32.gguf", true);
-    check_model("models/synthetic/llama-tiny-q4_0.gguf", false);
-    check_model("models/synthetic/qwen3-tiny-q8_0.gguf", false);
-    check_model("models/synthetic/qwen3-tiny-q4_k_m.gguf", false);
+    char path[4096];
+#define SHARED(rel) (snprintf(path, sizeof path, "%s", het_test_shared(rel)), path)
+    /* weights exact in F32: 1e-4 relative, every argmax */
+    check_model(SHARED("models/stories260K.gguf"), "stories260K (f32)", true, 1.0, 5e-3, NULL, 0);
+    check_model(SHARED("models/llama-2-tiny-random.gguf"), "llama-2-tiny-random (f16)", true, 1.0, 5e-3, NULL, 0);
+    check_model(SHARED("models/synthetic/llama-tiny-f32.gguf"), "llama-tiny-f32", true, 1.0, 5e-3, NULL, 0);
+
+    /* quantised variants of the trained model, on its reference text, against the
+     * same weights dequantised to F32. Activations are quantised to Q8 on the fly
+     * (as llama.cpp does), which alone moves logits by ~1-3% of their range on
+     * this 64-wide model; the argmax must still agree on >= 97% of positions. */
+    int32_t toks[N_TOK];
+    const char *texts[] = { "reference/stories260K-1.prompt", "reference/stories260K-1.expected",
+                            "reference/stories260K-2.prompt", "reference/stories260K-2.expected" };
+    int n = tokens_of(SHARED("models/stories260K.gguf"), texts, 4, toks, N_TOK);
+    CHECK(n >= 140, "reference text gives %d tokens", n);
+    const enum het_type qtypes[] = { HET_TYPE_Q8_0, HET_TYPE_Q4_0, HET_TYPE_Q4_1, HET_TYPE_Q5_0, HET_TYPE_Q5_1 };
+    for (size_t i = 0; i < sizeof qtypes / sizeof qtypes[0]; i++) {
+        char out[256], name[64];
+        snprintf(out, sizeof out, "/tmp/het-test-stories-%d-%s.gguf", (int)getpid(), het_type_name(qtypes[i]));
+        snprintf(name, sizeof name, "stories260K (%s)", het_type_name(qtypes[i]));
+        het_error err = { 0 };
+        CHECK(het_quantize_model(SHARED("models/stories260K.gguf"), out, qtypes[i], NULL, &err) == HET_OK,
+              "quantize: %s", err.msg);
+        check_model(out, name, false, 0.97, 4e-2, toks, n);
+        remove(out);
+    }
+
+    /* random-weight models: logits are near-ties everywhere, so activation
+     * quantisation legitimately flips some argmaxes; the error bound is the check */
+    check_model(SHARED("models/synthetic/llama-tiny-q4_0.gguf"), "llama-tiny-q4_0", false, 0.85, 6e-2, NULL, 0);
+    check_model(SHARED("models/synthetic/qwen3-tiny-q8_0.gguf"), "qwen3-tiny-q8_0", false, 0.85, 4e-2, NULL, 0);
+    check_model(SHARED("models/synthetic/qwen3-tiny-q4_k_m.gguf"), "qwen3-tiny-q4_k_m", false, 0.85, 6e-2, NULL, 0);
     return het_test_finish();
 }
