@@ -1,0 +1,41 @@
+/*
+ * attention.h — inner kernels of the CPU fused attention (internal).
+ *
+ * attention.c runs the flash-attention loop (tiles of query rows against
+ * blocks of keys, online softmax); these kernels do the work inside one
+ * (tile, key block) step, with portable versions in attention.c and
+ * AVX2/FMA/F16C ones in arch/avx2/attn_avx2.c.
+ *
+ * Layouts: q, o are F32 scratch rows of hdp floats (hdp % 8 == 0, 32-byte
+ * aligned, zero past head_dim); s holds nr rows of scores, lds floats apart.
+ * Key and value row j sits at k + j * ldk bytes (v + j * ldv): either F32
+ * scratch converted by attention.c (ldk = hdp * 4) or, when the cache rows
+ * are dense and head_dim % 8 == 0, the cache itself in F16 or F32.
+ */
+#ifndef HET_CPU_ATTENTION_H
+#define HET_CPU_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* s[r*lds + j] = dot(q[r*hdp ..], row j of k) for r < nr, j < nk. */
+typedef void (*het_attn_qk_fn)(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s,
+                               int lds);
+/* o[r*hdp + d] += sum_j s[r*lds + j] * (row j of v)[d] for r < nr, d < hdp, j < nk. */
+typedef void (*het_attn_pv_fn)(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv,
+                               float *o);
+/* Online-softmax step over one block of nk scores per row. Row r may see its
+ * first valid[r] keys (<= 0: none): they become exp(s - m_new), the others 0;
+ * m[r] becomes m_new = max(m[r], max of the valid scores), l[r] is rescaled
+ * and grows by the new sum, and o's row r is rescaled by exp(m_old - m_new). */
+typedef void (*het_attn_softmax_fn)(int nr, int nk, float *s, int lds, const int *valid, float *m, float *l,
+                                    float *o, int hdp);
+
+void het_attn_qk_f32_avx2(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds);
+void het_attn_qk_f16_avx2(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds);
+void het_attn_pv_f32_avx2(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o);
+void het_attn_pv_f16_avx2(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o);
+void het_attn_softmax_avx2(int nr, int nk, float *s, int lds, const int *valid, float *m, float *l, float *o,
+                           int hdp);
+
+#endif /* HET_CPU_ATTENTION_H */

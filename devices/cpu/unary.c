@@ -1,0 +1,84 @@
+/*
+ * unary.c — CPU kernels for SCALE, SILU and SWIGLU (element-wise, F32).
+ *
+ * SCALE: dst = src0 * s (op_params[0] = float s).
+ * SILU: dst = src0 * sigmoid(src0).
+ * SWIGLU: dst = silu(src0) * src1, src0 the gate and src1 the up
+ * projection, same shape. dst may share storage with an input (in place).
+ * Rows whose elements are all contiguous use the vec.h helpers; any other
+ * layout goes element by element through the byte strides. Threads split
+ * dst rows.
+ */
+#include "devices/cpu/cpu_ops.h"
+#include "devices/cpu/vec.h"
+
+enum unary_op { UNARY_SCALE, UNARY_SILU, UNARY_SWIGLU };
+
+static float unary_apply(enum unary_op op, float x, float u, float s)
+{
+    switch (op) {
+    case UNARY_SCALE: return x * s;
+    case UNARY_SILU:  return het_silu_f32(x);
+    default:          return het_silu_f32(x) * u;
+    }
+}
+
+static void unary_row_dense(enum unary_op op, enum het_cpu_isa isa, int64_t n, float *y, const float *x,
+                            const float *u, float s)
+{
+    switch (op) {
+    case UNARY_SCALE: het_vec_scale_f32(n, y, x, s); break;
+    case UNARY_SILU:  het_vec_silu_f32(isa, n, y, x); break;
+    default:          het_vec_swiglu_f32(isa, n, y, x, u); break;
+    }
+}
+
+static enum het_status unary_compute(enum unary_op op, const struct het_compute_params *p, struct het_tensor *dst)
+{
+    const struct het_tensor *x = dst->src[0];
+    const struct het_tensor *u = op == UNARY_SWIGLU ? dst->src[1] : NULL;
+    if (!x || (op == UNARY_SWIGLU && !u)) return HET_ERR_INVALID;
+    if (x->type != HET_TYPE_F32 || dst->type != HET_TYPE_F32 || (u && u->type != HET_TYPE_F32))
+        return HET_ERR_UNSUPPORTED;
+    if (!het_same_shape(x, dst) || (u && !het_same_shape(u, dst))) return HET_ERR_INVALID;
+
+    const float s = op == UNARY_SCALE ? het_get_op_param_f32(dst, 0) : 0.0f;
+    const int64_t ne0 = dst->ne[0];
+    const bool dense = dst->nb[0] == sizeof(float) && x->nb[0] == sizeof(float) &&
+                       (!u || u->nb[0] == sizeof(float));
+
+    int64_t r0, r1;
+    het_vec_split(het_nrows(dst), p->ith, p->nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i1, i2, i3;
+        het_vec_row_index(dst, r, &i1, &i2, &i3);
+        char *ry = het_vec_row(dst, i1, i2, i3);
+        const char *rx = het_vec_row(x, i1, i2, i3);
+        const char *ru = u ? het_vec_row(u, i1, i2, i3) : NULL;
+        if (dense) {
+            unary_row_dense(op, p->isa, ne0, (float *)ry, (const float *)rx, (const float *)ru, s);
+            continue;
+        }
+        for (int64_t i = 0; i < ne0; i++) {
+            float vx = *(const float *)(rx + i * x->nb[0]);
+            float vu = ru ? *(const float *)(ru + i * u->nb[0]) : 0.0f;
+            *(float *)(ry + i * dst->nb[0]) = unary_apply(op, vx, vu, s);
+        }
+    }
+    return HET_OK;
+}
+
+enum het_status het_cpu_scale(const struct het_compute_params *p, struct het_tensor *dst)
+{
+    return unary_compute(UNARY_SCALE, p, dst);
+}
+
+enum het_status het_cpu_silu(const struct het_compute_params *p, struct het_tensor *dst)
+{
+    return unary_compute(UNARY_SILU, p, dst);
+}
+
+enum het_status het_cpu_swiglu(const struct het_compute_params *p, struct het_tensor *dst)
+{
+    return unary_compute(UNARY_SWIGLU, p, dst);
+}

@@ -1,0 +1,171 @@
+/*
+ * vec.h — small vector helpers shared by the CPU kernels (internal).
+ *
+ * Each helper works on one contiguous run of n elements. The portable
+ * versions are plain loops; those whose speed matters (exp, silu, F16
+ * conversion) have AVX2 twins in devices/cpu/arch/avx2/vec_avx2.c, which is
+ * the only place compiled with -mavx2. The het_vec_* wrappers pick one by
+ * the kernel's ISA level, so callers stay free of #ifdefs. AVX-512 machines
+ * use the AVX2 versions: these ops are memory-bound. Include only from
+ * files built with OpenMP (all of libhet is).
+ */
+#ifndef HET_CPU_VEC_H
+#define HET_CPU_VEC_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "devices/cpu/cpu_ops.h"
+#include "het/type.h"
+
+/* ---- AVX2 twins (arch/avx2/vec_avx2.c) ----------------------------------- */
+void  het_vec_silu_f32_avx2(int64_t n, float *y, const float *x);
+void  het_vec_swiglu_f32_avx2(int64_t n, float *y, const float *g, const float *u);
+float het_vec_max_f32_avx2(int64_t n, const float *x);
+float het_vec_exp_sum_f32_avx2(int64_t n, float *y, const float *x, float m);
+void  het_vec_f16_to_f32_avx2(int64_t n, float *y, const uint16_t *x);
+void  het_vec_f32_to_f16_avx2(int64_t n, uint16_t *y, const float *x);
+
+static inline bool het_vec_use_avx2(enum het_cpu_isa isa) { return isa >= HET_CPU_ISA_AVX2; }
+
+/* ---- plain arithmetic ------------------------------------------------------
+ * "omp simd" makes GCC vectorise these at -O2 (its default cost model there
+ * refuses loops of unknown length); y may be an input (same index only). */
+
+/* y = a + b */
+static inline void het_vec_add_f32(int64_t n, float *y, const float *a, const float *b)
+{
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+/* y = a * b */
+static inline void het_vec_mul_f32(int64_t n, float *y, const float *a, const float *b)
+{
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i];
+}
+
+/* y = x * s */
+static inline void het_vec_scale_f32(int64_t n, float *y, const float *x, float s)
+{
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * s;
+}
+
+/* y += x * s */
+static inline void het_vec_mad_f32(int64_t n, float *y, const float *x, float s)
+{
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) y[i] += x[i] * s;
+}
+
+/* ---- transcendental ------------------------------------------------------ */
+
+static inline float het_silu_f32(float x) { return x / (1.0f + expf(-x)); }
+
+/* y = silu(x) = x * sigmoid(x) */
+static inline void het_vec_silu_f32(enum het_cpu_isa isa, int64_t n, float *y, const float *x)
+{
+    if (het_vec_use_avx2(isa)) { het_vec_silu_f32_avx2(n, y, x); return; }
+    for (int64_t i = 0; i < n; i++) y[i] = het_silu_f32(x[i]);
+}
+
+/* y = silu(g) * u */
+static inline void het_vec_swiglu_f32(enum het_cpu_isa isa, int64_t n, float *y, const float *g,
+                                      const float *u)
+{
+    if (het_vec_use_avx2(isa)) { het_vec_swiglu_f32_avx2(n, y, g, u); return; }
+    for (int64_t i = 0; i < n; i++) y[i] = het_silu_f32(g[i]) * u[i];
+}
+
+/* max(x) (-INFINITY for n == 0) */
+static inline float het_vec_max_f32(enum het_cpu_isa isa, int64_t n, const float *x)
+{
+    if (het_vec_use_avx2(isa)) return het_vec_max_f32_avx2(n, x);
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+/* y = exp(x - m), returns sum(y). y may be x. m must be finite. */
+static inline float het_vec_exp_sum_f32(enum het_cpu_isa isa, int64_t n, float *y, const float *x, float m)
+{
+    if (het_vec_use_avx2(isa)) return het_vec_exp_sum_f32_avx2(n, y, x, m);
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) { y[i] = expf(x[i] - m); sum += y[i]; }
+    return (float)sum;
+}
+
+/* ---- type conversion of contiguous runs ---------------------------------- */
+
+static inline void het_vec_f16_to_f32(enum het_cpu_isa isa, int64_t n, float *y, const uint16_t *x)
+{
+    if (het_vec_use_avx2(isa)) { het_vec_f16_to_f32_avx2(n, y, x); return; }
+    for (int64_t i = 0; i < n; i++) y[i] = het_fp16_to_fp32(x[i]);
+}
+
+static inline void het_vec_f32_to_f16(enum het_cpu_isa isa, int64_t n, uint16_t *y, const float *x)
+{
+    if (het_vec_use_avx2(isa)) { het_vec_f32_to_f16_avx2(n, y, x); return; }
+    for (int64_t i = 0; i < n; i++) y[i] = het_fp32_to_fp16(x[i]);
+}
+
+static inline void het_vec_bf16_to_f32(int64_t n, float *y, const uint16_t *x)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = het_bf16_to_fp32(x[i]);
+}
+
+static inline void het_vec_f32_to_bf16(int64_t n, uint16_t *y, const float *x)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = het_fp32_to_bf16(x[i]);
+}
+
+/* One element of type F32, F16 or BF16 at p, as float. */
+static inline float het_vec_load_elem(enum het_type type, const void *p)
+{
+    uint16_t h;
+    float f;
+    switch (type) {
+    case HET_TYPE_F16:  memcpy(&h, p, 2); return het_fp16_to_fp32(h);
+    case HET_TYPE_BF16: memcpy(&h, p, 2); return het_bf16_to_fp32(h);
+    default:            memcpy(&f, p, 4); return f;
+    }
+}
+
+/* Store v at p as F32, F16 or BF16. */
+static inline void het_vec_store_elem(enum het_type type, void *p, float v)
+{
+    uint16_t h;
+    switch (type) {
+    case HET_TYPE_F16:  h = het_fp32_to_fp16(v); memcpy(p, &h, 2); return;
+    case HET_TYPE_BF16: h = het_fp32_to_bf16(v); memcpy(p, &h, 2); return;
+    default:            memcpy(p, &v, 4); return;
+    }
+}
+
+/* ---- row bookkeeping shared by the kernels ------------------------------- */
+
+/* This thread's share [*r0, *r1) of n rows split into nth contiguous blocks. */
+static inline void het_vec_split(int64_t n, int ith, int nth, int64_t *r0, int64_t *r1)
+{
+    *r0 = n * ith / nth;
+    *r1 = n * (ith + 1) / nth;
+}
+
+/* Address of row (i1, i2, i3) of t. */
+static inline char *het_vec_row(const struct het_tensor *t, int64_t i1, int64_t i2, int64_t i3)
+{
+    return (char *)t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+}
+
+/* Split flat row index r of t into (i1, i2, i3). */
+static inline void het_vec_row_index(const struct het_tensor *t, int64_t r, int64_t *i1, int64_t *i2, int64_t *i3)
+{
+    *i1 = r % t->ne[1];
+    *i2 = (r / t->ne[1]) % t->ne[2];
+    *i3 = r / (t->ne[1] * t->ne[2]);
+}
+
+#endif /* HET_CPU_VEC_H */
