@@ -28,11 +28,14 @@ static struct het_tensor *linear(het_graph *g, struct het_tensor *w, struct het_
     return b ? het_add(g, y, b) : y;
 }
 
-/* K or V cache of layer il, tokens [first, first+n): (head_dim, n_head_kv, n). */
+/* K or V cache of layer il, tokens [first, first+n), as (head_dim, n_head_kv, n).
+ * The cache is stored (head_dim, n_ctx, n_head_kv, n_layer): the view swaps
+ * the strides of dims 1 and 2, so kernels see token-major indexing over
+ * head-major storage. */
 static struct het_tensor *cache_view(het_graph *g, struct het_tensor *cache, int il, int32_t first, int32_t n)
 {
-    return het_view_3d(g, cache, cache->ne[0], cache->ne[1], n, cache->nb[1], cache->nb[2],
-                       (size_t)il * cache->nb[3] + (size_t)first * cache->nb[2]);
+    return het_view_3d(g, cache, cache->ne[0], cache->ne[2], n, cache->nb[2], cache->nb[1],
+                       (size_t)il * cache->nb[3] + (size_t)first * cache->nb[1]);
 }
 
 static struct het_tensor *attention(const struct het_model *m, het_graph *g, const struct het_layer *L,

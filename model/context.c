@@ -19,7 +19,7 @@ struct het_context {
     int32_t           n_past;
     void             *kv_mem;      /* K then V, page aligned                 */
     size_t            kv_bytes;
-    struct het_tensor kv_k;        /* (head_dim, n_head_kv, n_ctx, n_layer)  */
+    struct het_tensor kv_k;        /* (head_dim, n_ctx, n_head_kv, n_layer)  */
     struct het_tensor kv_v;
     het_graph        *graph;
     float            *logits;      /* n_logits rows of n_vocab               */
@@ -44,7 +44,9 @@ het_context *het_context_init(het_model *m, const struct het_context_params *p, 
     ctx->sched = p->sched;
     ctx->n_ctx = n_ctx;
 
-    const int64_t ne[4] = { c->head_dim, c->n_head_kv, n_ctx, c->n_layer };
+    /* grouped by kv head: one head's keys are adjacent rows, which is what
+     * the attention kernels stream through */
+    const int64_t ne[4] = { c->head_dim, n_ctx, c->n_head_kv, c->n_layer };
     enum het_type kv_type = p->kv_f32 ? HET_TYPE_F32 : HET_TYPE_F16;
     het_tensor_init(&ctx->kv_k, kv_type, 4, ne);
     het_tensor_init(&ctx->kv_v, kv_type, 4, ne);

@@ -36,7 +36,7 @@ struct het_model {
 };
 
 /* Build the forward graph for n_tok tokens at position n_past (arch_llama.c).
- * kv_k/kv_v: the cache tensors (head_dim, n_head_kv, n_ctx, n_layer) F16.
+ * kv_k/kv_v: the cache tensors (head_dim, n_ctx, n_head_kv, n_layer), F16 or F32.
  * tokens/pos: input leaves the caller fills after allocation.
  * Returns the logits node ((n_vocab, n_out), flagged OUTPUT) or NULL. */
 struct het_tensor *het_arch_llama_build(const struct het_model *m, het_graph *g, struct het_tensor *kv_k,

@@ -8,14 +8,19 @@
 #include "het/mkmodel.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #define MK_FLAGS "-o --arch --preset --vocab --type --output-type --n-layer --n-embd --n-head --n-head-kv " \
                  "--head-dim --n-ff --tied -c --seed -t"
 
+/* a progress bar on a terminal; nothing when stderr is a file or a pipe */
 static void progress(void *user, int64_t done, int64_t total, const char *tensor)
 {
     (void)user;
-    fprintf(stderr, "\rmkmodel: %lld/%lld tensors (%s)          ", (long long)done, (long long)total, tensor);
+    if (!isatty(2)) return;
+    int width = 30, filled = total ? (int)(width * done / total) : width;
+    fprintf(stderr, "\rmkmodel [%.*s%*s] %lld/%lld %-32.32s", filled, "##############################", width - filled,
+            "", (long long)done, (long long)total, tensor);
     if (done == total) fputc('\n', stderr);
 }
 
