@@ -39,8 +39,8 @@ static struct het_tensor *cache_view(het_graph *g, struct het_tensor *cache, int
 }
 
 static struct het_tensor *attention(const struct het_model *m, het_graph *g, const struct het_layer *L,
-                                    struct het_tensor *x, struct het_tensor *pos, struct het_tensor *kv_k,
-                                    struct het_tensor *kv_v, int il, int32_t n_tok, int32_t n_past)
+                                    struct het_tensor *x, struct het_tensor *pos, const struct het_arch_seq *seqs,
+                                    int32_t n_seq, int il, int32_t n_tok)
 {
     const struct het_model_config *c = &m->cfg;
     struct het_tensor *q = het_reshape_3d(g, linear(g, L->wq, L->bq, x), c->head_dim, c->n_head, n_tok);
@@ -55,13 +55,35 @@ static struct het_tensor *attention(const struct het_model *m, het_graph *g, con
     het_tensor_set_name(q, "q.%d", il);
     het_tensor_set_name(k, "k.%d", il);
 
-    /* append this step's k, v to the cache, then attend over all of it */
-    het_cpy(g, k, cache_view(g, kv_k, il, n_past, n_tok));
-    het_cpy(g, v, cache_view(g, kv_v, il, n_past, n_tok));
-    struct het_tensor *keys = cache_view(g, kv_k, il, 0, n_past + n_tok);
-    struct het_tensor *vals = cache_view(g, kv_v, il, 0, n_past + n_tok);
-    struct het_tensor *o = het_attn(g, q, keys, vals, 1.0f / sqrtf((float)c->head_dim), n_past);
-    het_tensor_set_name(o, "attn.%d", il);
+    const float scale = 1.0f / sqrtf((float)c->head_dim);
+    struct het_tensor *o = NULL;
+    if (n_seq > 1) { /* the sequences' outputs land side by side in one buffer */
+        const int64_t ne[3] = { c->head_dim, c->n_head, n_tok };
+        o = het_new_tensor(g, HET_TYPE_F32, 3, ne);
+        het_tensor_set_name(o, "attn.%d", il);
+    }
+    for (int32_t s = 0; s < n_seq; s++) {
+        const struct het_arch_seq *sq = &seqs[s];
+        struct het_tensor *ks = k, *vs = v, *qs = q;
+        if (n_seq > 1) { /* this sequence's rows of the batch */
+            ks = het_view_3d(g, k, k->ne[0], k->ne[1], sq->n_tok, k->nb[1], k->nb[2], (size_t)sq->first * k->nb[2]);
+            vs = het_view_3d(g, v, v->ne[0], v->ne[1], sq->n_tok, v->nb[1], v->nb[2], (size_t)sq->first * v->nb[2]);
+            qs = het_view_3d(g, q, q->ne[0], q->ne[1], sq->n_tok, q->nb[1], q->nb[2], (size_t)sq->first * q->nb[2]);
+        }
+        /* append this step's k, v to the sequence's cache, then attend over all of it */
+        het_cpy(g, ks, cache_view(g, sq->kv_k, il, sq->n_past, sq->n_tok));
+        het_cpy(g, vs, cache_view(g, sq->kv_v, il, sq->n_past, sq->n_tok));
+        struct het_tensor *keys = cache_view(g, sq->kv_k, il, 0, sq->n_past + sq->n_tok);
+        struct het_tensor *vals = cache_view(g, sq->kv_v, il, 0, sq->n_past + sq->n_tok);
+        struct het_tensor *os = het_attn(g, qs, keys, vals, scale, sq->n_past);
+        if (n_seq == 1) {
+            o = os;
+            het_tensor_set_name(o, "attn.%d", il);
+        } else {
+            het_cpy(g, os, het_view_3d(g, o, o->ne[0], o->ne[1], sq->n_tok, o->nb[1], o->nb[2],
+                                       (size_t)sq->first * (o ? o->nb[2] : 0)));
+        }
+    }
     o = het_reshape_2d(g, o, (int64_t)c->head_dim * c->n_head, n_tok);
     return het_mul_mat(g, L->wo, o);
 }
@@ -73,25 +95,29 @@ static struct het_tensor *feed_forward(het_graph *g, const struct het_layer *L, 
     return het_mul_mat(g, L->w_down, het_swiglu(g, gate, up));
 }
 
-struct het_tensor *het_arch_llama_build(const struct het_model *m, het_graph *g, struct het_tensor *kv_k,
-                                        struct het_tensor *kv_v, int32_t n_tok, int32_t n_past, bool all_logits,
-                                        struct het_tensor **tokens, struct het_tensor **pos)
+static struct het_tensor *input(het_graph *g, int64_t n, const char *name)
+{
+    struct het_tensor *t = het_new_tensor_1d(g, HET_TYPE_I32, n);
+    het_tensor_set_name(t, "%s", name);
+    if (t) t->flags |= HET_TENSOR_FLAG_INPUT;
+    return t;
+}
+
+struct het_tensor *het_arch_llama_build(const struct het_model *m, het_graph *g, const struct het_arch_seq *seqs,
+                                        int32_t n_seq, int32_t n_tok, bool all_logits, struct het_tensor **tokens,
+                                        struct het_tensor **pos, struct het_tensor **out_rows)
 {
     const struct het_model_config *c = &m->cfg;
-    *tokens = het_new_tensor_1d(g, HET_TYPE_I32, n_tok);
-    *pos = het_new_tensor_1d(g, HET_TYPE_I32, n_tok);
-    if (!*tokens || !*pos) return NULL;
-    het_tensor_set_name(*tokens, "tokens");
-    het_tensor_set_name(*pos, "positions");
-    (*tokens)->flags |= HET_TENSOR_FLAG_INPUT;
-    (*pos)->flags |= HET_TENSOR_FLAG_INPUT;
+    *tokens = input(g, n_tok, "tokens");
+    *pos = input(g, n_tok, "positions");
+    *out_rows = NULL;
 
     struct het_tensor *x = het_get_rows(g, m->tok_embd, *tokens);          /* (n_embd, n_tok) */
     for (int il = 0; il < c->n_layer; il++) {
         const struct het_layer *L = &m->layers[il];
         /* attention block with residual */
         struct het_tensor *h = norm(g, x, L->attn_norm, c->rms_eps);
-        h = attention(m, g, L, h, *pos, kv_k, kv_v, il, n_tok, n_past);
+        h = attention(m, g, L, h, *pos, seqs, n_seq, il, n_tok);
         x = het_add(g, h, x);
         /* feed-forward block with residual */
         h = norm(g, x, L->ffn_norm, c->rms_eps);
@@ -99,8 +125,10 @@ struct het_tensor *het_arch_llama_build(const struct het_model *m, het_graph *g,
         x = het_add(g, h, x);
         het_tensor_set_name(x, "x.%d", il);
     }
-    if (!all_logits && n_tok > 1) /* only the last token's logits are needed */
-        x = het_view_2d(g, x, c->n_embd, 1, x ? x->nb[1] : 0, x ? (size_t)(n_tok - 1) * x->nb[1] : 0);
+    if (!all_logits && n_tok > n_seq) { /* only each sequence's last token needs logits */
+        *out_rows = input(g, n_seq, "output rows");
+        x = het_get_rows(g, x, *out_rows);                                  /* (n_embd, n_seq) */
+    }
     x = norm(g, x, m->output_norm, c->rms_eps);
     struct het_tensor *logits = het_mul_mat(g, m->output, x);               /* (n_vocab, n_out) */
     if (!logits) return NULL;

@@ -1,31 +1,61 @@
 /*
- * context.c — per-request state: the KV cache, the graph of each step and
- * the logits it produced.
+ * context.c — per-request state: the KV caches of n_seq sequences, the graph
+ * of each step and the logits it produced.
  *
  * Each eval builds the graph for its batch shape (prefill: n tokens; decode:
- * 1), lets the scheduler assign scratch and run it on the device set, and
- * copies the logits out. The KV cache (F16, one block per layer) is
- * registered once with every device as persistent state.
+ * one token per running sequence; or a mix), lets the scheduler assign
+ * scratch and run it on the device set, and copies the logits out. Each
+ * sequence's KV cache (F16 by default) is registered once with every device
+ * as persistent state.
  */
 #include "model/model_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-struct het_context {
-    struct het_model *model;
-    het_sched        *sched;
-    int32_t           n_ctx;
+struct het_seq_state {
     int32_t           n_past;
-    void             *kv_mem;      /* K then V, page aligned                 */
-    size_t            kv_bytes;
-    struct het_tensor kv_k;        /* (head_dim, n_ctx, n_head_kv, n_layer)  */
+    void             *mem;     /* K then V, page aligned                 */
+    struct het_tensor kv_k;    /* (head_dim, n_ctx, n_head_kv, n_layer)  */
     struct het_tensor kv_v;
-    het_graph        *graph;
-    float            *logits;      /* n_logits rows of n_vocab               */
-    int32_t           n_logits;
-    int32_t           cap_logits;
 };
+
+struct het_context {
+    struct het_model     *model;
+    het_sched            *sched;
+    int32_t               n_ctx;
+    int32_t               n_seq;
+    struct het_seq_state *seqs;
+    size_t                kv_bytes;    /* all sequences                     */
+    het_graph            *graph;
+    float                *logits;      /* n_logits rows of n_vocab          */
+    int32_t               n_logits;
+    int32_t               cap_logits;
+};
+
+static enum het_status seq_init(het_context *ctx, struct het_seq_state *s, bool kv_f32, het_error *err)
+{
+    const struct het_model_config *c = &ctx->model->cfg;
+    /* grouped by kv head: one head's keys are adjacent rows, which is what
+     * the attention kernels stream through */
+    const int64_t ne[4] = { c->head_dim, ctx->n_ctx, c->n_head_kv, c->n_layer };
+    enum het_type type = kv_f32 ? HET_TYPE_F32 : HET_TYPE_F16;
+    het_tensor_init(&s->kv_k, type, 4, ne);
+    het_tensor_init(&s->kv_v, type, 4, ne);
+    size_t one = (het_nbytes(&s->kv_k) + 4095) & ~(size_t)4095;
+    s->mem = aligned_alloc(4096, 2 * one);
+    if (!s->mem)
+        return het_error_set(err, HET_ERR_NOMEM, "context: cannot allocate %zu bytes of KV cache (n_ctx %d)", 2 * one,
+                             ctx->n_ctx);
+    memset(s->mem, 0, 2 * one);
+    s->kv_k.data = s->mem;
+    s->kv_v.data = (char *)s->mem + one;
+    s->kv_k.flags = s->kv_v.flags = HET_TENSOR_FLAG_STATE;
+    het_tensor_set_name(&s->kv_k, "cache_k");
+    het_tensor_set_name(&s->kv_v, "cache_v");
+    ctx->kv_bytes += 2 * one;
+    return het_sched_register_memory(ctx->sched, s->mem, 2 * one, 1 /* state */, err);
+}
 
 het_context *het_context_init(het_model *m, const struct het_context_params *p, het_error *err)
 {
@@ -34,7 +64,10 @@ het_context *het_context_init(het_model *m, const struct het_context_params *p, 
         het_error_set(err, HET_ERR_INVALID, "context: no scheduler given");
         return NULL;
     }
-    int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : (c->n_ctx_train < 4096 ? c->n_ctx_train : 4096);
+    if (p->n_seq < 0 || p->n_seq > 1024 || p->n_ctx < 0) {
+        het_error_set(err, HET_ERR_INVALID, "context: n_seq %d / n_ctx %d out of range", p->n_seq, p->n_ctx);
+        return NULL;
+    }
     struct het_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
         het_error_set(err, HET_ERR_NOMEM, "context: out of memory");
@@ -42,32 +75,17 @@ het_context *het_context_init(het_model *m, const struct het_context_params *p, 
     }
     ctx->model = m;
     ctx->sched = p->sched;
-    ctx->n_ctx = n_ctx;
-
-    /* grouped by kv head: one head's keys are adjacent rows, which is what
-     * the attention kernels stream through */
-    const int64_t ne[4] = { c->head_dim, n_ctx, c->n_head_kv, c->n_layer };
-    enum het_type kv_type = p->kv_f32 ? HET_TYPE_F32 : HET_TYPE_F16;
-    het_tensor_init(&ctx->kv_k, kv_type, 4, ne);
-    het_tensor_init(&ctx->kv_v, kv_type, 4, ne);
-    size_t one = het_nbytes(&ctx->kv_k);
-    one = (one + 4095) & ~(size_t)4095;
-    ctx->kv_bytes = 2 * one;
-    ctx->kv_mem = aligned_alloc(4096, ctx->kv_bytes);
-    if (!ctx->kv_mem) {
-        het_error_set(err, HET_ERR_NOMEM, "context: cannot allocate %zu bytes of KV cache (n_ctx %d)", ctx->kv_bytes,
-                      n_ctx);
+    ctx->n_ctx = p->n_ctx > 0 ? p->n_ctx : (c->n_ctx_train < 4096 ? c->n_ctx_train : 4096);
+    ctx->n_seq = p->n_seq > 0 ? p->n_seq : 1;
+    ctx->seqs = calloc((size_t)ctx->n_seq, sizeof *ctx->seqs);
+    if (!ctx->seqs) {
+        het_error_set(err, HET_ERR_NOMEM, "context: out of memory");
         goto fail;
     }
-    memset(ctx->kv_mem, 0, ctx->kv_bytes);
-    ctx->kv_k.data = ctx->kv_mem;
-    ctx->kv_v.data = (char *)ctx->kv_mem + one;
-    ctx->kv_k.flags = ctx->kv_v.flags = HET_TENSOR_FLAG_STATE;
-    het_tensor_set_name(&ctx->kv_k, "cache_k");
-    het_tensor_set_name(&ctx->kv_v, "cache_v");
-    if (het_sched_register_memory(ctx->sched, ctx->kv_mem, ctx->kv_bytes, 1 /* state */, err) != HET_OK) goto fail;
-
-    ctx->graph = het_graph_init(64 + 64 * c->n_layer);
+    for (int32_t s = 0; s < ctx->n_seq; s++)
+        if (seq_init(ctx, &ctx->seqs[s], p->kv_f32, err) != HET_OK) goto fail;
+    /* per layer: ~30 tensors, plus ~8 per sequence for cache views and copies */
+    ctx->graph = het_graph_init(64 + (40 + 10 * ctx->n_seq) * c->n_layer);
     if (!ctx->graph) {
         het_error_set(err, HET_ERR_NOMEM, "context: out of memory");
         goto fail;
@@ -82,7 +100,8 @@ void het_context_free(het_context *ctx)
 {
     if (!ctx) return;
     het_graph_free(ctx->graph);
-    free(ctx->kv_mem);
+    for (int32_t s = 0; ctx->seqs && s < ctx->n_seq; s++) free(ctx->seqs[s].mem);
+    free(ctx->seqs);
     free(ctx->logits);
     free(ctx);
 }
@@ -102,32 +121,68 @@ static enum het_status keep_logits(het_context *ctx, const struct het_tensor *ou
     return HET_OK;
 }
 
+static enum het_status check_batch(const het_context *ctx, const struct het_batch_part *parts, int32_t n_parts,
+                                   int32_t *n_tok, het_error *err)
+{
+    const int32_t n_vocab = ctx->model->cfg.n_vocab;
+    if (n_parts <= 0 || n_parts > ctx->n_seq)
+        return het_error_set(err, HET_ERR_INVALID, "eval: %d sequences in a batch (context has %d)", n_parts, ctx->n_seq);
+    *n_tok = 0;
+    for (int32_t i = 0; i < n_parts; i++) {
+        const struct het_batch_part *p = &parts[i];
+        if (p->seq < 0 || p->seq >= ctx->n_seq)
+            return het_error_set(err, HET_ERR_INVALID, "eval: sequence %d out of range (0..%d)", p->seq, ctx->n_seq - 1);
+        for (int32_t j = 0; j < i; j++)
+            if (parts[j].seq == p->seq) return het_error_set(err, HET_ERR_INVALID, "eval: sequence %d twice", p->seq);
+        if (p->n_tok <= 0) return het_error_set(err, HET_ERR_INVALID, "eval: sequence %d has no tokens", p->seq);
+        if (ctx->seqs[p->seq].n_past + p->n_tok > ctx->n_ctx)
+            return het_error_set(err, HET_ERR_INVALID, "eval: %d + %d tokens exceed the context of %d",
+                                 ctx->seqs[p->seq].n_past, p->n_tok, ctx->n_ctx);
+        for (int32_t t = 0; t < p->n_tok; t++)
+            if (p->tokens[t] < 0 || p->tokens[t] >= n_vocab)
+                return het_error_set(err, HET_ERR_INVALID, "eval: token %d at index %d out of range (n_vocab %d)",
+                                     p->tokens[t], t, n_vocab);
+        *n_tok += p->n_tok;
+    }
+    return HET_OK;
+}
+
+enum het_status het_context_eval_batch(het_context *ctx, const struct het_batch_part *parts, int32_t n_parts,
+                                       bool all_logits, het_error *err)
+{
+    int32_t n_tok = 0;
+    enum het_status st = check_batch(ctx, parts, n_parts, &n_tok, err);
+    if (st != HET_OK) return st;
+    struct het_arch_seq seqs[n_parts];
+    for (int32_t i = 0, first = 0; i < n_parts; i++) {
+        struct het_seq_state *s = &ctx->seqs[parts[i].seq];
+        seqs[i] = (struct het_arch_seq){ first, parts[i].n_tok, s->n_past, &s->kv_k, &s->kv_v };
+        first += parts[i].n_tok;
+    }
+    het_graph_reset(ctx->graph);
+    struct het_tensor *tok_in, *pos_in, *rows_in;
+    struct het_tensor *logits = het_arch_llama_build(ctx->model, ctx->graph, seqs, n_parts, n_tok, all_logits,
+                                                     &tok_in, &pos_in, &rows_in);
+    if ((st = het_graph_status(ctx->graph, err)) != HET_OK) return st;
+    if (!logits) return het_error_set(err, HET_ERR_INVALID, "eval: graph build failed");
+    if ((st = het_sched_alloc_graph(ctx->sched, ctx->graph, err)) != HET_OK) return st;
+    int32_t *tok = tok_in->data, *pos = pos_in->data;
+    for (int32_t i = 0; i < n_parts; i++) {
+        memcpy(tok + seqs[i].first, parts[i].tokens, (size_t)parts[i].n_tok * sizeof *tok);
+        for (int32_t t = 0; t < parts[i].n_tok; t++) pos[seqs[i].first + t] = seqs[i].n_past + t;
+        if (rows_in) ((int32_t *)rows_in->data)[i] = seqs[i].first + seqs[i].n_tok - 1;
+    }
+    if ((st = het_sched_compute(ctx->sched, ctx->graph, err)) != HET_OK) return st;
+    for (int32_t i = 0; i < n_parts; i++) ctx->seqs[parts[i].seq].n_past += parts[i].n_tok;
+    return keep_logits(ctx, logits, err);
+}
+
 enum het_status het_context_eval(het_context *ctx, const int32_t *tokens, int32_t n, bool all_logits,
                                  het_error *err)
 {
-    const struct het_model_config *c = &ctx->model->cfg;
     if (n <= 0) return het_error_set(err, HET_ERR_INVALID, "eval: no tokens");
-    if (ctx->n_past + n > ctx->n_ctx)
-        return het_error_set(err, HET_ERR_INVALID, "eval: %d + %d tokens exceed the context of %d", ctx->n_past, n,
-                             ctx->n_ctx);
-    for (int32_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= c->n_vocab)
-            return het_error_set(err, HET_ERR_INVALID, "eval: token %d at index %d out of range (n_vocab %d)",
-                                 tokens[i], i, c->n_vocab);
-
-    het_graph_reset(ctx->graph);
-    struct het_tensor *tok_in, *pos_in;
-    struct het_tensor *logits = het_arch_llama_build(ctx->model, ctx->graph, &ctx->kv_k, &ctx->kv_v, n, ctx->n_past,
-                                                     all_logits, &tok_in, &pos_in);
-    enum het_status st = het_graph_status(ctx->graph, err);
-    if (st != HET_OK || !logits) return st != HET_OK ? st : het_error_set(err, HET_ERR_INVALID, "eval: graph build failed");
-    if ((st = het_sched_alloc_graph(ctx->sched, ctx->graph, err)) != HET_OK) return st;
-    memcpy(tok_in->data, tokens, (size_t)n * sizeof *tokens);
-    int32_t *pos = pos_in->data;
-    for (int32_t i = 0; i < n; i++) pos[i] = ctx->n_past + i;
-    if ((st = het_sched_compute(ctx->sched, ctx->graph, err)) != HET_OK) return st;
-    ctx->n_past += n;
-    return keep_logits(ctx, logits, err);
+    const struct het_batch_part part = { 0, n, tokens };
+    return het_context_eval_batch(ctx, &part, 1, all_logits, err);
 }
 
 const float *het_context_logits(const het_context *ctx, int32_t *n_out)
@@ -136,7 +191,21 @@ const float *het_context_logits(const het_context *ctx, int32_t *n_out)
     return ctx->logits;
 }
 
-int32_t het_context_n_past(const het_context *ctx) { return ctx->n_past; }
+int32_t het_context_n_past(const het_context *ctx) { return ctx->seqs[0].n_past; }
+int32_t het_context_seq_n_past(const het_context *ctx, int32_t seq)
+{
+    return seq >= 0 && seq < ctx->n_seq ? ctx->seqs[seq].n_past : -1;
+}
 int32_t het_context_n_ctx(const het_context *ctx) { return ctx->n_ctx; }
-void    het_context_reset(het_context *ctx) { ctx->n_past = 0; }
+int32_t het_context_n_seq(const het_context *ctx) { return ctx->n_seq; }
 size_t  het_context_kv_bytes(const het_context *ctx) { return ctx->kv_bytes; }
+
+void het_context_reset(het_context *ctx)
+{
+    for (int32_t s = 0; s < ctx->n_seq; s++) ctx->seqs[s].n_past = 0;
+}
+
+void het_context_seq_reset(het_context *ctx, int32_t seq)
+{
+    if (seq >= 0 && seq < ctx->n_seq) ctx->seqs[seq].n_past = 0;
+}

@@ -35,12 +35,22 @@ struct het_model {
     struct het_layer       *layers;      /* n_layer                                 */
 };
 
-/* Build the forward graph for n_tok tokens at position n_past (arch_llama.c).
- * kv_k/kv_v: the cache tensors (head_dim, n_ctx, n_head_kv, n_layer), F16 or F32.
- * tokens/pos: input leaves the caller fills after allocation.
- * Returns the logits node ((n_vocab, n_out), flagged OUTPUT) or NULL. */
-struct het_tensor *het_arch_llama_build(const struct het_model *m, het_graph *g, struct het_tensor *kv_k,
-                                        struct het_tensor *kv_v, int32_t n_tok, int32_t n_past, bool all_logits,
-                                        struct het_tensor **tokens, struct het_tensor **pos);
+/* One sequence's share of a batch, for the graph builder. */
+struct het_arch_seq {
+    int32_t            first;   /* index of its first token in the batch   */
+    int32_t            n_tok;
+    int32_t            n_past;  /* tokens already in its cache             */
+    struct het_tensor *kv_k;    /* (head_dim, n_ctx, n_head_kv, n_layer)   */
+    struct het_tensor *kv_v;
+};
+
+/* Build the forward graph for a batch of n_tok tokens from n_seq sequences
+ * (arch_llama.c). tokens/pos/out_rows are input leaves the caller fills after
+ * allocation: token ids and positions (n_tok), and, unless all_logits, the
+ * batch index of each sequence's last token (n_seq). Returns the logits node
+ * ((n_vocab, n_out), flagged OUTPUT) or NULL. */
+struct het_tensor *het_arch_llama_build(const struct het_model *m, het_graph *g, const struct het_arch_seq *seqs,
+                                        int32_t n_seq, int32_t n_tok, bool all_logits, struct het_tensor **tokens,
+                                        struct het_tensor **pos, struct het_tensor **out_rows);
 
 #endif /* HET_MODEL_IMPL_H */

@@ -64,27 +64,47 @@ int                            het_model_n_weights(const het_model *m);
 struct het_tensor             *het_model_weight(const het_model *m, int i);
 const char                    *het_arch_name(enum het_arch arch);
 
-/* ---- context -------------------------------------------------------------- */
+/* ---- context --------------------------------------------------------------
+ * A context holds n_seq independent sequences (each with its own KV cache
+ * slice). One eval runs a batch that may mix sequences: a new request's
+ * prefill together with the running decodes (continuous batching). */
 typedef struct het_context het_context;
 
 struct het_context_params {
-    int32_t    n_ctx;     /* KV cache length in tokens (0: min(train ctx, 4096)) */
-    het_sched *sched;     /* device set to run on (not owned)                    */
-    bool       kv_f32;    /* F32 KV cache instead of F16 (exact comparisons)    */
+    int32_t    n_ctx;     /* KV cache length per sequence (0: min(train ctx, 4096)) */
+    int32_t    n_seq;     /* sequences (0: 1)                                        */
+    het_sched *sched;     /* device set to run on (not owned)                        */
+    bool       kv_f32;    /* F32 KV cache instead of F16 (exact comparisons)        */
 };
 
 het_context *het_context_init(het_model *m, const struct het_context_params *p, het_error *err);
 void         het_context_free(het_context *c);
 
-/* Evaluate n tokens at the current position (appending to the KV cache).
- * all_logits: keep logits for every token, else only for the last one. */
+/* Evaluate n tokens of sequence 0 at its current position (appending to its
+ * KV cache). all_logits: keep logits for every token, else only the last. */
 enum het_status het_context_eval(het_context *c, const int32_t *tokens, int32_t n, bool all_logits,
                                  het_error *err);
+
+/* One part of a batch: n_tok tokens of sequence seq, appended at its position. */
+struct het_batch_part {
+    int32_t        seq;
+    int32_t        n_tok;
+    const int32_t *tokens;
+};
+/* Evaluate several sequences in one graph (each sequence at most once).
+ * Logits: one row per part (its last token), or every token with all_logits,
+ * in part order. */
+enum het_status het_context_eval_batch(het_context *c, const struct het_batch_part *parts, int32_t n_parts,
+                                       bool all_logits, het_error *err);
+
 /* Logits of the last eval: n_out rows of n_vocab floats. */
 const float *het_context_logits(const het_context *c, int32_t *n_out);
-int32_t      het_context_n_past(const het_context *c);
+int32_t      het_context_n_past(const het_context *c);          /* sequence 0 */
+int32_t      het_context_seq_n_past(const het_context *c, int32_t seq);
 int32_t      het_context_n_ctx(const het_context *c);
-void         het_context_reset(het_context *c);   /* forget the KV cache */
+int32_t      het_context_n_seq(const het_context *c);
+void         het_context_reset(het_context *c);                 /* forget every sequence */
+void         het_context_seq_reset(het_context *c, int32_t seq);
 size_t       het_context_kv_bytes(const het_context *c);
 
 /* ---- sampling ----------------------------------------------------------- */
