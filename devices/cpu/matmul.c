@@ -1,0 +1,508 @@
+/*
+ * matmul.c — HET_OP_MUL_MAT on the CPU: dst (N,M,B2,B3) = a (K,N,A2,A3) x
+ * b (K,M,B2,B3), out[m][n] = sum_k a[n][k] * b[m][k], a broadcast over
+ * dims 2,3 (GQA). This file plans and splits the work; the arithmetic lives
+ * in the kernel tables of quant_dot.h (scalar) and arch/<isa>/.
+ *
+ * Quantised a: phase 1 quantises every row of b to a q8r row in wdata (the
+ * threads share the rows, then het_cpu_barrier). Phase 2 then either
+ *   - streams a's rows once through the GEMV kernel (small M: decode), the
+ *     threads splitting the N rows; or
+ *   - packs R-row panels of a into thread-private scratch and runs the panel
+ *     kernel on 4 activation rows at a time, the threads splitting the
+ *     panels (or M when there are too few panels). Panels stay packed while
+ *     all of M streams past them in L2-sized chunks. When the device packed
+ *     a at load time (a->extra, het_cpu_mul_mat_repack) the panels are used
+ *     as they are, for every M: decode then runs at about 3x the GEMV rate.
+ * Float a (F32/F16/BF16): b rows are used in place when contiguous (else
+ * gathered to wdata first) and multiplied 2 weight rows x 4 b rows at a time.
+ */
+#include <string.h>
+
+#include "devices/cpu/cpu_ops.h"
+#include "devices/cpu/quant_dot.h"
+
+/* Per-thread budget for packed panels kept across the whole of M. */
+#define HET_MM_PANEL_BUDGET     (2u << 20)
+/* Activation bytes per M chunk (kept in L2 while the panels stream past). */
+#define HET_MM_CHUNK_BYTES      (192u << 10)
+#define HET_MM_PANEL_ROWS_MAX   16
+
+static size_t het_mm_align(size_t x) { return (x + 63) & ~(size_t)63; }
+
+static bool het_mm_is_float_type(enum het_type t)
+{
+    return t == HET_TYPE_F32 || t == HET_TYPE_F16 || t == HET_TYPE_BF16;
+}
+
+static size_t het_mm_elem_size(enum het_type t) { return t == HET_TYPE_F32 ? 4 : 2; }
+
+/* Everything the phases need, derived from the node alone (plus ISA). */
+struct het_mm_plan {
+    const struct het_tensor *a, *b;
+    struct het_tensor *dst;
+    int64_t K, N, M, B2, B3, r2, r3;
+    bool    quantized;
+    bool    b_gather;         /* b rows not contiguous: F32 copies in wdata        */
+    bool    a_gather;         /* float a with nb[0] != element size                */
+    bool    use_panel;
+    struct het_q8r_layout ql; /* quantised: activation row layout                  */
+    size_t  act_row_bytes;    /* bytes of one prepared b row in wdata (0: none)    */
+    size_t  act_bytes;
+    size_t  thread_bytes;     /* per-thread scratch                                */
+    int64_t panel_group;      /* panels packed at once per thread                  */
+    struct het_panel_layout pl;
+    const uint8_t  *prepacked;    /* panels packed at load time (a->extra), or NULL */
+    het_panel_fn    panel_fn;
+    het_qgemv_fn    gemv_fn;
+    het_fdot_fn     fdot_fn;
+    het_quantize_fn quantize_fn;
+};
+
+static const struct het_mm_kernels *het_mm_level(enum het_cpu_isa isa)
+{
+    switch (isa) {
+    case HET_CPU_ISA_AVX512: return &het_mm_kernels_avx512;
+    case HET_CPU_ISA_AVX2:   return &het_mm_kernels_avx2;
+    default:                 return &het_mm_kernels_scalar;
+    }
+}
+
+/* The panel kernel for type at isa: the level decides first, then the
+ * type's preferred kind. False when there is none. */
+static bool het_mm_pick_panel(enum het_type type, enum het_cpu_isa isa, int64_t K, het_panel_fn *fn,
+                              struct het_panel_layout *pl)
+{
+    enum het_panel_kind kinds[2];
+    const int nk = het_panel_kinds(type, kinds);
+    for (int lv = (int)isa; lv >= 0; lv--) {
+        const struct het_mm_kernels *k = het_mm_level((enum het_cpu_isa)lv);
+        for (int i = 0; i < nk; i++) {
+            if (!k->panel[kinds[i]]) continue;
+            *fn = k->panel[kinds[i]];
+            het_panel_layout_init(pl, kinds[i], k->panel_rows, K);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Resolve each kernel from the highest level that has it. */
+static void het_mm_resolve(struct het_mm_plan *p, enum het_cpu_isa isa)
+{
+    enum het_type t = p->a->type;
+    p->gemv_fn = NULL;
+    p->fdot_fn = NULL;
+    p->quantize_fn = NULL;
+    for (int lv = (int)isa; lv >= 0; lv--) {
+        const struct het_mm_kernels *k = het_mm_level((enum het_cpu_isa)lv);
+        if (!p->quantize_fn) p->quantize_fn = k->quantize;
+        if (!p->gemv_fn) p->gemv_fn = k->gemv[t];
+        if (!p->fdot_fn) p->fdot_fn = p->a_gather ? k->fdot[HET_TYPE_F32] : k->fdot[t];
+    }
+    p->panel_fn = NULL;
+    if (p->quantized && !het_mm_pick_panel(t, isa, p->K, &p->panel_fn, &p->pl)) p->panel_fn = NULL;
+}
+
+/* a's load-time panels when a->extra holds ones that match a and the plan. */
+static const uint8_t *het_mm_prepacked(const struct het_mm_plan *p)
+{
+    const struct het_cpu_packed *h = p->a->extra;
+    if (!h || !p->panel_fn || h->magic != HET_CPU_PACKED_MAGIC) return NULL;
+    if (h->type != p->a->type || h->kind != p->pl.kind || h->R != p->pl.R || h->K != p->K || h->N != p->N ||
+        h->ne2 != p->a->ne[2] || h->ne3 != p->a->ne[3] || h->panel_stride != het_mm_align(p->pl.bytes))
+        return NULL;
+    return (const uint8_t *)h + HET_CPU_PACKED_HEADER;
+}
+
+static bool het_mm_shapes_ok(const struct het_tensor *dst)
+{
+    const struct het_tensor *a = dst->src[0], *b = dst->src[1];
+    if (!a || !b || !a->data || !b->data || !dst->data) return false;
+    if (b->type != HET_TYPE_F32 || dst->type != HET_TYPE_F32) return false;
+    if (a->ne[0] != b->ne[0] || a->ne[0] <= 0) return false;
+    if (dst->ne[0] != a->ne[1] || dst->ne[1] != b->ne[1] || dst->ne[2] != b->ne[2] || dst->ne[3] != b->ne[3])
+        return false;
+    if (a->ne[2] <= 0 || a->ne[3] <= 0 || b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0) return false;
+    if (het_mm_is_float_type(a->type)) return true;
+    enum het_panel_kind kind;
+    if (!het_panel_kind_of(a->type, &kind)) return false;
+    const struct het_type_traits *tr = het_type_get_traits(a->type);
+    /* quantised rows must be whole blocks, stored one after the other */
+    return tr && a->ne[0] % tr->blck_size == 0 && a->ne[0] % HET_Q8R_BLOCK == 0 && a->nb[0] == tr->type_size;
+}
+
+/* Fill plan for node at kernel level isa with nth threads. */
+static void het_mm_plan_init(struct het_mm_plan *p, struct het_tensor *dst, enum het_cpu_isa isa, int nth)
+{
+    memset(p, 0, sizeof(*p));
+    p->dst = dst;
+    p->a = dst->src[0];
+    p->b = dst->src[1];
+    p->K = p->a->ne[0];
+    p->N = p->a->ne[1];
+    p->M = p->b->ne[1];
+    p->B2 = p->b->ne[2];
+    p->B3 = p->b->ne[3];
+    p->r2 = p->B2 / p->a->ne[2];
+    p->r3 = p->B3 / p->a->ne[3];
+    p->quantized = !het_mm_is_float_type(p->a->type);
+    p->b_gather = p->b->nb[0] != sizeof(float);
+    p->a_gather = !p->quantized && p->a->nb[0] != het_mm_elem_size(p->a->type);
+
+    het_mm_resolve(p, isa);
+
+    const int64_t rows = p->M * p->B2 * p->B3;
+    size_t tb = 0;
+    if (p->quantized) {
+        het_q8r_layout_init(&p->ql, p->K, p->a->type == HET_TYPE_Q8_0);
+        p->act_row_bytes = p->ql.row_bytes;
+        if (p->b_gather) tb = het_mm_align((size_t)p->K * sizeof(float));
+        p->prepacked = het_mm_prepacked(p);
+        p->use_panel = p->prepacked || (p->panel_fn && p->M >= het_panel_min_m(p->pl.kind));
+        if (p->use_panel && !p->prepacked) {
+            /* panels of this thread's share, at most the budget's worth */
+            const int64_t items = p->B2 * p->B3 * ((p->N + p->pl.R - 1) / p->pl.R);
+            int64_t per_thread = (items + nth - 1) / nth;
+            int64_t budget = (int64_t)(HET_MM_PANEL_BUDGET / p->pl.bytes);
+            if (budget < 1) budget = 1;
+            p->panel_group = per_thread < budget ? per_thread : budget;
+            size_t pb = het_mm_align(p->pl.bytes) * (size_t)p->panel_group;
+            if (pb > tb) tb = pb;
+        }
+    } else {
+        if (p->b_gather) p->act_row_bytes = het_mm_align((size_t)p->K * sizeof(float));
+        if (p->a_gather) tb = 2 * het_mm_align((size_t)p->K * sizeof(float));
+    }
+    p->act_bytes = het_mm_align(p->act_row_bytes * (size_t)rows);
+    p->thread_bytes = tb;
+}
+
+static size_t het_mm_plan_wsize(const struct het_mm_plan *p, int nth)
+{
+    return p->act_bytes + (size_t)nth * p->thread_bytes;
+}
+
+bool het_cpu_mul_mat_supports(const struct het_tensor *node)
+{
+    return node && node->op == HET_OP_MUL_MAT && het_mm_shapes_ok(node);
+}
+
+size_t het_cpu_mul_mat_work_size(const struct het_tensor *node, int nth)
+{
+    if (!het_cpu_mul_mat_supports(node)) return 0;
+    if (nth < 1) nth = 1;
+    /* The ISA is not known here, nor whether the region will really get nth
+     * threads: size for the largest need of any level and thread count. */
+    size_t need = 0;
+    for (int lv = HET_CPU_ISA_SCALAR; lv <= HET_CPU_ISA_AVX512; lv++) {
+        for (int t = 1; t <= nth; t++) {
+            struct het_mm_plan p;
+            het_mm_plan_init(&p, (struct het_tensor *)node, (enum het_cpu_isa)lv, t);
+            size_t w = het_mm_plan_wsize(&p, t);
+            if (w > need) need = w;
+        }
+    }
+    return need;
+}
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static const float *het_mm_b_row(const struct het_mm_plan *p, int64_t m, int64_t i2, int64_t i3)
+{
+    return (const float *)((const char *)p->b->data + m * p->b->nb[1] + i2 * p->b->nb[2] + i3 * p->b->nb[3]);
+}
+
+static void het_mm_gather_f32(const float *src, size_t nb0, int64_t K, float *dst)
+{
+    const char *s = (const char *)src;
+    for (int64_t k = 0; k < K; k++) memcpy(&dst[k], s + (size_t)k * nb0, sizeof(float));
+}
+
+static const void *het_mm_a_row(const struct het_mm_plan *p, int64_t n, int64_t i2, int64_t i3)
+{
+    return (const char *)p->a->data + n * p->a->nb[1] + (i2 / p->r2) * p->a->nb[2] + (i3 / p->r3) * p->a->nb[3];
+}
+
+static void het_mm_store(const struct het_mm_plan *p, int64_t n, int64_t m, int64_t i2, int64_t i3, float v)
+{
+    const struct het_tensor *d = p->dst;
+    char *o = (char *)d->data + n * d->nb[0] + m * d->nb[1] + i2 * d->nb[2] + i3 * d->nb[3];
+    memcpy(o, &v, sizeof v);
+}
+
+static void het_mm_range(int64_t total, int ith, int nth, int64_t *lo, int64_t *hi)
+{
+    *lo = total * ith / nth;
+    *hi = total * (ith + 1) / nth;
+}
+
+static uint8_t *het_mm_thread_scratch(const struct het_mm_plan *p, const struct het_compute_params *cp)
+{
+    return (uint8_t *)cp->wdata + p->act_bytes + (size_t)cp->ith * p->thread_bytes;
+}
+
+/* Phase 1: quantise (or gather) every row of b into wdata. */
+static void het_mm_prepare(const struct het_mm_plan *p, const struct het_compute_params *cp)
+{
+    const int64_t rows = p->M * p->B2 * p->B3;
+    float *tmp = (float *)het_mm_thread_scratch(p, cp);
+    int64_t lo, hi;
+    het_mm_range(rows, cp->ith, cp->nth, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) {
+        const int64_t m = r % p->M, i2 = (r / p->M) % p->B2, i3 = r / (p->M * p->B2);
+        const float *x = het_mm_b_row(p, m, i2, i3);
+        uint8_t *out = (uint8_t *)cp->wdata + (size_t)r * p->act_row_bytes;
+        if (!p->quantized) {
+            het_mm_gather_f32(x, p->b->nb[0], p->K, (float *)out);
+            continue;
+        }
+        if (p->b_gather) {
+            het_mm_gather_f32(x, p->b->nb[0], p->K, tmp);
+            x = tmp;
+        }
+        p->quantize_fn(x, &p->ql, out);
+    }
+}
+
+static const uint8_t *het_mm_act(const struct het_mm_plan *p, const struct het_compute_params *cp, int64_t m,
+                                 int64_t i2, int64_t i3)
+{
+    const int64_t r = m + p->M * (i2 + p->B2 * i3);
+    return (const uint8_t *)cp->wdata + (size_t)r * p->act_row_bytes;
+}
+
+static int64_t het_mm_chunk_rows(size_t row_bytes)
+{
+    int64_t mc = row_bytes ? (int64_t)(HET_MM_CHUNK_BYTES / row_bytes) : 64;
+    mc &= ~(int64_t)3;
+    return mc < 4 ? 4 : mc;
+}
+
+/* ---- quantised GEMV -------------------------------------------------------- */
+
+static void het_mm_gemv(const struct het_mm_plan *p, const struct het_compute_params *cp)
+{
+    const int64_t nbatch = p->B2 * p->B3;
+    const int64_t mc = het_mm_chunk_rows(p->act_row_bytes);
+    int64_t lo, hi;
+    het_mm_range(nbatch * p->N, cp->ith, cp->nth, &lo, &hi);
+    for (int64_t m0 = 0; m0 < p->M; m0 += mc) {
+        const int64_t m1 = m0 + mc < p->M ? m0 + mc : p->M;
+        for (int64_t t = lo; t < hi; t++) {
+            const int64_t n = t % p->N, bi = t / p->N, i2 = bi % p->B2, i3 = bi / p->B2;
+            const void *w = het_mm_a_row(p, n, i2, i3);
+            for (int64_t m = m0; m < m1; m += 4) {
+                const int nc = m1 - m < 4 ? (int)(m1 - m) : 4;
+                const uint8_t *act[4];
+                float out[4];
+                for (int c = 0; c < nc; c++) act[c] = het_mm_act(p, cp, m + c, i2, i3);
+                p->gemv_fn(p->K, w, act, nc, out);
+                for (int c = 0; c < nc; c++) het_mm_store(p, n, m + c, i2, i3, out[c]);
+            }
+        }
+    }
+}
+
+/* ---- quantised panels ------------------------------------------------------ */
+
+static void het_mm_panel_run(const struct het_mm_plan *p, const struct het_compute_params *cp, const uint8_t *panel,
+                             int64_t item, int64_t m0, int64_t m1)
+{
+    const int R = p->pl.R;
+    const int64_t np = (p->N + R - 1) / R;
+    const int64_t bi = item / np, n0 = (item % np) * R;
+    const int64_t i2 = bi % p->B2, i3 = bi / p->B2;
+    const int nr = p->N - n0 < R ? (int)(p->N - n0) : R;
+    float out[4 * HET_MM_PANEL_ROWS_MAX];
+    for (int64_t m = m0; m < m1; m += 4) {
+        const int nc = m1 - m < 4 ? (int)(m1 - m) : 4;
+        const uint8_t *act[4];
+        for (int c = 0; c < nc; c++) act[c] = het_mm_act(p, cp, m + c, i2, i3);
+        p->panel_fn(&p->pl, panel, act, nc, out);
+        const struct het_tensor *d = p->dst;
+        for (int c = 0; c < nc; c++) {
+            char *o = (char *)d->data + n0 * d->nb[0] + (m + c) * d->nb[1] + i2 * d->nb[2] + i3 * d->nb[3];
+            if (d->nb[0] == sizeof(float)) {
+                memcpy(o, &out[c * R], (size_t)nr * sizeof(float));
+            } else {
+                for (int r = 0; r < nr; r++) memcpy(o + r * d->nb[0], &out[c * R + r], sizeof(float));
+            }
+        }
+    }
+}
+
+static void het_mm_panels(const struct het_mm_plan *p, const struct het_compute_params *cp)
+{
+    const int R = p->pl.R;
+    const int64_t np = (p->N + R - 1) / R;
+    const int64_t items = p->B2 * p->B3 * np;
+    /* Split the panels, or M when there are too few panels to go round. */
+    const bool split_m = items < 4 * (int64_t)cp->nth;
+    int64_t lo = 0, hi = items, mlo = 0, mhi = p->M;
+    if (split_m) {
+        het_mm_range((p->M + 3) / 4, cp->ith, cp->nth, &mlo, &mhi);
+        mlo *= 4;
+        mhi = mhi * 4 < p->M ? mhi * 4 : p->M;
+        if (mlo >= mhi) return;
+    } else {
+        het_mm_range(items, cp->ith, cp->nth, &lo, &hi);
+    }
+    uint8_t *scratch = het_mm_thread_scratch(p, cp);
+    const size_t pstride = het_mm_align(p->pl.bytes);
+    const int64_t mc = het_mm_chunk_rows(p->act_row_bytes);
+    const int64_t group = p->prepacked ? hi - lo : p->panel_group;
+    for (int64_t g0 = lo; g0 < hi; g0 += group) {
+        const int64_t g1 = g0 + group < hi ? g0 + group : hi;
+        for (int64_t it = g0; it < g1 && !p->prepacked; it++) {
+            const int64_t bi = it / np, n0 = (it % np) * R;
+            const int nr = p->N - n0 < R ? (int)(p->N - n0) : R;
+            het_panel_pack(p->a->type, &p->pl, het_mm_a_row(p, n0, bi % p->B2, bi / p->B2), p->a->nb[1], nr,
+                           scratch + (size_t)(it - g0) * pstride);
+        }
+        for (int64_t m0 = mlo; m0 < mhi; m0 += mc) {
+            const int64_t m1 = m0 + mc < mhi ? m0 + mc : mhi;
+            for (int64_t it = g0; it < g1; it++) {
+                const uint8_t *panel = scratch + (size_t)(it - g0) * pstride;
+                if (p->prepacked) {
+                    /* panels of a's batch (i2/r2, i3/r3) */
+                    const int64_t bi = it / np, i2 = bi % p->B2, i3 = bi / p->B2;
+                    const int64_t ab = (i3 / p->r3) * p->a->ne[2] + i2 / p->r2;
+                    panel = p->prepacked + (size_t)(ab * np + it % np) * pstride;
+                }
+                het_mm_panel_run(p, cp, panel, it, m0, m1);
+            }
+        }
+    }
+}
+
+/* ---- float weights ----------------------------------------------------------- */
+
+static const float *het_mm_fact(const struct het_mm_plan *p, const struct het_compute_params *cp, int64_t m,
+                                int64_t i2, int64_t i3)
+{
+    if (!p->b_gather) return het_mm_b_row(p, m, i2, i3);
+    const int64_t r = m + p->M * (i2 + p->B2 * i3);
+    return (const float *)((const uint8_t *)cp->wdata + (size_t)r * p->act_row_bytes);
+}
+
+/* Weight row n as the kernel reads it: in place, or converted to F32. */
+static const void *het_mm_fweight(const struct het_mm_plan *p, int64_t n, int64_t i2, int64_t i3, float *buf)
+{
+    const void *w = het_mm_a_row(p, n, i2, i3);
+    if (!p->a_gather) return w;
+    const char *s = w;
+    for (int64_t k = 0; k < p->K; k++) {
+        const char *e = s + (size_t)k * p->a->nb[0];
+        uint16_t h;
+        switch (p->a->type) {
+        case HET_TYPE_F16:  memcpy(&h, e, 2); buf[k] = het_fp16_to_fp32(h); break;
+        case HET_TYPE_BF16: memcpy(&h, e, 2); buf[k] = het_bf16_to_fp32(h); break;
+        default:            memcpy(&buf[k], e, 4); break;
+        }
+    }
+    return buf;
+}
+
+static void het_mm_float(const struct het_mm_plan *p, const struct het_compute_params *cp)
+{
+    const int64_t nbatch = p->B2 * p->B3;
+    const size_t row_bytes = (size_t)p->K * sizeof(float);
+    const int64_t mc = het_mm_chunk_rows(row_bytes);
+    float *gbuf = (float *)het_mm_thread_scratch(p, cp);
+    int64_t lo, hi;
+    het_mm_range(nbatch * p->N, cp->ith, cp->nth, &lo, &hi);
+    for (int64_t m0 = 0; m0 < p->M; m0 += mc) {
+        const int64_t m1 = m0 + mc < p->M ? m0 + mc : p->M;
+        for (int64_t t = lo; t < hi;) {
+            const int64_t n = t % p->N, bi = t / p->N, i2 = bi % p->B2, i3 = bi / p->B2;
+            /* two rows when the next one is in the same batch and range */
+            const int nr = (t + 1 < hi && n + 1 < p->N) ? 2 : 1;
+            const void *w[2];
+            w[0] = het_mm_fweight(p, n, i2, i3, gbuf);
+            w[1] = nr == 2 ? het_mm_fweight(p, n + 1, i2, i3, gbuf + het_mm_align(row_bytes) / sizeof(float)) : w[0];
+            for (int64_t m = m0; m < m1; m += 4) {
+                const int nc = m1 - m < 4 ? (int)(m1 - m) : 4;
+                const float *x[4];
+                float out[8];
+                for (int c = 0; c < nc; c++) x[c] = het_mm_fact(p, cp, m + c, i2, i3);
+                p->fdot_fn(p->K, w, nr, x, nc, out);
+                for (int r = 0; r < nr; r++)
+                    for (int c = 0; c < nc; c++) het_mm_store(p, n + r, m + c, i2, i3, out[r * 4 + c]);
+            }
+            t += nr;
+        }
+    }
+}
+
+/* ---- entry point ----------------------------------------------------------------- */
+
+enum het_status het_cpu_mul_mat(const struct het_compute_params *cp, struct het_tensor *dst)
+{
+    /* Every thread takes the same decisions, so barriers match up. */
+    if (!het_cpu_mul_mat_supports(dst)) return HET_ERR_UNSUPPORTED;
+    struct het_mm_plan p;
+    het_mm_plan_init(&p, dst, cp->isa, cp->nth);
+    if (het_mm_plan_wsize(&p, cp->nth) > cp->wsize || (het_mm_plan_wsize(&p, cp->nth) && !cp->wdata))
+        return HET_ERR_INVALID;
+    if (p.act_bytes) {
+        het_mm_prepare(&p, cp);
+        het_cpu_barrier(cp);
+    }
+    if (!p.quantized) {
+        het_mm_float(&p, cp);
+    } else if (p.use_panel) {
+        het_mm_panels(&p, cp);
+    } else {
+        het_mm_gemv(&p, cp);
+    }
+    return HET_OK;
+}
+
+/* ---- load-time repacking ------------------------------------------------------ */
+
+static bool het_mm_repack_layout(const struct het_tensor *a, enum het_cpu_isa isa, het_panel_fn *fn,
+                                 struct het_panel_layout *pl)
+{
+    if (!a || het_mm_is_float_type(a->type) || a->ne[0] <= 0 || a->ne[0] % HET_Q8R_BLOCK != 0) return false;
+    const struct het_type_traits *tr = het_type_get_traits(a->type);
+    if (!tr || a->ne[0] % tr->blck_size != 0 || a->nb[0] != tr->type_size) return false;
+    return het_mm_pick_panel(a->type, isa, a->ne[0], fn, pl);
+}
+
+size_t het_cpu_mul_mat_repack_size(const struct het_tensor *a, enum het_cpu_isa isa)
+{
+    het_panel_fn fn;
+    struct het_panel_layout pl;
+    if (!het_mm_repack_layout(a, isa, &fn, &pl)) return 0;
+    const int64_t np = (a->ne[1] + pl.R - 1) / pl.R;
+    return HET_CPU_PACKED_HEADER + het_mm_align(pl.bytes) * (size_t)(np * a->ne[2] * a->ne[3]);
+}
+
+enum het_status het_cpu_mul_mat_repack(const struct het_tensor *a, enum het_cpu_isa isa, void *dst, size_t size)
+{
+    het_panel_fn fn;
+    struct het_panel_layout pl;
+    if (!a || !a->data || !dst || !het_mm_repack_layout(a, isa, &fn, &pl)) return HET_ERR_UNSUPPORTED;
+    if (size < het_cpu_mul_mat_repack_size(a, isa) || ((uintptr_t)dst & 63)) return HET_ERR_INVALID;
+    struct het_cpu_packed h = {
+        .magic = HET_CPU_PACKED_MAGIC, .type = a->type, .kind = pl.kind, .R = pl.R,
+        .K = a->ne[0], .N = a->ne[1], .ne2 = a->ne[2], .ne3 = a->ne[3], .panel_stride = het_mm_align(pl.bytes),
+    };
+    memset(dst, 0, HET_CPU_PACKED_HEADER);
+    memcpy(dst, &h, sizeof h);
+    uint8_t *out = (uint8_t *)dst + HET_CPU_PACKED_HEADER;
+    const int64_t np = (h.N + pl.R - 1) / pl.R;
+    for (int64_t i3 = 0; i3 < h.ne3; i3++) {
+        for (int64_t i2 = 0; i2 < h.ne2; i2++) {
+            for (int64_t ip = 0; ip < np; ip++) {
+                const int64_t n0 = ip * pl.R;
+                const int nr = h.N - n0 < pl.R ? (int)(h.N - n0) : pl.R;
+                const uint8_t *rows = (const uint8_t *)a->data + n0 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3];
+                het_panel_pack(a->type, &pl, rows, a->nb[1], nr, out);
+                out += h.panel_stride;
+            }
+        }
+    }
+    return HET_OK;
+}

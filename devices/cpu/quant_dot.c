@@ -1,0 +1,478 @@
+/*
+ * quant_dot.c — scalar reference kernels of the CPU matrix multiplication:
+ * activation quantisation (q8r rows), per-type dot products of quantised
+ * weight rows against q8r rows, float dot products (F32/F16/BF16 weights),
+ * and the packed-panel format (packing + a scalar panel kernel).
+ *
+ * Every quantised type is first decoded, one 32-element block at a time,
+ * into a common form (struct het_qblk: integer quants plus a float scale and
+ * offset, or int sub-scales for q6_K). The scalar dot products and the panel
+ * packer both work from that form, so the formula each SIMD kernel must
+ * reproduce is written exactly once, here:
+ *     U4/U5:  sum_b d*da_b*sum(q*a) + c*s_b         (c: -8d, -16d, m, -dmin*m)
+ *     S8:     sum_b d*da_b*sum(q*a)
+ *     U6:     sum_b d*da_b*sum_h sc_h*(sum_h(q*a) - 32*sum16_h)
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devices/cpu/quant_dot.h"
+#include "model/quant_impl.h"
+
+/* ---- q8r activation rows ------------------------------------------------ */
+
+void het_q8r_layout_init(struct het_q8r_layout *l, int64_t K, bool with_abs)
+{
+    l->K = K;
+    l->nb = K / HET_Q8R_BLOCK;
+    l->with_abs = with_abs;
+    l->bs = with_abs ? HET_Q8R_BS_ABS : HET_Q8R_BS;
+    l->row_bytes = (size_t)l->nb * l->bs;
+}
+
+void het_q8r_quantize_scalar(const float *x, const struct het_q8r_layout *l, void *dst)
+{
+    uint8_t *row = dst;
+    for (int64_t b = 0; b < l->nb; b++) {
+        const float *xb = x + b * HET_Q8R_BLOCK;
+        int8_t *qs = (int8_t *)(row + (size_t)b * l->bs);
+        float amax = 0.0f;
+        for (int j = 0; j < HET_Q8R_BLOCK; j++) amax = fmaxf(amax, fabsf(xb[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        int sum[2] = {0, 0};
+        for (int j = 0; j < HET_Q8R_BLOCK; j++) {
+            int q = het_nearest_int(xb[j] * id);
+            q = q > 127 ? 127 : q < -127 ? -127 : q;
+            qs[j] = (int8_t)q;
+            sum[j / 16] += q;
+            if (l->with_abs) row[(size_t)b * l->bs + 32 + j] = (uint8_t)abs(q);
+        }
+        struct het_q8r_meta m = {
+            .d = d, .s = d * (float)(sum[0] + sum[1]), .sum32 = sum[0] + sum[1],
+            .sum16 = {(int16_t)sum[0], (int16_t)sum[1]},
+        };
+        memcpy(row + (size_t)b * l->bs + l->bs - 32, &m, sizeof m);
+        memset(row + (size_t)b * l->bs + l->bs - 16, 0, 16);
+    }
+}
+
+/* ---- common decoded block ------------------------------------------------ */
+
+/* One 32-element block of a weight row in common form. */
+struct het_qblk {
+    int   q[32];   /* U4/U5/U6: unsigned quants; S8: signed                  */
+    float d, c;    /* scale and offset term (U4/U5/S8); U6: super-block d     */
+    int   sc[2];   /* U6: scales of the two 16-element halves                 */
+};
+
+static inline float het_h2f(uint16_t h) { return het_fp16_to_fp32(h); }
+
+static void het_decode_nibbles(const uint8_t *qs, int *q)
+{
+    for (int j = 0; j < 16; j++) {
+        q[j] = qs[j] & 15;
+        q[j + 16] = qs[j] >> 4;
+    }
+}
+
+static void het_add_high_bits(const uint8_t qh4[4], int *q)
+{
+    uint32_t qh;
+    memcpy(&qh, qh4, 4);
+    for (int j = 0; j < 32; j++) q[j] |= (int)((qh >> j) & 1) << 4;
+}
+
+static void het_decode_q4k_like(const het_block_q4_k *x4, const het_block_q5_k *x5, int j, struct het_qblk *o)
+{
+    const uint8_t *scales = x4 ? x4->scales : x5->scales;
+    const uint8_t *qs = (x4 ? x4->qs : x5->qs) + 32 * (j / 2);
+    uint8_t sc, m;
+    het_q4k_scale_min(j, scales, &sc, &m);
+    const float d = het_h2f(x4 ? x4->d : x5->d), dmin = het_h2f(x4 ? x4->dmin : x5->dmin);
+    for (int l = 0; l < 32; l++) {
+        o->q[l] = (j & 1) ? qs[l] >> 4 : qs[l] & 15;
+        if (x5) o->q[l] |= ((x5->qh[l] >> j) & 1) << 4;
+    }
+    o->d = d * (float)sc;
+    o->c = -dmin * (float)m;
+}
+
+static void het_decode_q6k(const het_block_q6_k *x, int t, struct het_qblk *o)
+{
+    const int hh = t / 4, tt = t % 4;
+    const uint8_t *ql = x->ql + 64 * hh + (tt & 1) * 32;
+    const uint8_t *qh = x->qh + 32 * hh;
+    for (int l = 0; l < 32; l++) {
+        int lo = tt < 2 ? (ql[l] & 15) : (ql[l] >> 4);
+        o->q[l] = lo | (((qh[l] >> (2 * tt)) & 3) << 4);
+    }
+    o->d = het_h2f(x->d);
+    o->c = 0.0f;
+    o->sc[0] = x->scales[2 * t];
+    o->sc[1] = x->scales[2 * t + 1];
+}
+
+/* Decode block b (32 elements) of a weight row of a quantised type. */
+static void het_qblk_decode(enum het_type type, const void *row, int64_t b, struct het_qblk *o)
+{
+    o->sc[0] = o->sc[1] = 0;
+    switch (type) {
+    case HET_TYPE_Q4_0: {
+        const het_block_q4_0 *x = (const het_block_q4_0 *)row + b;
+        het_decode_nibbles(x->qs, o->q);
+        o->d = het_h2f(x->d);
+        o->c = -8.0f * o->d;
+        break;
+    }
+    case HET_TYPE_Q4_1: {
+        const het_block_q4_1 *x = (const het_block_q4_1 *)row + b;
+        het_decode_nibbles(x->qs, o->q);
+        o->d = het_h2f(x->d);
+        o->c = het_h2f(x->m);
+        break;
+    }
+    case HET_TYPE_Q5_0: {
+        const het_block_q5_0 *x = (const het_block_q5_0 *)row + b;
+        het_decode_nibbles(x->qs, o->q);
+        het_add_high_bits(x->qh, o->q);
+        o->d = het_h2f(x->d);
+        o->c = -16.0f * o->d;
+        break;
+    }
+    case HET_TYPE_Q5_1: {
+        const het_block_q5_1 *x = (const het_block_q5_1 *)row + b;
+        het_decode_nibbles(x->qs, o->q);
+        het_add_high_bits(x->qh, o->q);
+        o->d = het_h2f(x->d);
+        o->c = het_h2f(x->m);
+        break;
+    }
+    case HET_TYPE_Q8_0: {
+        const het_block_q8_0 *x = (const het_block_q8_0 *)row + b;
+        for (int j = 0; j < 32; j++) o->q[j] = x->qs[j];
+        o->d = het_h2f(x->d);
+        o->c = 0.0f;
+        break;
+    }
+    case HET_TYPE_Q4_K:
+        het_decode_q4k_like((const het_block_q4_k *)row + b / 8, NULL, (int)(b % 8), o);
+        break;
+    case HET_TYPE_Q5_K:
+        het_decode_q4k_like(NULL, (const het_block_q5_k *)row + b / 8, (int)(b % 8), o);
+        break;
+    case HET_TYPE_Q6_K:
+        het_decode_q6k((const het_block_q6_k *)row + b / 8, (int)(b % 8), o);
+        break;
+    default:
+        memset(o, 0, sizeof(*o));
+        break;
+    }
+}
+
+bool het_panel_kind_of(enum het_type type, enum het_panel_kind *kind)
+{
+    switch (type) {
+    case HET_TYPE_Q4_0: case HET_TYPE_Q4_1: case HET_TYPE_Q4_K: *kind = HET_PANEL_U4; return true;
+    case HET_TYPE_Q5_0: case HET_TYPE_Q5_1: case HET_TYPE_Q5_K: *kind = HET_PANEL_U5; return true;
+    case HET_TYPE_Q8_0: *kind = HET_PANEL_S8; return true;
+    case HET_TYPE_Q6_K: *kind = HET_PANEL_U6; return true;
+    default: return false;
+    }
+}
+
+int het_panel_kinds(enum het_type type, enum het_panel_kind kinds[2])
+{
+    int n = 0;
+    if (type == HET_TYPE_Q4_0 || type == HET_TYPE_Q4_1) kinds[n++] = HET_PANEL_U4N;
+    if (het_panel_kind_of(type, &kinds[n])) n++;
+    return n;
+}
+
+/* Packing on the fly costs about as much as a row GEMV, so panels pay off
+ * from a few activation rows on (prepacked weights use them for any M). */
+int het_panel_min_m(enum het_panel_kind kind) { return 4; }
+
+/* Dot of a decoded block with block b of a q8r row, in the common formula. */
+static float het_qblk_dot(enum het_panel_kind kind, const struct het_qblk *w, const uint8_t *a, size_t bs, int64_t b)
+{
+    const int8_t *qa = het_q8r_qs(a, bs, b);
+    const struct het_q8r_meta *m = het_q8r_meta(a, bs, b);
+    if (kind == HET_PANEL_U6) {
+        int s[2] = {0, 0};
+        for (int j = 0; j < 32; j++) s[j / 16] += w->q[j] * qa[j];
+        int isum = w->sc[0] * (s[0] - 32 * m->sum16[0]) + w->sc[1] * (s[1] - 32 * m->sum16[1]);
+        return w->d * m->d * (float)isum;
+    }
+    int isum = 0;
+    for (int j = 0; j < 32; j++) isum += w->q[j] * qa[j];
+    return w->d * m->d * (float)isum + w->c * m->s;
+}
+
+void het_gemv_scalar(enum het_type type, int64_t K, const void *w, const uint8_t *const *a, int nc, float *out)
+{
+    enum het_panel_kind kind;
+    if (!het_panel_kind_of(type, &kind)) {
+        for (int c = 0; c < nc; c++) out[c] = 0.0f;
+        return;
+    }
+    const size_t bs = het_q8r_bs_for(type);
+    float acc[4] = {0, 0, 0, 0};
+    struct het_qblk blk;
+    for (int64_t b = 0; b < K / HET_Q8R_BLOCK; b++) {
+        het_qblk_decode(type, w, b, &blk);
+        for (int c = 0; c < nc; c++) acc[c] += het_qblk_dot(kind, &blk, a[c], bs, b);
+    }
+    for (int c = 0; c < nc; c++) out[c] = acc[c];
+}
+
+/* ---- float weights -------------------------------------------------------- */
+
+static float het_felem(enum het_type type, const void *w, int64_t k)
+{
+    switch (type) {
+    case HET_TYPE_F32:  return ((const float *)w)[k];
+    case HET_TYPE_F16:  return het_fp16_to_fp32(((const uint16_t *)w)[k]);
+    case HET_TYPE_BF16: return het_bf16_to_fp32(((const uint16_t *)w)[k]);
+    default:            return 0.0f;
+    }
+}
+
+void het_fdot_scalar(enum het_type type, int64_t K, const void *const *w, int nr, const float *const *x, int nc,
+                     float *out)
+{
+    for (int r = 0; r < nr; r++) {
+        for (int c = 0; c < nc; c++) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < K; k++) acc += het_felem(type, w[r], k) * x[c][k];
+            out[r * 4 + c] = acc;
+        }
+    }
+}
+
+/* ---- packed panels --------------------------------------------------------- */
+
+void het_panel_layout_init(struct het_panel_layout *l, enum het_panel_kind kind, int R, int64_t K)
+{
+    l->kind = kind;
+    l->R = R;
+    l->nb = K / HET_Q8R_BLOCK;
+    l->off_d = (kind == HET_PANEL_U4N ? 16 : 32) * (size_t)R;
+    l->off_c = l->off_d + 4 * (size_t)R;
+    l->off_sc = l->off_c + 4 * (size_t)R;
+    l->blk_bytes = l->off_sc + (kind == HET_PANEL_U6 ? 12 * (size_t)R : 0);
+    l->bytes = l->blk_bytes * (size_t)l->nb;
+}
+
+/* Block b of a row as the panel stores it: words[g] holds quants 4g..4g+3
+ * (little endian), plus d, c and the q6_K half scales. Word-level fast
+ * paths for the common types; the generic decode for the rest. */
+struct het_pblk {
+    uint32_t w[8];
+    float    d, c;
+    int16_t  sc[2];
+};
+
+static uint32_t het_ld32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static void het_pblk_decode(enum het_type type, const void *row, int64_t b, struct het_pblk *o)
+{
+    const uint32_t m4 = 0x0F0F0F0Fu;
+    o->sc[0] = o->sc[1] = 0;
+    switch (type) {
+    case HET_TYPE_Q4_0: {
+        const het_block_q4_0 *x = (const het_block_q4_0 *)row + b;
+        for (int g = 0; g < 4; g++) {
+            const uint32_t v = het_ld32(x->qs + 4 * g);
+            o->w[g] = v & m4;
+            o->w[g + 4] = (v >> 4) & m4;
+        }
+        o->d = het_h2f(x->d);
+        o->c = -8.0f * o->d;
+        return;
+    }
+    case HET_TYPE_Q8_0: {
+        const het_block_q8_0 *x = (const het_block_q8_0 *)row + b;
+        memcpy(o->w, x->qs, 32);
+        o->d = het_h2f(x->d);
+        o->c = 0.0f;
+        return;
+    }
+    case HET_TYPE_Q4_K: {
+        const het_block_q4_k *x = (const het_block_q4_k *)row + b / 8;
+        const int j = (int)(b % 8);
+        const uint8_t *qs = x->qs + 32 * (j / 2);
+        for (int g = 0; g < 8; g++) o->w[g] = (het_ld32(qs + 4 * g) >> (4 * (j & 1))) & m4;
+        uint8_t sc, m;
+        het_q4k_scale_min(j, x->scales, &sc, &m);
+        o->d = het_h2f(x->d) * (float)sc;
+        o->c = -het_h2f(x->dmin) * (float)m;
+        return;
+    }
+    case HET_TYPE_Q6_K: {
+        const het_block_q6_k *x = (const het_block_q6_k *)row + b / 8;
+        const int t = (int)(b % 8), hh = t / 4, tt = t % 4;
+        const uint8_t *ql = x->ql + 64 * hh + (tt & 1) * 32;
+        const uint8_t *qh = x->qh + 32 * hh;
+        for (int g = 0; g < 8; g++) {
+            const uint32_t lo = (het_ld32(ql + 4 * g) >> (4 * (tt >> 1))) & m4;
+            const uint32_t hi = (het_ld32(qh + 4 * g) >> (2 * tt)) & 0x03030303u;
+            o->w[g] = lo | (hi << 4);
+        }
+        o->d = het_h2f(x->d);
+        o->c = 0.0f;
+        o->sc[0] = x->scales[2 * t];
+        o->sc[1] = x->scales[2 * t + 1];
+        return;
+    }
+    default: {
+        struct het_qblk q;
+        het_qblk_decode(type, row, b, &q);
+        uint8_t bytes[32];
+        for (int j = 0; j < 32; j++) bytes[j] = (uint8_t)(int8_t)q.q[j];
+        memcpy(o->w, bytes, 32);
+        o->d = q.d;
+        o->c = q.c;
+        o->sc[0] = (int16_t)q.sc[0];
+        o->sc[1] = (int16_t)q.sc[1];
+        return;
+    }
+    }
+}
+
+/* U4N: the 16 nibble bytes of each q4_0/q4_1 block, 4 at a time. */
+static void het_panel_pack_nibbles(enum het_type type, const struct het_panel_layout *l, const void *rows,
+                                   size_t row_stride, int nrows, void *dst)
+{
+    const int R = l->R;
+    const size_t ts = type == HET_TYPE_Q4_0 ? sizeof(het_block_q4_0) : sizeof(het_block_q4_1);
+    const size_t qoff = type == HET_TYPE_Q4_0 ? offsetof(het_block_q4_0, qs) : offsetof(het_block_q4_1, qs);
+    for (int64_t b = 0; b < l->nb; b++) {
+        uint8_t *pb = (uint8_t *)dst + (size_t)b * l->blk_bytes;
+        if (nrows < R) memset(pb, 0, l->blk_bytes);
+        float *dv = (float *)(pb + l->off_d), *cv = (float *)(pb + l->off_c);
+        for (int r = 0; r < nrows; r++) {
+            const uint8_t *x = (const uint8_t *)rows + (size_t)r * row_stride + (size_t)b * ts;
+            for (int g = 0; g < 4; g++) memcpy(pb + (size_t)(g * R + r) * 4, x + qoff + 4 * g, 4);
+            uint16_t h[2];
+            memcpy(h, x, 4);
+            dv[r] = het_h2f(h[0]);
+            cv[r] = type == HET_TYPE_Q4_0 ? -8.0f * dv[r] : het_h2f(h[1]);
+        }
+    }
+}
+
+void het_panel_pack(enum het_type type, const struct het_panel_layout *l, const void *rows, size_t row_stride,
+                    int nrows, void *dst)
+{
+    const int R = l->R;
+    if (l->kind == HET_PANEL_U4N) {
+        het_panel_pack_nibbles(type, l, rows, row_stride, nrows, dst);
+        return;
+    }
+    struct het_pblk blk;
+    for (int64_t b = 0; b < l->nb; b++) {
+        uint8_t *pb = (uint8_t *)dst + (size_t)b * l->blk_bytes;
+        if (nrows < R) memset(pb, 0, l->blk_bytes);
+        float *dv = (float *)(pb + l->off_d), *cv = (float *)(pb + l->off_c);
+        int16_t *sc = (int16_t *)(pb + l->off_sc);
+        for (int r = 0; r < nrows; r++) {
+            het_pblk_decode(type, (const uint8_t *)rows + (size_t)r * row_stride, b, &blk);
+            for (int g = 0; g < 8; g++) memcpy(pb + (size_t)(g * R + r) * 4, &blk.w[g], 4);
+            dv[r] = blk.d;
+            cv[r] = blk.c;
+            if (l->kind == HET_PANEL_U6) {
+                sc[2 * r] = blk.sc[0];             sc[2 * r + 1] = blk.sc[0];
+                sc[2 * R + 2 * r] = blk.sc[1];     sc[2 * R + 2 * r + 1] = blk.sc[1];
+                sc[4 * R + 2 * r] = blk.sc[0];     sc[4 * R + 2 * r + 1] = blk.sc[1];
+            }
+        }
+    }
+}
+
+void het_panel_gemm_scalar(const struct het_panel_layout *l, const void *panel, const uint8_t *const *a, int nc,
+                           float *out)
+{
+    const int R = l->R;
+    const size_t bs = l->kind == HET_PANEL_S8 ? HET_Q8R_BS_ABS : HET_Q8R_BS;
+    struct het_qblk blk;
+    for (int c = 0; c < nc; c++)
+        for (int r = 0; r < R; r++) out[c * R + r] = 0.0f;
+    for (int64_t b = 0; b < l->nb; b++) {
+        const uint8_t *pb = (const uint8_t *)panel + (size_t)b * l->blk_bytes;
+        for (int r = 0; r < R; r++) {
+            for (int j = 0; j < 32; j++) {
+                if (l->kind == HET_PANEL_U4N) {
+                    uint8_t v = pb[(((j / 4) % 4) * R + r) * 4 + j % 4];
+                    blk.q[j] = j < 16 ? v & 15 : v >> 4;
+                    continue;
+                }
+                uint8_t v = pb[((j / 4) * R + r) * 4 + j % 4];
+                blk.q[j] = l->kind == HET_PANEL_S8 ? (int)(int8_t)v : (int)v;
+            }
+            memcpy(&blk.d, pb + l->off_d + 4 * (size_t)r, 4);
+            memcpy(&blk.c, pb + l->off_c + 4 * (size_t)r, 4);
+            if (l->kind == HET_PANEL_U6) {
+                const int16_t *sc = (const int16_t *)(pb + l->off_sc);
+                blk.sc[0] = sc[4 * R + 2 * r];
+                blk.sc[1] = sc[4 * R + 2 * r + 1];
+            }
+            const enum het_panel_kind fk = l->kind == HET_PANEL_U4N ? HET_PANEL_U4 : l->kind;
+            for (int c = 0; c < nc; c++) out[c * R + r] += het_qblk_dot(fk, &blk, a[c], bs, b);
+        }
+    }
+}
+
+/* ---- the scalar kernel table ---------------------------------------------- */
+
+#define HET_GEMV_SCALAR(name, type)                                                               \
+    static void name(int64_t K, const void *w, const uint8_t *const *a, int nc, float *out) { \
+        het_gemv_scalar(type, K, w, a, nc, out);                                                  \
+    }
+HET_GEMV_SCALAR(het_gemv_q4_0_scalar, HET_TYPE_Q4_0)
+HET_GEMV_SCALAR(het_gemv_q4_1_scalar, HET_TYPE_Q4_1)
+HET_GEMV_SCALAR(het_gemv_q5_0_scalar, HET_TYPE_Q5_0)
+HET_GEMV_SCALAR(het_gemv_q5_1_scalar, HET_TYPE_Q5_1)
+HET_GEMV_SCALAR(het_gemv_q8_0_scalar, HET_TYPE_Q8_0)
+HET_GEMV_SCALAR(het_gemv_q4_k_scalar, HET_TYPE_Q4_K)
+HET_GEMV_SCALAR(het_gemv_q5_k_scalar, HET_TYPE_Q5_K)
+HET_GEMV_SCALAR(het_gemv_q6_k_scalar, HET_TYPE_Q6_K)
+#undef HET_GEMV_SCALAR
+
+#define HET_FDOT_SCALAR(name, type)                                                                       \
+    static void name(int64_t K, const void *const *w, int nr, const float *const *x, int nc, float *out) { \
+        het_fdot_scalar(type, K, w, nr, x, nc, out);                                                      \
+    }
+HET_FDOT_SCALAR(het_fdot_f32_scalar, HET_TYPE_F32)
+HET_FDOT_SCALAR(het_fdot_f16_scalar, HET_TYPE_F16)
+HET_FDOT_SCALAR(het_fdot_bf16_scalar, HET_TYPE_BF16)
+#undef HET_FDOT_SCALAR
+
+/* The scalar level packs 16-row panels: the AVX-512 layout, so that the
+ * packer's R=16 form is exercised on every machine. */
+const struct het_mm_kernels het_mm_kernels_scalar = {
+    .quantize = het_q8r_quantize_scalar,
+    .gemv = {
+        [HET_TYPE_Q4_0] = het_gemv_q4_0_scalar, [HET_TYPE_Q4_1] = het_gemv_q4_1_scalar,
+        [HET_TYPE_Q5_0] = het_gemv_q5_0_scalar, [HET_TYPE_Q5_1] = het_gemv_q5_1_scalar,
+        [HET_TYPE_Q8_0] = het_gemv_q8_0_scalar, [HET_TYPE_Q4_K] = het_gemv_q4_k_scalar,
+        [HET_TYPE_Q5_K] = het_gemv_q5_k_scalar, [HET_TYPE_Q6_K] = het_gemv_q6_k_scalar,
+    },
+    .fdot = {
+        [HET_TYPE_F32] = het_fdot_f32_scalar, [HET_TYPE_F16] = het_fdot_f16_scalar,
+        [HET_TYPE_BF16] = het_fdot_bf16_scalar,
+    },
+    .panel = {
+        [HET_PANEL_U4] = het_panel_gemm_scalar, [HET_PANEL_U5] = het_panel_gemm_scalar,
+        [HET_PANEL_S8] = het_panel_gemm_scalar, [HET_PANEL_U6] = het_panel_gemm_scalar,
+        [HET_PANEL_U4N] = het_panel_gemm_scalar,
+    },
+    .panel_rows = 16,
+};

@@ -1,0 +1,177 @@
+/*
+ * quant_dot.h — formats and kernel interface of the CPU matrix multiplication
+ * (internal to devices/cpu/).
+ *
+ * Quantised weights are multiplied against activations that matmul.c first
+ * quantises to int8 with one float scale per 32 elements ("q8r" rows). Each
+ * q8r row also carries per-block sums so that weights stored with an offset
+ * (q4_0's -8, q4_1's min, the K-quants' mins) fold into one term per block.
+ *
+ * Two kernel shapes exist:
+ *   - GEMV: one weight row, read straight from the tensor, against 1..4
+ *     activation rows (decode; memory bound).
+ *   - panel GEMM: R weight rows repacked ("packed panel", R = 8 for AVX2, 16
+ *     for AVX-512) so that one vector holds 4 consecutive k of R rows; a
+ *     broadcast of 4 activation bytes then multiplies all R rows at once and
+ *     each vector lane accumulates one row (prefill; compute bound).
+ * Every kernel exists as a scalar reference here (quant_dot.c) and as SIMD
+ * versions in arch/<isa>/, reached through struct het_mm_kernels.
+ */
+#ifndef HET_CPU_QUANT_DOT_H
+#define HET_CPU_QUANT_DOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "devices/cpu/cpu_ops.h"
+#include "het/type.h"
+
+#define HET_Q8R_BLOCK 32
+
+/* ---- activation rows (q8r) ------------------------------------------------
+ * One row of K elements (K a multiple of 32) is nb = K/32 blocks of bs bytes,
+ * every field at a constant offset from the block start (one pointer per row
+ * is all a kernel needs):
+ *   +0        int8  qs[32]     round(x / d), |q| <= 127
+ *   +32       uint8 ua[32]     |qs|, only in the 96-byte form (q8_0 weights)
+ *   +bs-32    struct het_q8r_meta: d (amax/127), s = d*sum(qs), sum32 =
+ *             sum(qs), sum16[2] = sums of each 16-element half
+ * bs is 64, or 96 with ua; the rest of the block is padding. */
+#define HET_Q8R_BS     64
+#define HET_Q8R_BS_ABS 96
+
+struct het_q8r_meta {
+    float   d;
+    float   s;
+    int32_t sum32;
+    int16_t sum16[2];
+};
+
+struct het_q8r_layout {
+    int64_t K, nb;
+    size_t  bs;          /* block stride: HET_Q8R_BS or HET_Q8R_BS_ABS */
+    size_t  row_bytes;
+    bool    with_abs;
+};
+
+static inline const int8_t *het_q8r_qs(const uint8_t *row, size_t bs, int64_t b)
+{
+    return (const int8_t *)(row + (size_t)b * bs);
+}
+static inline const uint8_t *het_q8r_ua(const uint8_t *row, size_t bs, int64_t b)
+{
+    return row + (size_t)b * bs + 32;
+}
+static inline const struct het_q8r_meta *het_q8r_meta(const uint8_t *row, size_t bs, int64_t b)
+{
+    return (const struct het_q8r_meta *)(row + (size_t)b * bs + bs - 32);
+}
+
+/* Block stride of the activations a weight type is multiplied with. */
+static inline size_t het_q8r_bs_for(enum het_type t) { return t == HET_TYPE_Q8_0 ? HET_Q8R_BS_ABS : HET_Q8R_BS; }
+
+void het_q8r_layout_init(struct het_q8r_layout *l, int64_t K, bool with_abs);
+/* Quantise K contiguous floats into one q8r row (scalar reference). Rounding
+ * is to nearest even so that the SIMD versions produce identical bytes. */
+void het_q8r_quantize_scalar(const float *x, const struct het_q8r_layout *l, void *dst);
+
+/* ---- packed panels -----------------------------------------------------------
+ * Weights of R rows, per 32-element block b:
+ *   q[8][R][4]   group g holds k = 4g..4g+3 of every row (bytes)
+ *                (U4N: nib[4][R][4], the q4_0 bytes themselves: the low
+ *                nibbles are group g, the high nibbles group g+4)
+ *   float d[R]   per-row scale
+ *   float c[R]   per-row offset term, multiplied by the activation's s[b]
+ *   int16 sc[3][R][2]   only for HET_PANEL_U6: sub-scale pairs (lo,lo),
+ *                       (hi,hi) and (lo,hi) of the two 16-element halves
+ * Row value = d * q + c (U4, U4N, U5), d * q (S8), d * sc_half * (q - 32) (U6). */
+enum het_panel_kind {
+    HET_PANEL_U4 = 0, /* q in 0..15: q4_0, q4_1, q4_K                         */
+    HET_PANEL_U5,     /* q in 0..31: q5_0, q5_1, q5_K                         */
+    HET_PANEL_S8,     /* q in -127..127: q8_0 (c unused)                      */
+    HET_PANEL_U6,     /* q in 0..63, int16 half-block scales: q6_K            */
+    HET_PANEL_U4N,    /* U4 kept as nibbles (half the bytes): q4_0, q4_1      */
+    HET_PANEL_COUNT,
+};
+
+struct het_panel_layout {
+    enum het_panel_kind kind;
+    int     R;
+    int64_t nb;          /* 32-element blocks per row                 */
+    size_t  off_d, off_c, off_sc, blk_bytes;
+    size_t  bytes;       /* whole panel                                */
+};
+
+/* The panel kind whose formula the type follows (U4 for U4N types); false
+ * when the type has no panel form. */
+bool het_panel_kind_of(enum het_type type, enum het_panel_kind *kind);
+/* Panel kinds the type can be packed as, preferred first; returns the count. */
+int het_panel_kinds(enum het_type type, enum het_panel_kind kinds[2]);
+/* Smallest M for which the kind's panel kernel beats the row GEMV. */
+int het_panel_min_m(enum het_panel_kind kind);
+void het_panel_layout_init(struct het_panel_layout *l, enum het_panel_kind kind, int R, int64_t K);
+/* Repack nrows (<= R) rows of a weight matrix; missing rows become zeros. */
+void het_panel_pack(enum het_type type, const struct het_panel_layout *l, const void *rows, size_t row_stride,
+                    int nrows, void *dst);
+/* Scalar panel kernel: out[c*R + r] = dot(row r, activation c), c < nc. */
+void het_panel_gemm_scalar(const struct het_panel_layout *l, const void *panel, const uint8_t *const *a, int nc,
+                           float *out);
+
+/* ---- load-time repacking -----------------------------------------------------
+ * The CPU device may pack a weight once (het_cpu_mul_mat_repack into a buffer
+ * of het_cpu_mul_mat_repack_size bytes) and set tensor->extra to it; then
+ * het_cpu_mul_mat skips the per-call packing and uses the panel kernels for
+ * every M, decode included (about 3x the row GEMV's rate). The buffer starts
+ * with this header (64 bytes reserved); panels follow, for each (i3, i2) of
+ * a, the ceil(N/R) panels of R rows, panel_stride bytes apart. A buffer
+ * whose header does not match the tensor and the ISA level is ignored. */
+#define HET_CPU_PACKED_MAGIC 0x4b504d48u
+#define HET_CPU_PACKED_HEADER 64
+
+struct het_cpu_packed {
+    uint32_t            magic;
+    enum het_type       type;
+    enum het_panel_kind kind;
+    int32_t             R;
+    int64_t             K, N, ne2, ne3;
+    size_t              panel_stride;
+};
+
+/* 0 when the tensor has no panel form at this level (or is not a plain
+ * contiguous weight). */
+size_t het_cpu_mul_mat_repack_size(const struct het_tensor *a, enum het_cpu_isa isa);
+enum het_status het_cpu_mul_mat_repack(const struct het_tensor *a, enum het_cpu_isa isa, void *dst, size_t size);
+
+/* ---- kernel tables ----------------------------------------------------------- */
+
+/* One quantised weight row against nc (1..4) q8r rows a[c] (block stride
+ * het_q8r_bs_for(type)): out[c]. */
+typedef void (*het_qgemv_fn)(int64_t K, const void *w, const uint8_t *const *a, int nc, float *out);
+/* Packed panel against nc (1..4) q8r rows: out[c*R + r]. */
+typedef void (*het_panel_fn)(const struct het_panel_layout *l, const void *panel, const uint8_t *const *a, int nc,
+                             float *out);
+/* nr (1..2) float-type weight rows against nc (1..4) F32 rows: out[r*4 + c]. */
+typedef void (*het_fdot_fn)(int64_t K, const void *const *w, int nr, const float *const *x, int nc, float *out);
+typedef void (*het_quantize_fn)(const float *x, const struct het_q8r_layout *l, void *dst);
+
+struct het_mm_kernels {
+    het_quantize_fn quantize;
+    het_qgemv_fn    gemv[HET_TYPE_COUNT];    /* quantised types               */
+    het_fdot_fn     fdot[HET_TYPE_COUNT];    /* F32, F16, BF16                */
+    het_panel_fn    panel[HET_PANEL_COUNT];  /* NULL: no panel kernel         */
+    int             panel_rows;              /* R of the panels               */
+};
+
+/* Kernel tables per ISA level. A NULL entry means "use the level below";
+ * matmul.c resolves that. */
+extern const struct het_mm_kernels het_mm_kernels_scalar;
+extern const struct het_mm_kernels het_mm_kernels_avx2;
+extern const struct het_mm_kernels het_mm_kernels_avx512;
+
+/* Scalar reference kernels (also the fallbacks of the SIMD tables). */
+void het_gemv_scalar(enum het_type type, int64_t K, const void *w, const uint8_t *const *a, int nc, float *out);
+void het_fdot_scalar(enum het_type type, int64_t K, const void *const *w, int nr, const float *const *x, int nc,
+                     float *out);
+
+#endif /* HET_CPU_QUANT_DOT_H */

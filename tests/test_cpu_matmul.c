@@ -1,0 +1,355 @@
+/*
+ * test_cpu_matmul.c — het_cpu_mul_mat against a plain double-precision
+ * reference (weights dequantised with het_dequantize_row), for every weight
+ * type, at every ISA level this machine can run, through the same one
+ * OpenMP region per call that the CPU device uses.
+ *
+ * Tolerance. For quantised weights the kernel rounds each 32-element block
+ * of activations to int8 (step d = amax/127), so each output may differ from
+ * the exact product by at most sum_b (d_b / 2) * sum_{k in b} |w_k|; the
+ * reference computes that bound per output and the test allows it (x1.02)
+ * plus float rounding (2e-5 of sum |w*x|). Float weights get the rounding
+ * term only. Outputs are checked one by one, and a no-op kernel would fail.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devices/cpu/cpu_ops.h"
+#include "devices/cpu/quant_dot.h"
+#include "het/graph.h"
+#include "testutil.h"
+
+struct mm_case {
+    enum het_type type;
+    int64_t K, N, M;
+    int64_t a2, b2;     /* batch: b2 a multiple of a2 (GQA)                */
+    int     b_mode;     /* 0 dense, 1 padded rows, 2 transposed view      */
+    bool    a_trans;    /* float a stored transposed (nb0 != elem size)   */
+    bool    dst_pad;    /* dst with padded rows                           */
+    bool    prepack;    /* a->extra holds load-time panels                */
+};
+
+static const char *mode_name[] = {"dense", "padded", "transposed"};
+
+/* Weights of a case: the quantised bytes and their dequantised floats. */
+struct mm_data {
+    struct het_tensor a, b, dst;
+    void  *a_buf, *b_buf, *d_buf;
+    float *a_f;   /* dequantised a, [a2][N][K]                            */
+    float *b_f;   /* b values, [b2][M][K]                                 */
+};
+
+static void fill_activations(float *x, int64_t n)
+{
+    /* normal values with a per-32 magnitude change so block scales differ */
+    for (int64_t i = 0; i < n; i++) {
+        static const float mag[4] = {0.05f, 1.0f, 3.0f, 0.4f};
+        x[i] = het_test_rand_normal() * mag[(i / 32) % 4];
+    }
+}
+
+static bool make_case(const struct mm_case *c, struct mm_data *d)
+{
+    memset(d, 0, sizeof(*d));
+    const int64_t K = c->K, N = c->N, M = c->M;
+    const size_t rs = het_type_row_size(c->type, K);
+    /* a: (K, N, a2), quantised from random floats */
+    int64_t ane[3] = {K, N, c->a2};
+    het_tensor_init(&d->a, c->type, 3, ane);
+    d->a_f = malloc(sizeof(float) * (size_t)(K * N * c->a2));
+    float *tmp = malloc(sizeof(float) * (size_t)K);
+    if (c->a_trans) {
+        /* storage (N, K) of elements, viewed as (K, N): nb0 = N*es, nb1 = es */
+        const size_t es = het_type_row_size(c->type, 1);
+        d->a_buf = calloc(1, es * (size_t)(K * N * c->a2));
+        d->a.nb[0] = es * (size_t)N;
+        d->a.nb[1] = es;
+        d->a.nb[2] = es * (size_t)(N * K);
+        d->a.nb[3] = d->a.nb[2] * (size_t)c->a2;
+        uint8_t *one = malloc(es);
+        for (int64_t i = 0; i < K * N * c->a2; i++) {
+            float v = het_test_rand_normal();
+            het_quantize_row(c->type, &v, one, 1);
+            het_dequantize_row(c->type, one, &v, 1);
+            const int64_t k = i % K, n = (i / K) % N, b = i / (K * N);
+            memcpy((uint8_t *)d->a_buf + k * d->a.nb[0] + n * d->a.nb[1] + b * d->a.nb[2], one, es);
+            d->a_f[i] = v;
+        }
+        free(one);
+    } else {
+        d->a_buf = malloc(rs * (size_t)(N * c->a2));
+        for (int64_t r = 0; r < N * c->a2; r++) {
+            het_test_fill_normal(tmp, (size_t)K, 1.0f);
+            uint8_t *row = (uint8_t *)d->a_buf + (size_t)r * rs;
+            if (het_quantize_row(c->type, tmp, row, K) != HET_OK) return false;
+            if (het_dequantize_row(c->type, row, d->a_f + r * K, K) != HET_OK) return false;
+        }
+    }
+    d->a.data = d->a_buf;
+    free(tmp);
+
+    /* b: (K, M, b2) F32 in one of three storage modes */
+    int64_t bne[3] = {K, M, c->b2};
+    het_tensor_init(&d->b, HET_TYPE_F32, 3, bne);
+    d->b_f = malloc(sizeof(float) * (size_t)(K * M * c->b2));
+    fill_activations(d->b_f, K * M * c->b2);
+    const int64_t kp = K + 7, mp = M + 3;
+    d->b_buf = calloc((size_t)(kp * mp * c->b2), sizeof(float));
+    if (c->b_mode == 1) {
+        d->b.nb[1] = sizeof(float) * (size_t)kp;
+    } else if (c->b_mode == 2) {
+        d->b.nb[0] = sizeof(float) * (size_t)mp;
+        d->b.nb[1] = sizeof(float);
+    }
+    if (c->b_mode) {
+        d->b.nb[2] = sizeof(float) * (size_t)(kp * mp);
+        d->b.nb[3] = d->b.nb[2] * (size_t)c->b2;
+    }
+    for (int64_t i = 0; i < K * M * c->b2; i++) {
+        const int64_t k = i % K, m = (i / K) % M, b = i / (K * M);
+        memcpy((uint8_t *)d->b_buf + k * d->b.nb[0] + m * d->b.nb[1] + b * d->b.nb[2], &d->b_f[i], 4);
+    }
+    d->b.data = d->b_buf;
+
+    int64_t dne[3] = {N, M, c->b2};
+    het_tensor_init(&d->dst, HET_TYPE_F32, 3, dne);
+    if (c->dst_pad) {
+        d->dst.nb[1] = sizeof(float) * (size_t)(N + 5);
+        d->dst.nb[2] = d->dst.nb[1] * (size_t)M;
+        d->dst.nb[3] = d->dst.nb[2] * (size_t)c->b2;
+    }
+    d->d_buf = malloc(d->dst.nb[2] * (size_t)c->b2);
+    d->dst.data = d->d_buf;
+    d->dst.op = HET_OP_MUL_MAT;
+    d->dst.src[0] = &d->a;
+    d->dst.src[1] = &d->b;
+    return true;
+}
+
+static void free_case(struct mm_data *d)
+{
+    free(d->a_buf); free(d->b_buf); free(d->d_buf); free(d->a_f); free(d->b_f);
+}
+
+/* Run the kernel as the device does: one parallel region, one call per thread. */
+static enum het_status run_mm(struct het_tensor *dst, int nth, enum het_cpu_isa isa)
+{
+    size_t ws = het_cpu_mul_mat_work_size(dst, nth);
+    void *wdata = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
+    enum het_status st = HET_OK;
+#pragma omp parallel num_threads(nth)
+    {
+        struct het_compute_params p = {
+            .ith = omp_get_thread_num(), .nth = omp_get_num_threads(),
+            .wdata = wdata, .wsize = ws, .isa = isa,
+        };
+        enum het_status s = het_cpu_mul_mat(&p, dst);
+        if (s != HET_OK) {
+#pragma omp critical
+            st = s;
+        }
+    }
+    free(wdata);
+    return st;
+}
+
+/* Attach load-time panels for isa to a (the CPU device's repack). */
+static void *attach_packed(struct het_tensor *a, enum het_cpu_isa isa)
+{
+    const size_t n = het_cpu_mul_mat_repack_size(a, isa);
+    CHECK(n > 0, "%s: no repack form", het_type_name(a->type));
+    if (!n) return NULL;
+    void *buf = aligned_alloc(64, (n + 63) & ~(size_t)63);
+    enum het_status st = het_cpu_mul_mat_repack(a, isa, buf, n);
+    CHECK(st == HET_OK, "%s: repack failed: %s", het_type_name(a->type), het_status_name(st));
+    a->extra = buf;
+    return buf;
+}
+
+static bool check_case(const struct mm_case *c, int nth, enum het_cpu_isa isa)
+{
+    struct mm_data d;
+    if (!make_case(c, &d)) {
+        CHECK(false, "%s: cannot build case", het_type_name(c->type));
+        return false;
+    }
+    void *packed_scalar = NULL, *packed = NULL;
+    /* fill dst with NaN so unwritten outputs fail */
+    memset(d.d_buf, 0xff, d.dst.nb[2] * (size_t)c->b2);
+    /* the scalar level's output first: SIMD levels must match it closely */
+    const size_t dbytes = d.dst.nb[2] * (size_t)c->b2;
+    uint8_t *scalar_out = malloc(dbytes);
+    enum het_status st = HET_OK;
+    if (isa != HET_CPU_ISA_SCALAR) {
+        if (c->prepack) packed_scalar = attach_packed(&d.a, HET_CPU_ISA_SCALAR);
+        st = run_mm(&d.dst, nth, HET_CPU_ISA_SCALAR);
+        memcpy(scalar_out, d.d_buf, dbytes);
+        memset(d.d_buf, 0xff, dbytes);
+        d.a.extra = NULL;
+    }
+    if (c->prepack) packed = attach_packed(&d.a, isa);
+    if (st == HET_OK) st = run_mm(&d.dst, nth, isa);
+    bool ok = st == HET_OK;
+    CHECK(ok, "%s: het_cpu_mul_mat returned %s", het_type_name(c->type), het_status_name(st));
+    const bool quant = het_type_get_traits(c->type)->is_quantized;
+    double worst = 0.0;
+    int bad = 0;
+    for (int64_t bb = 0; ok && bb < c->b2; bb++) {
+        const int64_t ab = bb / (c->b2 / c->a2);
+        for (int64_t m = 0; m < c->M; m++) {
+            const float *x = d.b_f + (bb * c->M + m) * c->K;
+            for (int64_t n = 0; n < c->N; n++) {
+                const float *w = d.a_f + (ab * c->N + n) * c->K;
+                double ref = 0, mag = 0, qerr = 0;
+                for (int64_t k0 = 0; k0 < c->K; k0 += 32) {
+                    double amax = 0, wabs = 0;
+                    for (int64_t k = k0; k < k0 + 32 && k < c->K; k++) {
+                        ref += (double)w[k] * x[k];
+                        mag += fabs((double)w[k] * x[k]);
+                        amax = fmax(amax, fabs(x[k]));
+                        wabs += fabs(w[k]);
+                    }
+                    qerr += amax / 127.0 / 2.0 * wabs;
+                }
+                const double tol = (quant ? 1.02 * qerr : 0.0) + 2e-5 * mag + 1e-6;
+                float got;
+                memcpy(&got, (uint8_t *)d.d_buf + n * d.dst.nb[0] + m * d.dst.nb[1] + bb * d.dst.nb[2], 4);
+                const double err = fabs((double)got - ref);
+                bool close = true;
+                if (isa != HET_CPU_ISA_SCALAR) {
+                    /* same formula on the same int8 activations: only the
+                     * float summation order differs */
+                    float sref;
+                    memcpy(&sref, scalar_out + n * d.dst.nb[0] + m * d.dst.nb[1] + bb * d.dst.nb[2], 4);
+                    close = fabs((double)got - sref) <= 1e-5 * mag + 1e-6;
+                    if (!close && bad < 3)
+                        fprintf(stderr, "  n=%lld m=%lld: %s %g vs scalar %g\n", (long long)n, (long long)m,
+                                het_cpu_isa_name(isa), got, sref);
+                }
+                if (!(err <= tol) || !close) {
+                    if (bad++ < 3)
+                        fprintf(stderr, "  n=%lld m=%lld b=%lld: got %g want %g (tol %g)\n", (long long)n,
+                                (long long)m, (long long)bb, got, ref, tol);
+                }
+                if (tol > 0 && err / tol > worst) worst = err / tol;
+            }
+        }
+    }
+    CHECK(ok && bad == 0, "%s isa=%s nth=%d K=%lld N=%lld M=%lld batch=%lld/%lld b=%s%s%s%s: %d bad outputs (worst err/tol %.2f)",
+          het_type_name(c->type), het_cpu_isa_name(isa), nth, (long long)c->K, (long long)c->N, (long long)c->M,
+          (long long)c->a2, (long long)c->b2, mode_name[c->b_mode], c->a_trans ? " a^T" : "",
+          c->dst_pad ? " dst-padded" : "", c->prepack ? " prepacked" : "", bad, worst);
+    free(packed_scalar);
+    free(packed);
+    free(scalar_out);
+    free_case(&d);
+    return bad == 0;
+}
+
+/* A buffer in a->extra that is not a matching het_cpu_packed is ignored. */
+static void test_foreign_extra(void)
+{
+    struct mm_case c = {HET_TYPE_Q4_0, 64, 9, 2, 1, 1, 0, false, false, false};
+    struct mm_data d;
+    if (!make_case(&c, &d)) return;
+    struct het_cpu_packed bogus = {.magic = HET_CPU_PACKED_MAGIC, .type = HET_TYPE_Q4_0, .K = 64, .N = 8};
+    d.a.extra = &bogus;
+    enum het_status st = run_mm(&d.dst, 2, HET_CPU_ISA_SCALAR);
+    float got, ref = 0;
+    memcpy(&got, d.d_buf, 4);
+    for (int k = 0; k < 64; k++) ref += d.a_f[k] * d.b_f[k];
+    CHECK(st == HET_OK && fabsf(got - ref) < 0.05f * (1 + fabsf(ref)), "foreign extra: got %g want %g", got, ref);
+    CHECK(het_cpu_mul_mat_repack_size(&d.b, HET_CPU_ISA_AVX2) == 0, "f32 has no repack form");
+    free_case(&d);
+}
+
+static void test_supports(void)
+{
+    struct het_tensor a, b, dst;
+    int64_t ane[2] = {64, 8}, bne[2] = {64, 3}, dne[2] = {8, 3};
+    het_tensor_init(&a, HET_TYPE_Q4_0, 2, ane);
+    het_tensor_init(&b, HET_TYPE_F32, 2, bne);
+    het_tensor_init(&dst, HET_TYPE_F32, 2, dne);
+    float buf[512];
+    a.data = buf; b.data = buf; dst.data = buf;
+    dst.op = HET_OP_MUL_MAT;
+    dst.src[0] = &a;
+    dst.src[1] = &b;
+    CHECK(het_cpu_mul_mat_supports(&dst), "q4_0 x f32 should be supported");
+    b.type = HET_TYPE_F16;
+    CHECK(!het_cpu_mul_mat_supports(&dst), "f16 activations must be refused");
+    b.type = HET_TYPE_F32;
+    b.ne[0] = 32;
+    CHECK(!het_cpu_mul_mat_supports(&dst), "mismatched K must be refused");
+    b.ne[0] = 64;
+    a.type = HET_TYPE_Q2_K;
+    CHECK(!het_cpu_mul_mat_supports(&dst), "q2_K has no kernel and must be refused");
+    a.type = HET_TYPE_Q4_0;
+    dst.ne[0] = 7;
+    CHECK(!het_cpu_mul_mat_supports(&dst), "wrong dst shape must be refused");
+}
+
+int main(void)
+{
+    het_test_seed(1234);
+    test_supports();
+    test_foreign_extra();
+
+    struct het_cpu_features f;
+    het_cpu_features_detect(&f);
+    const enum het_cpu_isa best = het_cpu_isa_select(&f);
+    fprintf(stderr, "cpu: avx2=%d avx512=%d vnni=%d; testing up to %s\n", f.avx2, f.avx512, f.avx512_vnni,
+            het_cpu_isa_name(best));
+
+    static const enum het_type qtypes[] = {
+        HET_TYPE_Q4_0, HET_TYPE_Q4_1, HET_TYPE_Q5_0, HET_TYPE_Q5_1, HET_TYPE_Q8_0,
+        HET_TYPE_Q4_K, HET_TYPE_Q5_K, HET_TYPE_Q6_K,
+    };
+    static const enum het_type ftypes[] = {HET_TYPE_F32, HET_TYPE_F16, HET_TYPE_BF16};
+
+    for (int lv = HET_CPU_ISA_SCALAR; lv <= (int)best; lv++) {
+        const enum het_cpu_isa isa = (enum het_cpu_isa)lv;
+        for (size_t t = 0; t < sizeof(qtypes) / sizeof(qtypes[0]); t++) {
+            const enum het_type ty = qtypes[t];
+            const int64_t bs = het_type_get_traits(ty)->blck_size;
+            const int64_t K1 = bs == 256 ? 256 : 32 * 3, K2 = bs == 256 ? 768 : 32 * 5;
+            const struct mm_case cases[] = {
+                {ty, K1, 1, 1, 1, 1, 0, false, false, false},
+                {ty, K2, 3, 1, 1, 1, 0, false, false, false},
+                {ty, K1, 17, 3, 1, 1, 1, false, false, false},
+                {ty, K2, 33, 4, 1, 1, 0, false, true, false},
+                {ty, K1, 17, 5, 1, 1, 2, false, false, false},
+                {ty, K2, 33, 17, 1, 1, 1, false, false, false},
+                {ty, K1, 40, 33, 1, 1, 0, false, true, false},
+                {ty, K1, 9, 6, 2, 4, 1, false, false, false},     /* GQA broadcast */
+                {ty, K2, 3, 9, 1, 2, 2, false, true, false},
+                {ty, 2 * K2, 130, 12, 1, 1, 0, false, false, false},
+                {ty, K1, 17, 1, 1, 1, 0, false, false, true},   /* load-time panels */
+                {ty, K2, 33, 3, 1, 1, 2, false, true, true},
+                {ty, K1, 9, 6, 2, 4, 1, false, false, true},
+            };
+            for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                check_case(&cases[i], 2, isa);
+                if (i == 5 || i == 7) check_case(&cases[i], 3, isa);
+            }
+        }
+        for (size_t t = 0; t < sizeof(ftypes) / sizeof(ftypes[0]); t++) {
+            const enum het_type ty = ftypes[t];
+            const struct mm_case cases[] = {
+                {ty, 13, 1, 1, 1, 1, 0, false, false, false},
+                {ty, 172, 7, 3, 1, 1, 1, false, false, false},
+                {ty, 64, 17, 5, 1, 1, 2, false, true, false},
+                {ty, 128, 33, 9, 2, 8, 1, false, false, false},   /* attention-like GQA */
+                {ty, 40, 5, 6, 2, 4, 2, true, false, false},      /* transposed a (V^T) */
+                {ty, 256, 20, 70, 1, 1, 0, false, false, false},
+            };
+            for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                check_case(&cases[i], 2, isa);
+                if (i == 3) check_case(&cases[i], 3, isa);
+            }
+        }
+    }
+    return het_test_finish();
+}
