@@ -7,6 +7,7 @@
  * file is one error line naming the tensor or key.
  */
 #include "model/model_impl.h"
+#include "sched/device_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,3 +246,15 @@ const het_gguf *het_model_gguf(const het_model *m) { return m->gguf; }
 size_t het_model_weight_bytes(const het_model *m) { return m->weight_bytes; }
 int het_model_n_weights(const het_model *m) { return m->n_weights; }
 struct het_tensor *het_model_weight(const het_model *m, int i) { return &m->weights[i]; }
+
+enum het_status het_model_prepare(het_model *m, het_sched *s, het_error *err)
+{
+    struct het_tensor *ptrs[m->n_weights > 0 ? m->n_weights : 1];
+    for (int i = 0; i < m->n_weights; i++) ptrs[i] = &m->weights[i];
+    for (int d = 0; d < het_sched_n_devices(s); d++) {
+        het_device *dev = het_sched_device(s, d);
+        enum het_status st = het_device_prepare_weights(dev, ptrs, m->n_weights, err);
+        if (st != HET_OK) return st;
+    }
+    return HET_OK;
+}

@@ -49,6 +49,7 @@ static bool run_open(struct run *r, het_model *m, bool kv_f32)
     size_t size;
     const void *base = het_gguf_file_data(het_model_gguf(m), &size);
     if (r->sched) het_sched_register_memory(r->sched, (void *)base, size, 0, &err);
+    if (r->sched) CHECK(het_model_prepare(m, r->sched, &err) == HET_OK, "prepare: %s", err.msg);
     struct het_context_params cp = { .n_ctx = 256, .sched = r->sched, .kv_f32 = kv_f32 };
     r->ctx = r->sched ? het_context_init(m, &cp, &err) : NULL;
     CHECK(r->ctx != NULL, "context: %s", err.msg);

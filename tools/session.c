@@ -114,6 +114,10 @@ bool hr_session_open(struct hr_session *s, const struct hr_opts *o, bool need_ct
         hr_error(o, "%s", err.msg);
         return false;
     }
+    if (het_model_prepare(s->model, s->sched, &err) != HET_OK) {
+        hr_error(o, "%s", err.msg);
+        return false;
+    }
     if (!need_ctx) return true;
     struct het_context_params cp = { .n_ctx = o->n_ctx, .sched = s->sched };
     s->ctx = het_context_init(s->model, &cp, &err);

@@ -8,6 +8,7 @@
  * SMT siblings share the SIMD units the kernels saturate.
  */
 #include "devices/cpu/cpu_ops.h"
+#include "devices/cpu/quant_dot.h"
 #include "sched/device_impl.h"
 
 #include <hwloc.h>
@@ -22,6 +23,10 @@ struct cpu_context {
     enum het_cpu_isa        isa;
     void                   *wdata;      /* per-node scratch, grown on demand */
     size_t                  wsize;
+    struct het_tensor     **packed_t;   /* weights whose t->extra we own      */
+    void                  **packed;     /* load-time weight panels (t->extra) */
+    int                     n_packed, cap_packed;
+    size_t                  packed_bytes;
 };
 
 static int physical_cores(void)
@@ -90,10 +95,54 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
     return HET_OK;
 }
 
+/* Repack matmul weights once into the kernels' panel layout, so every
+ * matmul (decode included) runs the panel kernels without per-call packing.
+ * The largest matrices (embedding/output) are streamed as stored: for them
+ * the bigger packed copy costs more bandwidth than it saves. */
+static enum het_status cpu_prepare_weights(het_device *dev, struct het_tensor *const *w, int n, het_error *err)
+{
+    struct cpu_context *c = dev->context;
+    for (int i = 0; i < n; i++) {
+        struct het_tensor *t = w[i];
+        if (t->ne[1] <= 1 || t->extra || !strcmp(t->name, "token_embd.weight") || !strcmp(t->name, "output.weight"))
+            continue;
+        size_t size = het_cpu_mul_mat_repack_size(t, c->isa);
+        if (!size) continue;
+        if (c->n_packed == c->cap_packed) {
+            int cap = c->cap_packed ? 2 * c->cap_packed : 64;
+            void **np = realloc(c->packed, (size_t)cap * sizeof *np);
+            if (np) c->packed = np;
+            struct het_tensor **nt = realloc(c->packed_t, (size_t)cap * sizeof *nt);
+            if (nt) c->packed_t = nt;
+            if (!np || !nt) return het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory repacking weights");
+            c->cap_packed = cap;
+        }
+        void *buf = aligned_alloc(64, (size + 63) & ~(size_t)63);
+        if (!buf) return het_error_set(err, HET_ERR_NOMEM, "cpu: cannot allocate %zu bytes to repack '%s'", size, t->name);
+        enum het_status st = het_cpu_mul_mat_repack(t, c->isa, buf, size);
+        if (st != HET_OK) {
+            free(buf);
+            return het_error_set(err, st, "cpu: repacking '%s' (%s) failed", t->name, het_type_name(t->type));
+        }
+        c->packed_t[c->n_packed] = t;
+        c->packed[c->n_packed++] = buf;
+        c->packed_bytes += size;
+        t->extra = buf;
+    }
+    return HET_OK;
+}
+
 static void cpu_free(het_device *dev)
 {
     struct cpu_context *c = dev->context;
     if (!c) return;
+    /* the model outlives its devices: detach our panels from its tensors */
+    for (int i = 0; i < c->n_packed; i++) {
+        if (c->packed_t[i]->extra == c->packed[i]) c->packed_t[i]->extra = NULL;
+        free(c->packed[i]);
+    }
+    free(c->packed);
+    free(c->packed_t);
     free(c->wdata);
     free(c);
 }
@@ -102,7 +151,7 @@ static const struct het_device_i cpu_iface = {
     /* .supports_op        = */ cpu_supports_op,
     /* .register_memory    = */ NULL, /* host memory is the CPU's own */
     /* .unregister_memory  = */ NULL,
-    /* .prepare_weights    = */ NULL, /* kernels read GGUF blocks in place */
+    /* .prepare_weights    = */ cpu_prepare_weights,
     /* .run_split          = */ cpu_run_split,
     /* .sync               = */ NULL, /* run_split is synchronous */
     /* .free               = */ cpu_free,

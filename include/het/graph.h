@@ -79,7 +79,8 @@ struct het_tensor {
     void              *data;      /* host address of element [0,0,0,0] once allocated      */
     uint32_t           flags;     /* enum het_tensor_flag                                  */
     int32_t            id;        /* index in the graph's node list (-1 for leaves/views)  */
-    void              *extra;     /* device-private (e.g. repacked weights); owned by dev  */
+    void              *extra;     /* CPU device's load-time repack of a weight (owned by it);
+                                     other devices keep their own tables keyed by tensor    */
     char               name[HET_MAX_NAME];
 };
 
@@ -99,6 +100,7 @@ struct het_tensor *het_tensor_owner(struct het_tensor *t);
 /* Initialise t as a standalone dense tensor of the given shape (data NULL).
  * ne beyond n_dims are 1. Row strides use het_type_row_size. */
 void het_tensor_init(struct het_tensor *t, enum het_type type, int n_dims, const int64_t *ne);
+/* t may be NULL (a failed builder): then nothing happens */
 void het_tensor_set_name(struct het_tensor *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* op_params helpers */

@@ -63,6 +63,8 @@ size_t                         het_model_weight_bytes(const het_model *m);
 int                            het_model_n_weights(const het_model *m);
 struct het_tensor             *het_model_weight(const het_model *m, int i);
 const char                    *het_arch_name(enum het_arch arch);
+/* Let every device of s prepare the weights once (repack, upload, import). */
+enum het_status                het_model_prepare(het_model *m, het_sched *s, het_error *err);
 
 /* ---- context --------------------------------------------------------------
  * A context holds n_seq independent sequences (each with its own KV cache
