@@ -62,7 +62,8 @@ if "$hetrun" logits -m "$model" -p "Once upon a time" -o "$tmp/l.bin" 2>/dev/nul
 else bad "logits failed"; fi
 
 # info and bench --json
-"$hetrun" info -m "$model" | grep -q "n_embd 64, n_layer 5" && ok || bad "info hyperparameters"
+info=$("$hetrun" info -m "$model" 2>&1)
+grep -q "n_embd 64, n_layer 5" <<<"$info" && ok || bad "info hyperparameters"
 json=$("$hetrun" bench -m "$model" -p 16 -n 8 -r 1 --json 2>/dev/null)
 for k in pp_tps tg_tps pp_tps_min tg_tps_max threads weight_bytes; do
     echo "$json" | grep -q "\"$k\":" && ok || bad "bench --json lacks $k: $json"
