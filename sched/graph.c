@@ -107,6 +107,7 @@ static struct het_tensor *new_node(het_graph *g, enum het_op op, enum het_type t
     t->src[1] = s1;
     t->src[2] = s2;
     t->id = g->n_nodes;
+    snprintf(t->name, sizeof t->name, "%s#%d", het_op_name(op), t->id); /* until the model names it */
     g->nodes[g->n_nodes++] = t;
     return t;
 }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BENCH_FLAGS "-m -p -n -r -t -c --device --devices --policy --strict --json --stats -v"
+#define BENCH_FLAGS "-m -p -n -r -t -c --device --devices --policy --npu --strict --json --stats -v"
 
 static int cmp_double(const void *a, const void *b)
 {

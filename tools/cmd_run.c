@@ -6,7 +6,7 @@
 
 #include <stdlib.h>
 
-#define RUN_FLAGS "-m -p -f -n --temp --top-k --top-p --seed -t -c --device --devices --policy --strict --no-bos --stats -v"
+#define RUN_FLAGS "-m -p -f -n --temp --top-k --top-p --seed -t -c --device --devices --policy --npu --strict --no-bos --stats -v --long-model --long-threshold --long-devices --long-ctx"
 
 static void put_piece(const het_tokenizer *tok, int32_t id)
 {
@@ -27,6 +27,7 @@ int cmd_run(int argc, char **argv)
     int32_t *ids = NULL, n_ids = 0;
     het_sampler *smp = NULL;
     if (!hr_session_open(&s, &o, true) || !hr_tokenize_prompt(&s, &o, &ids, &n_ids)) goto done;
+    if (o.long_model && !hr_route_session(&s, &o, &ids, &n_ids)) goto done;
     if (n_ids == 0) {
         hr_error(&o, "the prompt is empty and the model adds no BOS token");
         goto done;

@@ -17,6 +17,7 @@ static const struct {
     { "bench",    cmd_bench,    "measure prefill and decode tokens/s" },
     { "mkmodel",  cmd_mkmodel,  "write a random-weight model of a real architecture and shape" },
     { "devices",  cmd_devices,  "list the devices het can use" },
+    { "serve",    cmd_serve,    "serve the model over HTTP (OpenAI-compatible API)" },
 };
 
 static void usage(FILE *f)

@@ -30,6 +30,7 @@ struct hr_opts {
     const char *device;       /* --device D                               */
     const char *devices;      /* --devices a,b,c                          */
     const char *policy;       /* --policy first|single:D|alternate        */
+    const char *npu;          /* --npu emulate|hardware|off (or HET_NPU)  */
     bool        strict;       /* --strict: fallbacks are errors           */
     bool        no_bos;       /* --no-bos                                 */
     bool        json;         /* --json                                   */
@@ -42,6 +43,18 @@ struct hr_opts {
     const char *arch, *preset, *vocab, *wtype, *otype;
     int         n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;
     bool        tied;
+    /* serve, and run's --long-model routing */
+    const char *host;         /* serve --host (default 127.0.0.1)        */
+    int         port;         /* serve --port (default 8080; 0: any)     */
+    int         parallel;     /* serve --parallel (default 4)            */
+    int         queue;        /* serve --queue (default 64)              */
+    int         max_conns;    /* serve --max-conns (default 64)          */
+    int         batch;        /* serve --batch (default 512)             */
+    const char *long_model;   /* --long-model                            */
+    int         long_threshold; /* --long-threshold (0: derived)        */
+    const char *long_devices; /* --long-devices (default: as --devices)  */
+    int         long_ctx;     /* --long-ctx                              */
+    int         long_parallel;/* serve --long-parallel (default --parallel) */
     int         argc_rest;    /* positional arguments left               */
     char      **argv_rest;
 };
@@ -66,6 +79,12 @@ void hr_session_close(struct hr_session *s);
 /* Tokenize the prompt (-p or -f), adding BOS as the model says unless --no-bos. */
 bool hr_tokenize_prompt(const struct hr_session *s, const struct hr_opts *o, int32_t **ids, int32_t *n);
 void hr_print_stats(const struct hr_session *s, const struct hr_opts *o);
+/* --long-model: the options that open the long route (model, devices, ctx) */
+void hr_long_opts(const struct hr_opts *o, struct hr_opts *lo);
+/* run --long-model: pick the route for the tokenized prompt; when it is the
+ * long one, *s becomes the long model's session and the prompt is
+ * re-tokenized with its tokenizer. Prints the decision on stderr. */
+bool hr_route_session(struct hr_session *s, const struct hr_opts *o, int32_t **ids, int32_t *n_ids);
 
 double hr_now_ms(void);
 /* fprintf(stderr, "hetrun <cmd>: ...\n") */
@@ -78,5 +97,6 @@ int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_mkmodel(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif /* HETRUN_H */

@@ -42,6 +42,7 @@ static const struct flag flags[] = {
     { "--device",       K_STR,   F(device),      0, 0,   "run everything on one device: cpu, vulkan, vulkan:N" },
     { "--devices",      K_STR,   F(devices),     0, 0,   "device set, in priority order: cpu,vulkan" },
     { "--policy",       K_STR,   F(policy),      0, 0,   "placement policy: first | single:DEV | alternate" },
+    { "--npu",          K_STR,   F(npu),         0, 0,   "NPU mode for the 'npu' device: hardware | emulate (default: $HET_NPU, else hardware)" },
     { "--strict",       K_BOOL,  F(strict),      0, 0,   "a fallback (op run off its planned device) is an error" },
     { "--no-bos",       K_BOOL,  F(no_bos),      0, 0,   "do not add the BOS token" },
     { "--json",         K_BOOL,  F(json),        0, 0,   "print one JSON object" },
@@ -60,6 +61,17 @@ static const struct flag flags[] = {
     { "--head-dim",     K_INT,   F(head_dim),    1, 1024, "mkmodel: head dimension" },
     { "--n-ff",         K_INT,   F(n_ff),        1, 1 << 22, "mkmodel: feed-forward width" },
     { "--tied",         K_BOOL,  F(tied),        0, 0,   "mkmodel: tie output to token_embd" },
+    { "--host",         K_STR,   F(host),        0, 0,   "serve: address to listen on (default 127.0.0.1, loopback)" },
+    { "--port",         K_INT,   F(port),        0, 65535, "serve: TCP port (default 8080; 0: any free port)" },
+    { "--parallel",     K_INT,   F(parallel),    1, 1024, "serve: sequences batched together (default 4)" },
+    { "--queue",        K_INT,   F(queue),       1, 1 << 20, "serve: requests that may wait for a slot; more get 503 (default 64)" },
+    { "--max-conns",    K_INT,   F(max_conns),   1, 65536, "serve: open connections; more get 503 (default 64)" },
+    { "--batch",        K_INT,   F(batch),       1, 1 << 20, "serve: prompt tokens per batch step (default 512)" },
+    { "--long-model",   K_STR,   F(long_model),  0, 0,   "model for long prompts (routing by prompt length)" },
+    { "--long-threshold", K_INT, F(long_threshold), 1, 1 << 24, "prompt tokens from which --long-model serves (default: derived from a start-up calibration)" },
+    { "--long-devices", K_STR,   F(long_devices), 0, 0,  "device set of --long-model (default: as --device/--devices)" },
+    { "--long-ctx",     K_INT,   F(long_ctx),    1, 1 << 24, "context length of --long-model (default: min(its train ctx, 4096))" },
+    { "--long-parallel", K_INT,  F(long_parallel), 1, 1024, "serve: sequences of the long route (default: --parallel)" },
 };
 #undef F
 
@@ -163,6 +175,7 @@ bool hr_parse(struct hr_opts *o, const char *cmd, const char *allowed, int argc,
     o->pp = 512;
     o->tg = 128;
     o->reps = 3;
+    o->port = 8080;
     o->argv_rest = argv + argc;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -7,14 +7,42 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "het/npu.h"
+
+#include <sys/stat.h>
+
 #if defined(HET_HAVE_VULKAN) && __has_include("het/vulkan.h")
 #include "het/vulkan.h"
 #define HR_VULKAN 1
 #endif
 
+/* The NPU: --npu, else $HET_NPU, else the hardware. The repack cache is
+ * keyed by the model file's path, size and mtime. */
+static het_device *open_npu(const struct hr_opts *o, het_error *err)
+{
+    enum het_npu_mode mode = HET_NPU_OFF;
+    if (o->npu) {
+        if (het_npu_parse_mode(o->npu, &mode, err) != HET_OK) return NULL;
+    } else if (het_npu_mode_from_env(&mode, err) != HET_OK) {
+        return NULL;
+    }
+    if (mode == HET_NPU_OFF) mode = HET_NPU_HARDWARE;
+    struct het_npu_params p;
+    het_npu_params_default(&p, mode);
+    char key[4200]; /* copied by the device */
+    struct stat st;
+    if (o->model && stat(o->model, &st) == 0) {
+        snprintf(key, sizeof key, "%s:%lld:%lld", o->model, (long long)st.st_size, (long long)st.st_mtime);
+        p.model_key = key;
+    }
+    p.n_threads = o->threads;
+    return het_npu_device_init_params(&p, err);
+}
+
 static het_device *open_device(const struct hr_opts *o, const char *spec, het_error *err)
 {
     if (!strcmp(spec, "cpu")) return het_cpu_device_init(o->threads, err);
+    if (!strcmp(spec, "npu")) return open_npu(o, err);
     if (!strncmp(spec, "vulkan", 6)) {
 #ifdef HR_VULKAN
         int index = -1;
@@ -36,7 +64,7 @@ static het_device *open_device(const struct hr_opts *o, const char *spec, het_er
         return NULL;
 #endif
     }
-    het_error_set(err, HET_ERR_INVALID, "unknown device '%s' (devices: cpu, vulkan, vulkan:N)", spec);
+    het_error_set(err, HET_ERR_INVALID, "unknown device '%s' (devices: cpu, vulkan, vulkan:N, npu)", spec);
     return NULL;
 }
 

@@ -1,0 +1,177 @@
+/*
+ * cmd_calibrate.c — `hetrun calibrate`: measure each device into a profile
+ * (microbenchmarks through the device vtable, fits per op class and weight
+ * type), store it in the profile cache, measure the hand-offs between the
+ * devices, and print the models, the crossovers and (--ops) the achieved
+ * rates beside the roofline. A cached profile of the same device and het
+ * version is reused unless --recalibrate. The emulated NPU is never timed:
+ * its profile comes from the NPU cost model.
+ */
+#include "tools/hetrun.h"
+#include "tools/hr_profile.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "het/npu.h"
+
+#define CAL_FLAGS   "-t --device --devices --json -v"
+#define CAL_PFLAGS  "--quick --recalibrate --types --ops"
+
+static bool parse_types(const char *list, uint32_t *mask)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    *mask = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        enum het_type ty = het_type_from_name(t);
+        if (ty == HET_TYPE_COUNT) {
+            fprintf(stderr, "hetrun calibrate: --types: unknown type '%s'\n", t);
+            return false;
+        }
+        *mask |= 1u << ty;
+    }
+    return true;
+}
+
+/* the device list: --device/--devices, else the CPU and the first Vulkan device if any */
+static int open_devices(const struct hr_opts *o, het_device **devs, int max)
+{
+    char list[256];
+    bool explicit = o->device || o->devices;
+    snprintf(list, sizeof list, "%s", o->device ? o->device : o->devices ? o->devices : "cpu,vulkan");
+    int n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(list, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save)) {
+        het_error err = { 0 };
+        het_device *d = hr_open_device(tok, o->threads, &err);
+        if (d) devs[n++] = d;
+        else if (explicit) {
+            hr_error(o, "device '%s': %s", tok, err.msg);
+            for (int i = 0; i < n; i++) het_device_free(devs[i]);
+            return -1;
+        } else if (o->verbose) {
+            fprintf(stderr, "hetrun calibrate: no %s (%s)\n", tok, err.msg);
+        }
+    }
+    return n;
+}
+
+static het_profile *calibrate_one(het_device *dev, const struct hr_plan_opts *po, uint32_t types, bool *fresh)
+{
+    het_error err = { 0 };
+    *fresh = false;
+    if (het_npu_is_npu(dev))
+        return het_profile_from_npu(het_npu_get_profile(dev), het_device_name(dev), het_device_description(dev),
+                                    &err);
+    if (!po->recalibrate) {
+        het_profile *p = het_profile_cache_load(dev, &err);
+        if (p) {
+            fprintf(stderr, "%s: profile up to date (--recalibrate to measure again)\n", het_device_name(dev));
+            return p;
+        }
+    }
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "calibrating %s", het_device_name(dev));
+    struct het_calibrate_params cp = { .quick = po->quick, .types_mask = types, .progress = hr_progress,
+                                       .progress_user = prefix };
+    double t0 = hr_now_ms();
+    het_profile *p = het_calibrate_device(dev, &cp, &err);
+    if (!p) {
+        fprintf(stderr, "hetrun calibrate: %s\n", err.msg);
+        return NULL;
+    }
+    fprintf(stderr, "%s: calibrated in %.1f s\n", het_device_name(dev), (hr_now_ms() - t0) / 1e3);
+    if (het_profile_cache_store(p, &err) != HET_OK) fprintf(stderr, "hetrun calibrate: %s\n", err.msg);
+    *fresh = true;
+    return p;
+}
+
+static void handoffs(het_device **devs, het_profile **prof, const bool *fresh, int n, bool quick)
+{
+    for (int a = 0; a < n; a++) {
+        bool changed = false;
+        for (int b = 0; b < n; b++) {
+            if (a == b || !het_profile_is_measured(prof[a]) || !het_profile_is_measured(prof[b])) continue;
+            if (!fresh[a] && !fresh[b] && het_profile_get_handoff(prof[a], het_device_name(devs[b]), NULL)) continue;
+            het_error err = { 0 };
+            struct het_calibrate_params cp = { .quick = quick };
+            if (het_calibrate_handoff(devs[a], devs[b], prof[a], &cp, &err) != HET_OK)
+                fprintf(stderr, "hetrun calibrate: %s\n", err.msg);
+            else changed = true;
+        }
+        het_error err = { 0 };
+        if (changed && het_profile_cache_store(prof[a], &err) != HET_OK)
+            fprintf(stderr, "hetrun calibrate: %s\n", err.msg);
+    }
+}
+
+static void print_json(het_profile **prof, int n)
+{
+    printf("{\"profiles\":[");
+    for (int i = 0; i < n; i++) {
+        het_error err = { 0 };
+        char *s = het_profile_to_json(prof[i], &err);
+        printf("%s%s", i ? "," : "", s ? s : "null");
+        free(s);
+    }
+    printf("]}\n");
+}
+
+static void print_text(het_profile **prof, int n, bool ops)
+{
+    for (int i = 0; i < n; i++) {
+        if (ops) hr_print_ops(stdout, prof[i]);
+        else hr_print_profile(stdout, prof[i]);
+        char path[4096];
+        het_error err = { 0 };
+        if (het_profile_is_measured(prof[i]) &&
+            het_profile_cache_path(het_profile_device_name(prof[i]), het_profile_device_desc(prof[i]), path,
+                                   sizeof path, &err) == HET_OK)
+            printf("  stored in %s\n", path);
+    }
+    if (n > 1) {
+        static const enum het_type types[] = { HET_TYPE_F32, HET_TYPE_F16, HET_TYPE_Q8_0, HET_TYPE_Q4_0,
+                                               HET_TYPE_Q4_K, HET_TYPE_Q6_K };
+        printf("crossovers (from the fitted models):\n");
+        hr_print_crossovers(stdout, (const het_profile *const *)prof, n, types, 6, 1024, 1024);
+    }
+}
+
+int cmd_calibrate(int argc, char **argv)
+{
+    struct hr_plan_opts po;
+    struct hr_opts o;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: hetrun calibrate [options]\n  %-22s %s\n  %-22s %s\n  %-22s %s\n  %-22s %s\n",
+                   "--device D", "calibrate one device (cpu, vulkan, vulkan:N, npu)", "--devices a,b",
+                   "calibrate these (default: cpu and vulkan when present)", "-t N", "CPU threads",
+                   "--json", "print the profiles as JSON");
+            hr_plan_flags_help(CAL_PFLAGS);
+            return 0;
+        }
+    if (!hr_take_plan_flags("calibrate", CAL_PFLAGS, &argc, argv, &po)) return 2;
+    if (!hr_parse(&o, "calibrate", CAL_FLAGS, argc, argv)) return 2;
+    uint32_t types = 0;
+    if (po.types && !parse_types(po.types, &types)) return 2;
+    het_device *devs[8];
+    het_profile *prof[8] = { NULL };
+    bool fresh[8] = { false };
+    int n = open_devices(&o, devs, 8), rc = 0;
+    if (n <= 0) {
+        if (n == 0) hr_error(&o, "no device to calibrate");
+        return 1;
+    }
+    for (int i = 0; i < n && rc == 0; i++)
+        if (!(prof[i] = calibrate_one(devs[i], &po, types, &fresh[i]))) rc = 1;
+    if (rc == 0) handoffs(devs, prof, fresh, n, po.quick);
+    if (rc == 0 && o.json) print_json(prof, n);
+    else if (rc == 0) print_text(prof, n, po.ops);
+    for (int i = 0; i < n; i++) {
+        het_profile_free(prof[i]);
+        het_device_free(devs[i]);
+    }
+    return rc;
+}

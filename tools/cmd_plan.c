@@ -1,0 +1,449 @@
+/*
+ * cmd_plan.c — `hetrun plan`: show where each node of a model's prefill or
+ * decode graph runs and why: per node the device, the predicted µs there
+ * and on every other device, hand-offs, pins and fallbacks; a per-layer
+ * summary; the whole-graph prediction and the device crossovers. --measure
+ * runs the plan and adds measured µs per node (each node its own split) and
+ * the measured total beside the predicted one. --profile plans for devices
+ * that are not present (simulation) and prints predicted tokens/s.
+ *
+ * The graph comes from a dry run of the context (the scheduler plans but
+ * runs nothing), so it is exactly the graph `hetrun run` would execute.
+ */
+#include "tools/hetrun.h"
+#include "tools/hr_profile.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PLAN_FLAGS  "-m -t -c --device --devices --policy --strict --json -v"
+#define PLAN_PFLAGS "--phase --batch --past --measure --profile --pin --overlap --recalibrate"
+#define MAXD        HET_PLAN_MAX_DEVICES
+
+struct planrun {
+    struct hr_opts      o;
+    struct hr_plan_opts po;
+    struct hr_session   s;
+    het_profile        *prof[MAXD];          /* opened devices, then simulated ones      */
+    const char         *names[MAXD];
+    int                 n_real, n_dev;
+    struct het_plan_pin pins[HET_SCHED_MAX_PINS];
+    int                 n_pins;
+    struct het_plan     plan;                /* the plan printed                          */
+    const het_graph    *g;
+    bool                prefill;
+    int                 n_tok, past;
+    double              plan_us;
+    const double       *meas;                /* per node, or NULL                         */
+    double              meas_total_us;       /* compute time of a normal run (NAN: none)  */
+    double              eval_ms;             /* wall time of that eval                    */
+};
+
+/* ---------------------------------------------------------------------------
+ * set-up                                                                    */
+
+static bool make_sched(struct planrun *r)
+{
+    struct het_sched_params sp = {
+        .devices = r->s.devices, .n_devices = r->s.n_devices, .profiles = (const het_profile *const *)r->prof,
+        .strict = r->o.strict, .overlap = r->po.overlap,
+    };
+    if (!hr_policy_parse(r->o.policy, r->s.devices, r->s.n_devices, &sp)) return false;
+    struct het_plan_pin real[HET_SCHED_MAX_PINS];
+    int n = 0;
+    for (int i = 0; i < r->n_pins; i++)
+        if (r->pins[i].device < r->n_real) real[n++] = r->pins[i];
+    sp.pins = real;
+    sp.n_pins = n;
+    het_error err = { 0 };
+    het_sched *s = het_sched_init(&sp, &err);
+    if (!s) {
+        hr_error(&r->o, "%s", err.msg);
+        return false;
+    }
+    het_sched_free(r->s.sched);
+    r->s.sched = s;
+    return true;
+}
+
+static bool setup(struct planrun *r)
+{
+    if (!hr_session_open(&r->s, &r->o, false)) return false;
+    r->n_real = r->s.n_devices;
+    if (!hr_profiles_for(r->s.devices, r->n_real, &r->po, r->o.json, r->prof)) return false;
+    r->n_dev = r->n_real + hr_profiles_extra(&r->po, r->s.devices, r->n_real, r->prof + r->n_real, MAXD - r->n_real);
+    for (int i = 0; i < r->n_dev; i++) r->names[i] = het_profile_device_name(r->prof[i]);
+    if (r->po.measure && r->n_dev > r->n_real) {
+        hr_error(&r->o, "--measure cannot run simulated devices (%s is not present)", r->names[r->n_real]);
+        return false;
+    }
+    het_error err = { 0 };
+    if (r->po.pin && het_plan_pins_parse(r->po.pin, r->names, r->n_dev, r->pins, HET_SCHED_MAX_PINS, &r->n_pins,
+                                         &err) != HET_OK) {
+        hr_error(&r->o, "%s", err.msg);
+        return false;
+    }
+    if (!make_sched(r)) return false;
+    r->prefill = r->po.phase && !strcmp(r->po.phase, "prefill");
+    r->n_tok = r->prefill ? r->po.batch : 1;
+    r->past = r->prefill ? 0 : r->po.past;
+    struct het_context_params cp = { .n_ctx = r->past + r->n_tok + 8, .sched = r->s.sched };
+    r->s.ctx = het_context_init(r->s.model, &cp, &err);
+    if (!r->s.ctx) hr_error(&r->o, "%s", err.msg);
+    return r->s.ctx != NULL;
+}
+
+/* ---------------------------------------------------------------------------
+ * planning and measuring                                                    */
+
+static bool eval_phase(struct planrun *r, const int32_t *toks, bool with_past, het_error *err)
+{
+    het_context_reset(r->s.ctx);
+    if (with_past && r->past > 0 && het_context_eval(r->s.ctx, toks, r->past, false, err) != HET_OK) return false;
+    return het_context_eval(r->s.ctx, toks + r->past, r->n_tok, false, err) == HET_OK;
+}
+
+struct sim_support { const het_sched *sched; int n_real; het_profile *const *prof; };
+
+static bool sim_supports(void *user, int d, const struct het_tensor *node)
+{
+    const struct sim_support *s = user;
+    return d < s->n_real ? het_sched_device_supports(s->sched, d, node) : het_profile_has_model(s->prof[d], node);
+}
+
+static bool simulate(struct planrun *r, het_error *err)
+{
+    struct het_plan_device devs[MAXD];
+    for (int i = 0; i < r->n_dev; i++) devs[i] = (struct het_plan_device){ r->names[i], r->prof[i], false };
+    struct sim_support sup = { r->s.sched, r->n_real, r->prof };
+    struct het_sched_params sp = { 0 };
+    if (!hr_policy_parse(r->o.policy, r->s.devices, r->s.n_devices, &sp)) return false;
+    struct het_plan_params pp = {
+        .devices = devs, .n_devices = r->n_dev, .supports = sim_supports, .supports_user = &sup,
+        .policy = sp.policy == HET_POLICY_FIRST ? HET_PLAN_FIRST : sp.policy == HET_POLICY_SINGLE ? HET_PLAN_SINGLE
+                : sp.policy == HET_POLICY_ALTERNATE ? HET_PLAN_ALTERNATE : HET_PLAN_FASTEST,
+        .single = sp.single, .pins = r->pins, .n_pins = r->n_pins, .strict = r->o.strict, .overlap = r->po.overlap,
+    };
+    double t0 = hr_now_ms();
+    enum het_status st = het_plan_build(&pp, r->g, &r->plan, err);
+    r->plan_us = (hr_now_ms() - t0) * 1e3;
+    return st == HET_OK;
+}
+
+static double busy_us(const struct planrun *r)
+{
+    double t = 0;
+    for (int i = 0; i < r->n_real; i++) {
+        struct het_device_stats ds;
+        het_device_get_stats(r->s.devices[i], &ds);
+        t += ds.busy_us;
+    }
+    return t;
+}
+
+static bool measure(struct planrun *r, const int32_t *toks, het_error *err)
+{
+    het_sched_set_dry_run(r->s.sched, false);
+    if (!eval_phase(r, toks, true, err)) return false; /* warm-up: pages, scratch, pipelines */
+    het_context_reset(r->s.ctx);
+    if (r->past > 0 && het_context_eval(r->s.ctx, toks, r->past, false, err) != HET_OK) return false;
+    double b0 = busy_us(r), t0 = hr_now_ms();
+    if (het_context_eval(r->s.ctx, toks + r->past, r->n_tok, false, err) != HET_OK) return false;
+    r->eval_ms = hr_now_ms() - t0;
+    r->meas_total_us = busy_us(r) - b0;
+    het_sched_set_measure(r->s.sched, true);
+    bool ok = eval_phase(r, toks, true, err);
+    het_sched_set_measure(r->s.sched, false);
+    int n = 0;
+    r->meas = het_sched_node_times(r->s.sched, &n);
+    if (n != r->plan.n_nodes) r->meas = NULL;
+    return ok;
+}
+
+static bool run_plan(struct planrun *r)
+{
+    const struct het_model_config *c = het_model_get_config(r->s.model);
+    int n = r->past + r->n_tok;
+    int32_t *toks = malloc((size_t)n * sizeof *toks);
+    if (!toks) return false;
+    for (int i = 0; i < n; i++) toks[i] = (int32_t)((i * 7919 + 13) % c->n_vocab);
+    het_error err = { 0 };
+    het_sched_set_dry_run(r->s.sched, true);
+    bool ok = eval_phase(r, toks, true, &err);
+    if (ok) {
+        struct het_sched_stats st;
+        het_sched_get_stats(r->s.sched, &st);
+        r->plan_us = st.last_plan_us;
+        r->g = het_sched_last_graph(r->s.sched);
+        ok = het_plan_copy(&r->plan, het_sched_last_plan(r->s.sched), &err) == HET_OK;
+    }
+    if (ok && r->n_dev > r->n_real) ok = simulate(r, &err);
+    r->meas_total_us = NAN;
+    if (ok && r->po.measure) ok = measure(r, toks, &err);
+    if (!ok) hr_error(&r->o, "%s", err.msg);
+    free(toks);
+    return ok;
+}
+
+/* ---------------------------------------------------------------------------
+ * printing                                                                  */
+
+static const char *node_label(const struct het_tensor *t, char *buf, size_t size)
+{
+    if (t->name[0]) snprintf(buf, size, "%s", t->name);
+    else snprintf(buf, size, "(%s)", het_op_name(t->op));
+    return buf;
+}
+
+/* layer of node i: the number of "x.N" residual outputs before it */
+static int layer_of(const het_graph *g, int i, int *cursor, int *layer)
+{
+    for (; *cursor < i; (*cursor)++)
+        if (!strncmp(het_graph_node(g, *cursor)->name, "x.", 2)) (*layer)++;
+    return *layer;
+}
+
+static void why(const struct planrun *r, int i, char *buf, size_t size)
+{
+    const struct het_plan_node *pn = &r->plan.nodes[i];
+    size_t o = 0;
+    int best = -1;
+    for (int d = 0; d < r->n_dev; d++) {
+        if (isnan(pn->alt_us[d])) continue;
+        if (best < 0 || pn->alt_us[d] < pn->alt_us[best]) best = d;
+        o += (size_t)snprintf(buf + o, size > o ? size - o : 0, "%s%s %.1f%s", o ? " | " : "", r->names[d],
+                              pn->alt_us[d], d == pn->device ? "*" : "");
+    }
+    if (pn->flags & HET_PLAN_FALLBACK)
+        o += (size_t)snprintf(buf + o, size > o ? size - o : 0, "; fallback: %s cannot run it", r->names[pn->wanted]);
+    else if (pn->flags & HET_PLAN_PINNED)
+        o += (size_t)snprintf(buf + o, size > o ? size - o : 0, "; pinned");
+    else if (best >= 0 && best != pn->device)
+        o += (size_t)snprintf(buf + o, size > o ? size - o : 0, "; stays to avoid hand-offs");
+    if (pn->enter_us > 0)
+        snprintf(buf + o, size > o ? size - o : 0, "; +%.1f split/hand-off", pn->enter_us);
+}
+
+static void print_header(const struct planrun *r)
+{
+    const struct het_model_config *c = het_model_get_config(r->s.model);
+    printf("plan: %s (%s, %d layers), %s\n", r->o.model, c->arch_name, c->n_layer,
+           r->prefill ? "prefill" : "decode");
+    printf("  %d token%s at position %d; policy %s, method %s, planned in %.3f ms; %d nodes, %d splits\n", r->n_tok,
+           r->n_tok == 1 ? "" : "s", r->past, r->o.policy ? r->o.policy : "fastest", r->plan.method,
+           r->plan_us / 1e3, r->plan.n_nodes, r->plan.n_splits);
+    for (int d = 0; d < r->n_dev; d++)
+        printf("  device %-8s %s%s\n", r->names[d], d >= r->n_real ? "(simulated) " : "",
+               het_profile_label(r->prof[d]));
+}
+
+static void print_nodes(const struct planrun *r)
+{
+    printf("%5s  %-24s %-9s %-5s %-8s %10s %10s  %s\n", "#", "node", "op", "type", "device", "pred us",
+           r->meas ? "meas us" : "", "why (predicted us per device, * = chosen)");
+    for (int i = 0; i < r->plan.n_nodes; i++) {
+        const struct het_tensor *t = het_graph_node(r->g, i);
+        const struct het_plan_node *pn = &r->plan.nodes[i];
+        char name[64], w[512], meas[32] = "";
+        if (r->meas) snprintf(meas, sizeof meas, "%.1f", r->meas[i]);
+        why(r, i, w, sizeof w);
+        printf("%5d  %-24.24s %-9s %-5s %-8s %9.1f%s %10s  %s\n", i, node_label(t, name, sizeof name),
+               het_op_name(t->op), t->src[0] ? het_type_name(t->src[0]->type) : "-", r->names[pn->device],
+               pn->pred_us, (pn->flags & HET_PLAN_UNMEASURED) ? "~" : " ", meas, w);
+    }
+}
+
+static void print_layers(const struct planrun *r)
+{
+    const struct het_model_config *c = het_model_get_config(r->s.model);
+    printf("per layer:\n  %-7s %10s %10s  %s\n", "layer", "pred us", r->meas ? "meas us" : "", "nodes per device");
+    int cursor = 0, layer = 0;
+    for (int i = 0; i < r->plan.n_nodes;) {
+        int l = layer_of(r->g, i, &cursor, &layer), count[MAXD] = { 0 };
+        double pred = 0, meas = 0;
+        for (; i < r->plan.n_nodes && layer_of(r->g, i, &cursor, &layer) == l; i++) {
+            pred += r->plan.nodes[i].pred_us + r->plan.nodes[i].enter_us;
+            if (r->meas) meas += r->meas[i];
+            count[r->plan.nodes[i].device]++;
+        }
+        char lbl[16], ms[32] = "";
+        if (l < c->n_layer) snprintf(lbl, sizeof lbl, "%d", l);
+        else snprintf(lbl, sizeof lbl, "output");
+        if (r->meas) snprintf(ms, sizeof ms, "%.1f", meas);
+        printf("  %-7s %10.1f %10s  ", lbl, pred, ms);
+        for (int d = 0; d < r->n_dev; d++)
+            if (count[d]) printf("%s %d  ", r->names[d], count[d]);
+        printf("\n");
+    }
+}
+
+static int model_types(const struct planrun *r, enum het_type *types)
+{
+    int n = 0;
+    for (int i = 0; i < r->plan.n_nodes; i++) {
+        const struct het_tensor *t = het_graph_node(r->g, i);
+        if (t->op != HET_OP_MUL_MAT) continue;
+        bool seen = false;
+        for (int k = 0; k < n; k++) seen |= types[k] == t->src[0]->type;
+        if (!seen && n < 8) types[n++] = t->src[0]->type;
+    }
+    return n;
+}
+
+static double tokens_per_s(const struct planrun *r, double us) { return us > 0 ? r->n_tok * 1e6 / us : 0; }
+
+static void print_totals(const struct planrun *r)
+{
+    printf("total: predicted %.1f us (serial %.1f, split starts and hand-offs %.1f) = %.1f tokens/s%s\n",
+           r->plan.total_us, r->plan.serial_us, r->plan.handoff_us, tokens_per_s(r, r->plan.total_us),
+           r->n_dev > r->n_real ? " (simulated)" : "");
+    if (!isnan(r->meas_total_us))
+        printf("       measured %.1f us on the devices (%.2f ms eval wall) = %.1f tokens/s; prediction error %+.1f%%\n",
+               r->meas_total_us, r->eval_ms, tokens_per_s(r, r->meas_total_us),
+               100 * (r->plan.total_us / r->meas_total_us - 1));
+    if (r->plan.n_fallbacks) printf("       %d fallbacks\n", r->plan.n_fallbacks);
+    if (r->plan.n_unmeasured)
+        printf("       %d predictions (marked ~) come from unmeasured defaults or NPU cost models, not measurements\n",
+               r->plan.n_unmeasured);
+    if (r->meas) printf("       measured per node: each node run as its own split and waited for\n");
+    enum het_type types[8];
+    int nt = model_types(r, types);
+    if (r->n_dev > 1 && nt) {
+        const struct het_model_config *c = het_model_get_config(r->s.model);
+        printf("crossovers (fitted models, %dx%d):\n", c->n_embd, c->n_embd);
+        hr_print_crossovers(stdout, (const het_profile *const *)r->prof, r->n_dev, types, nt, c->n_embd, c->n_embd);
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * JSON                                                                      */
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') printf("\\%c", ch);
+        else if (ch < 0x20) printf("\\u%04x", ch);
+        else putchar(ch);
+    }
+    putchar('"');
+}
+
+static void json_num(double v)
+{
+    if (isfinite(v)) printf("%.3f", v);
+    else printf("null");
+}
+
+static void json_node(const struct planrun *r, int i)
+{
+    const struct het_tensor *t = het_graph_node(r->g, i);
+    const struct het_plan_node *pn = &r->plan.nodes[i];
+    char name[64];
+    printf("%s{\"i\":%d,\"name\":", i ? "," : "", i);
+    json_str(node_label(t, name, sizeof name));
+    printf(",\"op\":\"%s\",\"type\":\"%s\",\"device\":", het_op_name(t->op),
+           t->src[0] ? het_type_name(t->src[0]->type) : "-");
+    json_str(r->names[pn->device]);
+    printf(",\"pred_us\":");
+    json_num(pn->pred_us);
+    printf(",\"enter_us\":");
+    json_num(pn->enter_us);
+    printf(",\"measured_us\":");
+    json_num(r->meas ? r->meas[i] : NAN);
+    printf(",\"unmeasured\":%s,\"pinned\":%s,\"fallback\":%s,\"alt_us\":{",
+           (pn->flags & HET_PLAN_UNMEASURED) ? "true" : "false", (pn->flags & HET_PLAN_PINNED) ? "true" : "false",
+           (pn->flags & HET_PLAN_FALLBACK) ? "true" : "false");
+    for (int d = 0; d < r->n_dev; d++) {
+        printf("%s", d ? "," : "");
+        json_str(r->names[d]);
+        putchar(':');
+        json_num(pn->alt_us[d]);
+    }
+    printf("}}");
+}
+
+static void print_json(const struct planrun *r)
+{
+    printf("{\"model\":");
+    json_str(r->o.model);
+    printf(",\"phase\":\"%s\",\"tokens\":%d,\"past\":%d,\"policy\":", r->prefill ? "prefill" : "decode", r->n_tok,
+           r->past);
+    json_str(r->o.policy ? r->o.policy : "fastest");
+    printf(",\"method\":\"%s\",\"plan_us\":", r->plan.method);
+    json_num(r->plan_us);
+    printf(",\"devices\":[");
+    for (int d = 0; d < r->n_dev; d++) {
+        printf("%s{\"name\":", d ? "," : "");
+        json_str(r->names[d]);
+        printf(",\"simulated\":%s,\"measured_profile\":%s,\"profile\":", d >= r->n_real ? "true" : "false",
+               het_profile_is_measured(r->prof[d]) ? "true" : "false");
+        json_str(het_profile_label(r->prof[d]));
+        printf("}");
+    }
+    printf("],\"nodes\":[");
+    for (int i = 0; i < r->plan.n_nodes; i++) json_node(r, i);
+    printf("],\"n_splits\":%d,\"n_fallbacks\":%d,\"n_unmeasured\":%d,\"total_pred_us\":", r->plan.n_splits,
+           r->plan.n_fallbacks, r->plan.n_unmeasured);
+    json_num(r->plan.total_us);
+    printf(",\"serial_pred_us\":");
+    json_num(r->plan.serial_us);
+    printf(",\"handoff_us\":");
+    json_num(r->plan.handoff_us);
+    printf(",\"tokens_per_s_pred\":");
+    json_num(tokens_per_s(r, r->plan.total_us));
+    printf(",\"measured_us\":");
+    json_num(r->meas_total_us);
+    printf(",\"error\":");
+    json_num(isnan(r->meas_total_us) ? NAN : r->plan.total_us / r->meas_total_us - 1);
+    printf("}\n");
+}
+
+/* ---------------------------------------------------------------------------
+ * the command                                                               */
+
+static void usage(void)
+{
+    printf("usage: hetrun plan [options]\n"
+           "  -m FILE                GGUF model\n"
+           "  --device D, --devices a,b   device set (cpu, vulkan, vulkan:N, npu)\n"
+           "  --policy P             fastest (default) | first | single:DEV | alternate\n"
+           "  --strict               a fallback is an error\n"
+           "  --json                 one JSON object\n"
+           "  -t N, -c N, -v         threads, context, verbose\n");
+    hr_plan_flags_help(PLAN_PFLAGS);
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage();
+            return 0;
+        }
+    struct planrun *r = calloc(1, sizeof *r);
+    if (!r) return 1;
+    int rc = 1;
+    if (!hr_take_plan_flags("plan", PLAN_PFLAGS, &argc, argv, &r->po) || !hr_parse(&r->o, "plan", PLAN_FLAGS, argc, argv)) {
+        rc = 2;
+        goto done;
+    }
+    if (!setup(r) || !run_plan(r)) goto done;
+    if (r->o.json) {
+        print_json(r);
+    } else {
+        print_header(r);
+        print_nodes(r);
+        print_layers(r);
+        print_totals(r);
+    }
+    rc = 0;
+done:
+    het_plan_free(&r->plan);
+    hr_session_close(&r->s);
+    for (int i = 0; i < MAXD; i++) het_profile_free(r->prof[i]);
+    free(r);
+    return rc;
+}

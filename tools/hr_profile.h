@@ -1,0 +1,66 @@
+/*
+ * hr_profile.h — hetrun glue for cost models and plans: the flags of the
+ * plan/calibrate commands, opening devices by name, getting a profile for
+ * every device (cache, --profile file, NPU cost model, or a quick first-use
+ * calibration with a progress bar), and printing profiles and crossovers.
+ */
+#ifndef HR_PROFILE_H
+#define HR_PROFILE_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "het/plan.h"
+#include "het/profile.h"
+#include "het/sched.h"
+
+/* Flags the shared parser does not know (taken out of argv first). */
+struct hr_plan_opts {
+    const char *phase;        /* --phase prefill|decode (default decode)          */
+    int         batch;        /* --batch N: prefill tokens (default 128)          */
+    int         past;         /* --past N: decode position (default 128)          */
+    bool        measure;      /* --measure: run it, add measured µs               */
+    const char *profile;      /* --profile FILE[,FILE]: profiles to use/simulate  */
+    const char *pin;          /* --pin PATTERN=DEV[,...]                          */
+    bool        overlap;      /* --overlap: overlap independent splits            */
+    bool        quick;        /* --quick: quick calibration                       */
+    bool        recalibrate;  /* --recalibrate: ignore cached profiles            */
+    bool        ops;          /* --ops (bench): per op class rates                */
+    const char *plot;         /* --plot DIR: measured-vs-model PNGs (gnuplot)     */
+    const char *types;        /* --types q4_0,f16: matmul types to calibrate      */
+};
+
+/* Remove the flags listed in `allowed` (space-separated) from argv and fill
+ * po; prints an error and returns false on a bad value. */
+bool hr_take_plan_flags(const char *cmd, const char *allowed, int *argc, char **argv, struct hr_plan_opts *po);
+void hr_plan_flags_help(const char *allowed);
+
+/* "cpu", "vulkan", "vulkan:N", "npu" / "npu:emulate" / "npu:hw" */
+het_device *hr_open_device(const char *spec, int threads, het_error *err);
+
+/* Progress bar on stderr (user: const char * prefix). */
+void hr_progress(void *user, double fraction, const char *what);
+
+/* One profile per device into out[] (owned by the caller): an NPU from its
+ * cost model; a --profile entry with the device's name; the cache; else a
+ * quick calibration (progress on stderr), stored. Hand-offs between the
+ * devices are measured when missing. quiet: no notes on stderr. */
+bool hr_profiles_for(het_device *const *devs, int n, const struct hr_plan_opts *po, bool quiet, het_profile **out);
+/* Profiles from --profile files that match none of devs (simulation). */
+int  hr_profiles_extra(const struct hr_plan_opts *po, het_device *const *devs, int n, het_profile **out, int max);
+
+/* "fastest" | "first" | "single:DEV" | "alternate" onto params (devices named). */
+bool hr_policy_parse(const char *spec, het_device *const *devs, int n, struct het_sched_params *sp);
+
+/* Summary of a profile's models (class/type, t0, GB/s, GFLOP/s, m_half, error). */
+void hr_print_profile(FILE *f, const het_profile *p);
+/* "q4_0 matmul 1024x1024: cpu below 2.1 MFLOP (M=2), vulkan0 above" for each pair and type. */
+void hr_print_crossovers(FILE *f, const het_profile *const *p, int n, const enum het_type *types, int n_types,
+                         int64_t rows, int64_t cols);
+
+int cmd_plan(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
+/* `hetrun bench --ops`: per op class achieved GB/s and GFLOP/s beside the roofline. */
+void hr_print_ops(FILE *f, const het_profile *p);
+
+#endif /* HR_PROFILE_H */
