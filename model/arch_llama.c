@@ -14,6 +14,7 @@
 #include "model/model_impl.h"
 
 #include <math.h>
+#include <stdio.h>
 
 /* rms_norm(x) * gain */
 static struct het_tensor *norm(het_graph *g, struct het_tensor *x, struct het_tensor *gain, float eps)
@@ -21,10 +22,16 @@ static struct het_tensor *norm(het_graph *g, struct het_tensor *x, struct het_te
     return het_mul(g, het_rms_norm(g, x, eps), gain);
 }
 
-/* W·x (+ b) */
+/* W·x (+ b), named after the weight ("attn_q.3" for blk.3.attn_q.weight) */
 static struct het_tensor *linear(het_graph *g, struct het_tensor *w, struct het_tensor *b, struct het_tensor *x)
 {
     struct het_tensor *y = het_mul_mat(g, w, x);
+    if (y && w) {
+        int il = -1;
+        char what[32] = "";
+        if (sscanf(w->name, "blk.%d.%31[^.]", &il, what) == 2) het_tensor_set_name(y, "%s.%d", what, il);
+        else het_tensor_set_name(y, "%.40s", w->name);
+    }
     return b ? het_add(g, y, b) : y;
 }
 
@@ -85,14 +92,14 @@ static struct het_tensor *attention(const struct het_model *m, het_graph *g, con
         }
     }
     o = het_reshape_2d(g, o, (int64_t)c->head_dim * c->n_head, n_tok);
-    return het_mul_mat(g, L->wo, o);
+    return linear(g, L->wo, NULL, o);
 }
 
 static struct het_tensor *feed_forward(het_graph *g, const struct het_layer *L, struct het_tensor *x)
 {
-    struct het_tensor *gate = het_mul_mat(g, L->w_gate, x);
-    struct het_tensor *up = het_mul_mat(g, L->w_up, x);
-    return het_mul_mat(g, L->w_down, het_swiglu(g, gate, up));
+    struct het_tensor *gate = linear(g, L->w_gate, NULL, x);
+    struct het_tensor *up = linear(g, L->w_up, NULL, x);
+    return linear(g, L->w_down, NULL, het_swiglu(g, gate, up));
 }
 
 static struct het_tensor *input(het_graph *g, int64_t n, const char *name)
