@@ -1,44 +1,29 @@
 /*
- * sched.c — the scheduler object: device set, placement, scratch memory and
- * execution of splits.
+ * sched.c — the scheduler object: device set, profiles, scratch memory, the
+ * plans (built by the planner, sched/plan.c, and cached per graph shape and
+ * device set), and recovery when a device fails.
  *
- * Placement here follows the configured policy (first capable device, one
- * device, or alternate). A node the policy's device cannot run goes to the
- * first device that can: a fallback, logged and counted, or an error under
- * strict. Consecutive nodes on one device form a split; at a change of
- * device the previous device is synchronised (the hand-off fence) before
- * the next one reads its results.
+ * Placement follows the configured policy through the planner: fastest
+ * (predicted time from the profiles), first capable device, one device, or
+ * alternate, with pins on top. A node the wanted device cannot run goes
+ * elsewhere: a fallback, logged and counted, or an error under strict.
+ * Running the splits is sched/exec.c. When a device fails a split, it is
+ * excluded, the graph is re-planned on the remaining devices and run again
+ * from its start: intermediate results may already have been overwritten by
+ * scratch reuse, while the inputs (live for the whole graph) and the KV
+ * cache writes (idempotent) make a full re-run safe.
  */
-#include "het/sched.h"
+#include "sched/sched_impl.h"
 
 #include "sched/alloc.h"
-#include "sched/device_impl.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#define HET_MAX_DEVICES 8
-
-struct het_split { int device, first, n; };
-
-struct het_sched {
-    het_device          *devices[HET_MAX_DEVICES];
-    int                  n_devices;
-    struct het_sched_params params;
-
-    void                *scratch;        /* host region shared by all devices */
-    size_t               scratch_size;
-
-    int                 *assign;         /* node -> device, per compute        */
-    struct het_split    *splits;
-    int                  cap_nodes;
-    struct het_sched_stats stats;
-};
-
-static void sched_log(het_sched *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sched_log(het_sched *s, const char *fmt, ...)
+void het_sched_log(het_sched *s, const char *fmt, ...)
 {
     if (!s->params.log) return;
     char line[512];
@@ -49,18 +34,33 @@ static void sched_log(het_sched *s, const char *fmt, ...)
     s->params.log(s->params.log_user, line);
 }
 
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static enum het_status check_params(const struct het_sched_params *params, het_error *err)
+{
+    if (params->n_devices < 1 || params->n_devices > HET_MAX_DEVICES)
+        return het_error_set(err, HET_ERR_INVALID, "sched: need 1..%d devices, got %d", HET_MAX_DEVICES,
+                             params->n_devices);
+    if (params->policy == HET_POLICY_SINGLE && (params->single < 0 || params->single >= params->n_devices))
+        return het_error_set(err, HET_ERR_INVALID, "sched: single-device policy names device %d of %d",
+                             params->single, params->n_devices);
+    if (params->n_pins < 0 || params->n_pins > HET_SCHED_MAX_PINS || (params->n_pins && !params->pins))
+        return het_error_set(err, HET_ERR_INVALID, "sched: %d pins (at most %d)", params->n_pins, HET_SCHED_MAX_PINS);
+    for (int i = 0; i < params->n_pins; i++)
+        if (params->pins[i].device < 0 || params->pins[i].device >= params->n_devices)
+            return het_error_set(err, HET_ERR_INVALID, "sched: pin '%s' names device %d of %d",
+                                 params->pins[i].pattern, params->pins[i].device, params->n_devices);
+    return HET_OK;
+}
+
 het_sched *het_sched_init(const struct het_sched_params *params, het_error *err)
 {
-    if (params->n_devices < 1 || params->n_devices > HET_MAX_DEVICES) {
-        het_error_set(err, HET_ERR_INVALID, "sched: need 1..%d devices, got %d", HET_MAX_DEVICES,
-                      params->n_devices);
-        return NULL;
-    }
-    if (params->policy == HET_POLICY_SINGLE && (params->single < 0 || params->single >= params->n_devices)) {
-        het_error_set(err, HET_ERR_INVALID, "sched: single-device policy names device %d of %d", params->single,
-                      params->n_devices);
-        return NULL;
-    }
+    if (check_params(params, err) != HET_OK) return NULL;
     het_sched *s = calloc(1, sizeof *s);
     if (!s) {
         het_error_set(err, HET_ERR_NOMEM, "sched: out of memory");
@@ -68,8 +68,23 @@ het_sched *het_sched_init(const struct het_sched_params *params, het_error *err)
     }
     s->params = *params;
     s->n_devices = params->n_devices;
-    for (int i = 0; i < s->n_devices; i++) s->devices[i] = params->devices[i];
+    for (int i = 0; i < s->n_devices; i++) {
+        s->devices[i] = params->devices[i];
+        s->profiles[i] = params->profiles ? params->profiles[i] : NULL;
+        if (!s->profiles[i]) {
+            s->owned_profiles[i] = het_profile_default(s->devices[i], HET_DEVICE_CPU, false);
+            s->profiles[i] = s->owned_profiles[i];
+            if (!s->profiles[i]) {
+                het_error_set(err, HET_ERR_NOMEM, "sched: out of memory");
+                het_sched_free(s);
+                return NULL;
+            }
+        }
+    }
+    for (int i = 0; i < params->n_pins; i++) s->pins[i] = params->pins[i];
     s->params.devices = NULL;
+    s->params.profiles = NULL;
+    s->params.pins = s->pins;
     return s;
 }
 
@@ -86,18 +101,41 @@ void het_sched_free(het_sched *s)
 {
     if (!s) return;
     release_scratch(s);
-    free(s->assign);
-    free(s->splits);
+    for (int i = 0; i < HET_PLAN_CACHE; i++) het_plan_free(&s->cache[i].plan);
+    for (int i = 0; i < s->n_devices; i++) het_profile_free(s->owned_profiles[i]);
+    het_sched_exec_free(s);
+    free(s->node_us);
     free(s);
 }
 
 int het_sched_n_devices(const het_sched *s) { return s->n_devices; }
 het_device *het_sched_device(const het_sched *s, int i) { return s->devices[i]; }
-void het_sched_get_stats(const het_sched *s, struct het_sched_stats *out) { *out = s->stats; }
+const het_profile *het_sched_profile(const het_sched *s, int i) { return s->profiles[i]; }
+bool het_sched_device_supports(const het_sched *s, int i, const struct het_tensor *node)
+{
+    return i >= 0 && i < s->n_devices && het_device_supports_op(s->devices[i], node);
+}
+const struct het_plan *het_sched_last_plan(const het_sched *s) { return s->last; }
+void het_sched_set_measure(het_sched *s, bool on) { s->measure = on; }
+void het_sched_set_dry_run(het_sched *s, bool on) { s->dry_run = on; }
+const het_graph *het_sched_last_graph(const het_sched *s) { return s->last_graph; }
+
+void het_sched_get_stats(const het_sched *s, struct het_sched_stats *out)
+{
+    *out = s->stats;
+    out->disabled_devices = s->disabled;
+}
+
+const double *het_sched_node_times(const het_sched *s, int *n)
+{
+    *n = s->n_node_us;
+    return s->node_us;
+}
 
 enum het_status het_sched_register_memory(het_sched *s, void *base, size_t size, int kind, het_error *err)
 {
     for (int i = 0; i < s->n_devices; i++) {
+        if (s->disabled >> i & 1u) continue;
         enum het_status st = het_device_register_memory(s->devices[i], base, size, (enum het_memory_kind)kind, err);
         if (st != HET_OK) return st;
     }
@@ -134,91 +172,152 @@ enum het_status het_sched_alloc_graph(het_sched *s, het_graph *g, het_error *err
 }
 
 /* ---------------------------------------------------------------------------
- * placement                                                                 */
+ * plans and their cache                                                     */
 
-static int first_capable(het_sched *s, const struct het_tensor *n, int skip)
+/* Shape of a graph for the cache: per node its op, name, types, weight
+ * identity and shape, with every dimension but the first bucketed to a
+ * power of two (the batch bucket: 100 and 128 tokens share a plan, prefill
+ * and decode do not). The KV length is not part of it. */
+static uint64_t bucket(int64_t v)
 {
-    for (int d = 0; d < s->n_devices; d++)
-        if (d != skip && het_device_supports_op(s->devices[d], n)) return d;
-    return -1;
+    uint64_t b = 1;
+    while ((int64_t)b < v) b <<= 1;
+    return b;
 }
 
-static enum het_status place_node(het_sched *s, const struct het_tensor *n, int want, int *out, het_error *err)
-{
-    if (het_device_supports_op(s->devices[want], n)) {
-        *out = want;
-        return HET_OK;
-    }
-    int d = first_capable(s, n, want);
-    if (d < 0)
-        return het_error_set(err, HET_ERR_UNSUPPORTED, "sched: no device supports %s '%s' (%s)", het_op_name(n->op),
-                             n->name, n->src[0] ? het_type_name(n->src[0]->type) : "-");
-    s->stats.n_fallbacks++;
-    sched_log(s, "fallback: %s '%s' (%s) cannot run on %s, running on %s", het_op_name(n->op), n->name,
-              n->src[0] ? het_type_name(n->src[0]->type) : "-", s->devices[want]->name, s->devices[d]->name);
-    if (s->params.strict)
-        return het_error_set(err, HET_ERR_UNSUPPORTED, "sched: --strict: %s '%s' cannot run on %s",
-                             het_op_name(n->op), n->name, s->devices[want]->name);
-    *out = d;
-    return HET_OK;
-}
+static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull; }
 
-static enum het_status plan_graph(het_sched *s, het_graph *g, int *n_splits, het_error *err)
+static uint64_t graph_key(const het_graph *g)
 {
-    int nn = het_graph_n_nodes(g);
-    if (nn > s->cap_nodes) {
-        int *a = realloc(s->assign, (size_t)nn * sizeof *a);
-        if (a) s->assign = a;
-        struct het_split *sp = realloc(s->splits, (size_t)nn * sizeof *sp);
-        if (sp) s->splits = sp;
-        if (!a || !sp) return het_error_set(err, HET_ERR_NOMEM, "sched: out of memory planning");
-        s->cap_nodes = nn;
-    }
-    int cur = -1, ns = 0;
-    for (int i = 0; i < nn; i++) {
-        const struct het_tensor *n = het_graph_node(g, i);
-        int want;
-        switch (s->params.policy) {
-        case HET_POLICY_SINGLE:    want = s->params.single; break;
-        case HET_POLICY_ALTERNATE: want = cur < 0 ? 0 : (cur + 1) % s->n_devices; break;
-        default:                   want = first_capable(s, n, -1); if (want < 0) want = 0; break;
+    int n = het_graph_n_nodes(g);
+    uint64_t h = mix(0xcbf29ce484222325ull, (uint64_t)n);
+    for (int i = 0; i < n; i++) {
+        const struct het_tensor *t = het_graph_node(g, i);
+        h = mix(h, (uint64_t)t->op);
+        h = mix(h, (uint64_t)t->ne[0]);
+        for (int d = 1; d < HET_MAX_DIMS; d++) h = mix(h, bucket(t->ne[d]));
+        for (const char *c = t->name; *c; c++) h = mix(h, (unsigned char)*c);
+        const struct het_tensor *w = t->src[0];
+        if (w) {
+            h = mix(h, (uint64_t)w->type);
+            if (w->flags & HET_TENSOR_FLAG_WEIGHT) h = mix(h, (uint64_t)(uintptr_t)w->data);
         }
-        int d = 0;
-        enum het_status st = place_node(s, n, want, &d, err);
-        if (st != HET_OK) return st;
-        s->assign[i] = d;
-        if (ns == 0 || s->splits[ns - 1].device != d) s->splits[ns++] = (struct het_split){ d, i, 0 };
-        s->splits[ns - 1].n++;
-        cur = d;
     }
-    *n_splits = ns;
+    return h ? h : 1;
+}
+
+static bool supports_cb(void *user, int d, const struct het_tensor *node)
+{
+    het_sched *s = user;
+    return het_device_supports_op(s->devices[d], node);
+}
+
+static enum het_plan_policy plan_policy(enum het_policy_kind k)
+{
+    switch (k) {
+    case HET_POLICY_FIRST:     return HET_PLAN_FIRST;
+    case HET_POLICY_SINGLE:    return HET_PLAN_SINGLE;
+    case HET_POLICY_ALTERNATE: return HET_PLAN_ALTERNATE;
+    default:                   return HET_PLAN_FASTEST;
+    }
+}
+
+static void log_fallbacks(het_sched *s, const het_graph *g, const struct het_plan *plan)
+{
+    for (int i = 0; i < plan->n_nodes; i++) {
+        const struct het_plan_node *pn = &plan->nodes[i];
+        if (!(pn->flags & HET_PLAN_FALLBACK)) continue;
+        const struct het_tensor *n = het_graph_node(g, i);
+        het_sched_log(s, "fallback: %s '%s' (%s) cannot run on %s%s, running on %s", het_op_name(n->op), n->name,
+                      n->src[0] ? het_type_name(n->src[0]->type) : "-", s->devices[pn->wanted]->name,
+                      (pn->flags & HET_PLAN_PINNED) ? " (pinned)" : "", s->devices[pn->device]->name);
+    }
+}
+
+static enum het_status build_plan(het_sched *s, const het_graph *g, struct het_plan *out, bool strict,
+                                  het_error *err)
+{
+    struct het_plan_device devs[HET_MAX_DEVICES];
+    for (int i = 0; i < s->n_devices; i++)
+        devs[i] = (struct het_plan_device){ s->devices[i]->name, s->profiles[i], (s->disabled >> i & 1u) != 0 };
+    int single = s->params.single;
+    enum het_plan_policy pol = plan_policy(s->params.policy);
+    if (pol == HET_PLAN_SINGLE && (s->disabled >> single & 1u)) pol = HET_PLAN_FASTEST; /* its device failed */
+    struct het_plan_params pp = {
+        .devices = devs, .n_devices = s->n_devices, .supports = supports_cb, .supports_user = s,
+        .policy = pol, .single = single, .pins = s->pins, .n_pins = s->params.n_pins,
+        .strict = strict, .overlap = s->params.overlap && !s->measure,
+    };
+    double t0 = now_us();
+    enum het_status st = het_plan_build(&pp, g, out, err);
+    s->stats.last_plan_us = now_us() - t0;
+    s->stats.n_plans++;
+    return st;
+}
+
+/* The cached plan for g on the current device set, building it if needed. */
+static enum het_status get_plan(het_sched *s, const het_graph *g, const struct het_plan **out, het_error *err)
+{
+    uint64_t key = graph_key(g);
+    uint32_t set = s->disabled | (s->measure ? 1u << 31 : 0);
+    for (int i = 0; i < HET_PLAN_CACHE; i++)
+        if (s->cache[i].key == key && s->cache[i].disabled == set) {
+            s->stats.n_plan_cache_hits++;
+            *out = &s->cache[i].plan;
+            return HET_OK;
+        }
+    struct het_plan_cache_entry *e = &s->cache[s->cache_next];
+    e->key = 0;
+    /* after a device failure strict no longer applies: the request must complete */
+    enum het_status st = build_plan(s, g, &e->plan, s->params.strict && !s->disabled, err);
+    if (st != HET_OK) return st;
+    log_fallbacks(s, g, &e->plan);
+    e->key = key;
+    e->disabled = set;
+    s->cache_next = (s->cache_next + 1) % HET_PLAN_CACHE;
+    *out = &e->plan;
     return HET_OK;
+}
+
+enum het_status het_sched_plan(het_sched *s, const het_graph *g, const struct het_plan **out, het_error *err)
+{
+    enum het_status st = het_graph_status(g, err);
+    if (st != HET_OK) return st;
+    return get_plan(s, g, out, err);
 }
 
 /* ---------------------------------------------------------------------------
- * execution                                                                 */
+ * compute, with recovery from a failing device                             */
+
+static int n_enabled(const het_sched *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->n_devices; i++) n += !(s->disabled >> i & 1u);
+    return n;
+}
 
 enum het_status het_sched_compute(het_sched *s, het_graph *g, het_error *err)
 {
-    int ns = 0;
-    enum het_status st = plan_graph(s, g, &ns, err);
-    if (st != HET_OK) return st;
-    s->stats.n_graphs++;
-    s->stats.last_n_splits = ns;
-
-    struct het_tensor *const *nodes = het_graph_nodes(g);
-    int prev = -1;
-    for (int i = 0; i < ns; i++) {
-        const struct het_split *sp = &s->splits[i];
-        if (prev >= 0 && prev != sp->device) {
-            /* hand-off: the next device reads what the previous one wrote */
-            st = het_device_sync(s->devices[prev], err);
-            if (st != HET_OK) return st;
-        }
-        st = het_device_run_split(s->devices[sp->device], nodes + sp->first, sp->n, err);
+    for (;;) {
+        const struct het_plan *plan = NULL;
+        enum het_status st = het_sched_plan(s, g, &plan, err);
         if (st != HET_OK) return st;
-        prev = sp->device;
+        s->last = plan;
+        s->stats.n_graphs++;
+        s->stats.last_n_splits = plan->n_splits;
+        s->stats.n_fallbacks += (uint64_t)plan->n_fallbacks;
+        s->stats.last_pred_us = plan->total_us;
+        s->last_graph = g;
+        if (s->dry_run) return HET_OK;
+        int failed = -1;
+        st = het_sched_execute(s, g, plan, &failed, err);
+        if (st == HET_OK || failed < 0) return st;
+        s->stats.n_device_failures++;
+        het_sched_drain(s);
+        if (n_enabled(s) <= 1) return st;
+        s->disabled |= 1u << failed;
+        het_sched_log(s, "device %s failed a split (%s): re-planning without it and running the graph again",
+                      s->devices[failed]->name, err ? err->msg : het_status_name(st));
+        s->last = NULL;
     }
-    if (prev >= 0) st = het_device_sync(s->devices[prev], err);
-    return st;
 }

@@ -80,6 +80,7 @@ void het_tensor_init(struct het_tensor *t, enum het_type type, int n_dims, const
 
 void het_tensor_set_name(struct het_tensor *t, const char *fmt, ...)
 {
+    if (!t) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(t->name, sizeof t->name, fmt, ap);

@@ -12,8 +12,9 @@
 #include <string.h>
 
 /* A fake device: supports the ops in its mask, records what it ran, and
- * executes add/scale on F32 so results can be checked. */
-struct fake { unsigned mask; int ran[64]; int n_ran; int n_sync; };
+ * executes add/scale on F32 so results can be checked. fail != OK makes
+ * every run_split fail with that status (a broken device). */
+struct fake { unsigned mask; int ran[64]; int n_ran; int n_sync; enum het_status fail; };
 
 static bool fake_supports(het_device *d, const struct het_tensor *n)
 {
@@ -23,6 +24,7 @@ static bool fake_supports(het_device *d, const struct het_tensor *n)
 static enum het_status fake_run(het_device *d, struct het_tensor *const *nodes, int n, het_error *err)
 {
     struct fake *f = d->context;
+    if (f->fail != HET_OK) return het_error_set(err, f->fail, "fake: broken");
     for (int i = 0; i < n; i++) {
         struct het_tensor *t = nodes[i];
         if (f->n_ran < 64) f->ran[f->n_ran++] = t->id;
@@ -92,6 +94,13 @@ static void test_scratch_plan(void)
     het_graph_free(g);
 }
 
+/* A graph allocated by a scheduler points into its scratch; before another
+ * scheduler allocates it, forget that storage (the first one freed it). */
+static void forget_storage(het_graph *g)
+{
+    for (int i = 0; i < het_graph_n_tensors(g); i++) het_graph_tensor(g, i)->data = NULL;
+}
+
 static het_graph *chain_graph(float **in_data)
 {
     het_graph *g = het_graph_init(64);
@@ -138,6 +147,7 @@ static void test_placement(void)
     /* strict: the same fallback is an error naming the op and device */
     p.strict = true;
     s = het_sched_init(&p, &err);
+    forget_storage(g);
     CHECK(het_sched_alloc_graph(s, g, &err) == HET_OK, "alloc");
     CHECK(het_sched_compute(s, g, &err) == HET_ERR_UNSUPPORTED && strstr(err.msg, "silu") && strstr(err.msg, "fake0"),
           "strict error: %s", err.msg);
@@ -149,6 +159,7 @@ static void test_placement(void)
     p.strict = false;
     p.policy = HET_POLICY_ALTERNATE;
     s = het_sched_init(&p, &err);
+    forget_storage(g);
     CHECK(het_sched_alloc_graph(s, g, &err) == HET_OK, "alloc");
     CHECK(het_sched_compute(s, g, &err) == HET_OK, "compute: %s", err.msg);
     het_sched_get_stats(s, &st);
@@ -159,6 +170,7 @@ static void test_placement(void)
     f0.mask = f1.mask = 1u << HET_OP_ADD;
     p.policy = HET_POLICY_FIRST;
     s = het_sched_init(&p, &err);
+    forget_storage(g);
     CHECK(het_sched_alloc_graph(s, g, &err) == HET_OK, "alloc");
     CHECK(het_sched_compute(s, g, &err) == HET_ERR_UNSUPPORTED && strstr(err.msg, "no device supports"), "%s",
           err.msg);
@@ -169,10 +181,164 @@ static void test_placement(void)
     het_device_free(d1);
 }
 
+static void count_log(void *user, const char *line) { (*(int *)user)++; }
+
+/* fastest with profiles; the plan cache; pins */
+static void test_fastest(void)
+{
+    struct fake f0 = { .mask = ~0u }, f1 = { .mask = ~0u };
+    het_device *d0 = het_device_new(&fake_iface, HET_DEVICE_CPU, "fake0", &f0);
+    het_device *d1 = het_device_new(&fake_iface, HET_DEVICE_VULKAN, "fake1", &f1);
+    het_device *devs[2] = { d0, d1 };
+    het_profile *p0 = het_profile_new("fake0", "", HET_DEVICE_CPU, false);
+    het_profile *p1 = het_profile_new("fake1", "", HET_DEVICE_VULKAN, false);
+    struct het_cost_fit slow = { .t0_us = 10, .gbps = 1, .gflops = 1, .m_half = 1 };
+    struct het_cost_fit fast = { .t0_us = 1, .gbps = 100, .gflops = 100, .m_half = 1 };
+    for (int c = 0; c < HET_OPCLASS_COUNT; c++) {
+        het_profile_set_fit(p0, (enum het_op_class)c, HET_TYPE_F32, &slow, NULL);
+        het_profile_set_fit(p1, (enum het_op_class)c, HET_TYPE_F32, &fast, NULL);
+    }
+    const het_profile *profs[2] = { p0, p1 };
+    het_error err = { 0 };
+    float *unused;
+    struct het_sched_params p = { .devices = devs, .n_devices = 2, .profiles = profs };
+    het_sched *s = het_sched_init(&p, &err);
+    het_graph *g = chain_graph(&unused);
+    CHECK(het_sched_alloc_graph(s, g, &err) == HET_OK, "alloc: %s", err.msg);
+    float *in = het_graph_tensor(g, 0)->data;
+    for (int i = 0; i < 16; i++) in[i] = (float)i;
+    CHECK(het_sched_compute(s, g, &err) == HET_OK && het_sched_compute(s, g, &err) == HET_OK, "compute: %s", err.msg);
+    struct het_sched_stats st;
+    het_sched_get_stats(s, &st);
+    CHECK(f1.n_ran == 8 && f0.n_ran == 0, "everything on the faster device (%d/%d)", f0.n_ran, f1.n_ran);
+    CHECK(st.n_plans == 1 && st.n_plan_cache_hits == 1, "second compute reuses the plan (%llu built)",
+          (unsigned long long)st.n_plans);
+    const struct het_plan *plan = het_sched_last_plan(s);
+    CHECK(plan && plan->total_us > 0 && plan->n_unmeasured == 4, "the plan is visible, unmeasured profiles flagged");
+    const float *out = het_graph_node(g, 3)->data;
+    CHECK(out[5] == 0.5f * (3 * 5 + 5), "result %g", out[5]);
+    het_sched_free(s);
+
+    /* a pin moves the add to the slow device */
+    struct het_plan_pin pin = { .pattern = "add", .device = 0 };
+    p.pins = &pin;
+    p.n_pins = 1;
+    s = het_sched_init(&p, &err);
+    forget_storage(g);
+    CHECK(het_sched_alloc_graph(s, g, &err) == HET_OK, "alloc: %s", err.msg);
+    in = het_graph_tensor(g, 0)->data;
+    for (int i = 0; i < 16; i++) in[i] = (float)i;
+    CHECK(het_sched_compute(s, g, &err) == HET_OK, "%s", err.msg);
+    out = het_graph_node(g, 3)->data;
+    plan = het_sched_last_plan(s);
+    CHECK(plan->nodes[1].device == 0 && (plan->nodes[1].flags & HET_PLAN_PINNED), "pinned add on fake0");
+    /* 9 us saved per node on fake1 is less than two 20 us default hand-offs */
+    CHECK(plan->n_splits == 1, "the chain follows the pin rather than pay hand-offs (%d splits)", plan->n_splits);
+    CHECK(out[5] == 0.5f * (3 * 5 + 5), "result %g", out[5]);
+    het_sched_free(s);
+
+    /* measurement: one node a split, waited for, timed */
+    p.n_pins = 0;
+    s = het_sched_init(&p, &err);
+    forget_storage(g);
+    het_sched_set_measure(s, true);
+    f1.n_sync = 0;
+    CHECK(het_sched_alloc_graph(s, g, &err) == HET_OK && het_sched_compute(s, g, &err) == HET_OK, "%s", err.msg);
+    int nt = 0;
+    const double *times = het_sched_node_times(s, &nt);
+    CHECK(nt == 4 && times && times[0] >= 0 && f1.n_sync == 4, "4 node times, 4 waits (%d, %d)", nt, f1.n_sync);
+    het_sched_free(s);
+
+    het_graph_free(g);
+    het_profile_free(p0);
+    het_profile_free(p1);
+    het_device_free(d0);
+    het_device_free(d1);
+}
+
+/* a device that fails: re-planned without it, the request completes */
+static void test_recovery(void)
+{
+    struct fake f0 = { .mask = ~0u }, f1 = { .mask = ~0u, .fail = HET_ERR_DEVICE_LOST };
+    het_device *d0 = het_device_new(&fake_iface, HET_DEVICE_CPU, "fake0", &f0);
+    het_device *d1 = het_device_new(&fake_iface, HET_DEVICE_VULKAN, "fake1", &f1);
+    het_device *devs[2] = { d0, d1 };
+    het_error err = { 0 };
+    int lines = 0;
+    float *unused;
+    struct het_sched_params p = { .devices = devs, .n_devices = 2, .policy = HET_POLICY_SINGLE, .single = 1,
+                                  .strict = true, .log = count_log, .log_user = &lines };
+    het_sched *s = het_sched_init(&p, &err);
+    het_graph *g = chain_graph(&unused);
+    CHECK(het_sched_alloc_graph(s, g, &err) == HET_OK, "alloc: %s", err.msg);
+    float *in = het_graph_tensor(g, 0)->data;
+    for (int i = 0; i < 16; i++) in[i] = (float)i;
+    CHECK(het_sched_compute(s, g, &err) == HET_OK, "the request completes: %s", err.msg);
+    struct het_sched_stats st;
+    het_sched_get_stats(s, &st);
+    CHECK(st.n_device_failures == 1 && st.disabled_devices == 2u && lines == 1, "failure counted and logged");
+    CHECK(f0.n_ran == 4, "the graph ran again on fake0 (%d)", f0.n_ran);
+    const float *out = het_graph_node(g, 3)->data;
+    CHECK(out[7] == 0.5f * (3 * 7 + 7), "result after recovery %g", out[7]);
+    CHECK(het_sched_compute(s, g, &err) == HET_OK && f0.n_ran == 8, "later graphs avoid the failed device");
+    het_sched_free(s);
+
+    /* the only device fails: the error comes back */
+    het_device *only[1] = { d1 };
+    struct het_sched_params p1 = { .devices = only, .n_devices = 1 };
+    s = het_sched_init(&p1, &err);
+    forget_storage(g);
+    CHECK(het_sched_alloc_graph(s, g, &err) == HET_OK, "alloc");
+    CHECK(het_sched_compute(s, g, &err) == HET_ERR_DEVICE_LOST && strstr(err.msg, "fake1"), "%s", err.msg);
+    het_sched_free(s);
+    het_graph_free(g);
+    het_device_free(d0);
+    het_device_free(d1);
+}
+
+/* overlap: independent branches on two devices need no wait between them */
+static void test_overlap_exec(void)
+{
+    struct fake f0 = { .mask = ~0u }, f1 = { .mask = ~0u };
+    het_device *d0 = het_device_new(&fake_iface, HET_DEVICE_CPU, "fake0", &f0);
+    het_device *d1 = het_device_new(&fake_iface, HET_DEVICE_VULKAN, "fake1", &f1);
+    het_device *devs[2] = { d0, d1 };
+    het_error err = { 0 };
+    het_graph *g = het_graph_init(32);
+    const int64_t ne[1] = { 16 };
+    struct het_tensor *x = het_new_tensor(g, HET_TYPE_F32, 1, ne);
+    x->flags |= HET_TENSOR_FLAG_INPUT;
+    struct het_tensor *a = het_scale(g, x, 2.0f), *b = het_scale(g, x, 3.0f);
+    het_tensor_set_name(b, "branch_b");
+    het_add(g, a, b)->flags |= HET_TENSOR_FLAG_OUTPUT;
+    struct het_plan_pin pins[2] = { { .pattern = "branch_b", .device = 1 }, { .pattern = "*", .device = 0 } };
+    for (int ov = 0; ov < 2; ov++) {
+        f0.n_sync = f1.n_sync = 0;
+        struct het_sched_params p = { .devices = devs, .n_devices = 2, .pins = pins, .n_pins = 2, .overlap = ov };
+        het_sched *s = het_sched_init(&p, &err);
+        forget_storage(g);
+        CHECK(het_sched_alloc_graph(s, g, &err) == HET_OK, "alloc: %s", err.msg);
+        float *in = x->data;
+        for (int i = 0; i < 16; i++) in[i] = (float)i;
+        CHECK(het_sched_compute(s, g, &err) == HET_OK, "compute: %s", err.msg);
+        const float *out = het_graph_node(g, 2)->data;
+        CHECK(out[3] == 15.0f, "overlap %d: result %g", ov, out[3]);
+        CHECK(f1.n_sync == 1, "overlap %d: the branch's device waited for once", ov);
+        CHECK(f0.n_sync == (ov ? 1 : 2), "overlap %d: fake0 waited for %d times", ov, f0.n_sync);
+        het_sched_free(s);
+    }
+    het_graph_free(g);
+    het_device_free(d0);
+    het_device_free(d1);
+}
+
 int main(void)
 {
     test_views();
     test_scratch_plan();
     test_placement();
+    test_fastest();
+    test_recovery();
+    test_overlap_exec();
     return het_test_finish();
 }

@@ -27,7 +27,8 @@ static const struct pflag pflags[] = {
     { "--batch",       1, P(batch),       "prefill tokens (default 128)" },
     { "--past",        1, P(past),        "decode: tokens already in the cache (default 128)" },
     { "--measure",     2, P(measure),     "run the plan and add measured us per node and in total" },
-    { "--profile",     0, P(profile),     "profile file(s), comma-separated; devices not present are simulated" },
+    { "--profile",     0, P(profile),     "profile file(s), comma-separated; devices not present are simulated;"
+                                          " 'default': unmeasured defaults, no calibration (also HET_CALIBRATE=0)" },
     { "--pin",         0, P(pin),         "PATTERN=DEVICE[,...]: glob on node or op name" },
     { "--overlap",     2, P(overlap),     "overlap independent splits on different devices" },
     { "--quick",       2, P(quick),       "quick calibration (seconds)" },
@@ -149,7 +150,7 @@ void hr_progress(void *user, double fraction, const char *what)
 
 static int load_profile_files(const char *list, het_profile **out, int max)
 {
-    if (!list) return 0;
+    if (!list || !strcmp(list, "default")) return 0;
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", list);
     int n = 0;
@@ -200,6 +201,9 @@ static het_profile *profile_for(het_device *dev, const struct hr_plan_opts *po, 
         het_profile *p = het_profile_cache_load(dev, &err);
         if (p) return p;
     }
+    const char *env = getenv("HET_CALIBRATE");
+    if ((po->profile && !strcmp(po->profile, "default")) || (env && !strcmp(env, "0")))
+        return het_profile_default(dev, HET_DEVICE_CPU, false); /* asked not to measure: labelled unmeasured */
     *fresh = true;
     het_profile *p = calibrate_now(dev, true, quiet, &err);
     if (!p) {

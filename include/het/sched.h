@@ -6,9 +6,14 @@
  *   het_sched_alloc_graph   assign storage to every node, by lifetimes;
  *   (caller writes inputs)  e.g. token ids, positions;
  *   het_sched_compute       plan (placement + splits) and execute.
- * Placement is a pure function of the graph, the devices and the policy.
- * When a node cannot run where the policy wants it, that is a fallback: it
- * is logged and counted, and with strict it is an error instead.
+ * Placement is the planner's (het/plan.h): a pure function of the graph,
+ * the devices' profiles, the policy and the pins; plans are cached per graph
+ * shape (model, phase, batch bucket) and device set. When a node cannot run
+ * where the policy wants it, that is a fallback: it is logged and counted,
+ * and with strict it is an error instead. When a device fails a split
+ * (error, timeout, device lost), the graph is re-planned without it and run
+ * again on the others: the request completes, the event is logged and
+ * counted.
  */
 #ifndef HET_SCHED_H
 #define HET_SCHED_H
@@ -19,6 +24,8 @@
 
 #include "het/device.h"
 #include "het/graph.h"
+#include "het/plan.h"
+#include "het/profile.h"
 #include "het/status.h"
 
 #ifdef __cplusplus
@@ -28,10 +35,13 @@ extern "C" {
 typedef struct het_sched het_sched;
 
 enum het_policy_kind {
-    HET_POLICY_FIRST = 0,  /* each node on the first device (in set order) that supports it */
-    HET_POLICY_SINGLE,     /* everything on one device; others only by (counted) fallback   */
-    HET_POLICY_ALTERNATE,  /* change device at every split (testing the hand-offs)          */
+    HET_POLICY_FASTEST = 0, /* minimise predicted time from the profiles (default)          */
+    HET_POLICY_FIRST,       /* each node on the first device (in set order) that supports it */
+    HET_POLICY_SINGLE,      /* everything on one device; others only by (counted) fallback   */
+    HET_POLICY_ALTERNATE,   /* change device at every split (testing the hand-offs)          */
 };
+
+#define HET_SCHED_MAX_PINS 16
 
 struct het_sched_params {
     het_device *const   *devices;     /* priority order: earlier is preferred        */
@@ -39,6 +49,16 @@ struct het_sched_params {
     enum het_policy_kind policy;
     int                  single;      /* HET_POLICY_SINGLE: index into devices       */
     bool                 strict;      /* a fallback is an error                       */
+    /* (optional) cost models per device (not owned; must outlive the
+     * scheduler). NULL array or entries: that device's unmeasured default. */
+    const het_profile *const *profiles;
+    /* (optional) --pin PATTERN=DEVICE rules, copied */
+    const struct het_plan_pin *pins;
+    int                  n_pins;
+    /* run independent splits on different devices concurrently (splits are
+     * issued in order; a device is waited for only when a later split reads
+     * or overwrites memory it is still using) */
+    bool                 overlap;
     /* (optional) log callback for fallbacks and decisions; NULL = silent (counted) */
     void (*log)(void *user, const char *line);
     void                *log_user;
@@ -54,6 +74,25 @@ enum het_status het_sched_register_memory(het_sched *s, void *base, size_t size,
 enum het_status het_sched_alloc_graph(het_sched *s, het_graph *g, het_error *err);
 /* Plan and run g (after het_sched_alloc_graph and writing the inputs). */
 enum het_status het_sched_compute(het_sched *s, het_graph *g, het_error *err);
+/* Plan g without running it (cached like compute's plans). *out stays valid
+ * until the next plan or compute on s. */
+enum het_status het_sched_plan(het_sched *s, const het_graph *g, const struct het_plan **out, het_error *err);
+/* The plan the last compute ran (NULL before the first). */
+const struct het_plan *het_sched_last_plan(const het_sched *s);
+/* Measurement: each node runs as its own split and is waited for, and its
+ * wall time is kept (het_sched_node_times). Slower; for `hetrun plan --measure`. */
+void          het_sched_set_measure(het_sched *s, bool on);
+/* µs per node of the last measured compute; *n receives the count. */
+const double *het_sched_node_times(const het_sched *s, int *n);
+/* Dry run: compute plans (and allocates) but runs nothing; outputs are
+ * garbage. For `hetrun plan` without --measure. */
+void          het_sched_set_dry_run(het_sched *s, bool on);
+/* The graph of the last compute (valid while its owner keeps it). */
+const het_graph *het_sched_last_graph(const het_sched *s);
+/* Can device i of the set run node? (the device's supports_op; for planners outside the scheduler) */
+bool het_sched_device_supports(const het_sched *s, int i, const struct het_tensor *node);
+/* The profile the planner uses for device i (given or default). */
+const het_profile *het_sched_profile(const het_sched *s, int i);
 
 struct het_sched_stats {
     size_t   scratch_peak_bytes;   /* scratch needed with lifetime reuse       */
@@ -62,6 +101,12 @@ struct het_sched_stats {
     uint64_t n_fallbacks;          /* nodes run off the policy's device        */
     uint64_t n_graphs;
     int      last_n_splits;
+    uint64_t n_device_failures;    /* splits a device failed (then re-planned) */
+    uint64_t n_plans;              /* plans built (not from the cache)         */
+    uint64_t n_plan_cache_hits;
+    double   last_plan_us;         /* wall time of the last plan built, µs     */
+    double   last_pred_us;         /* predicted time of the last graph run     */
+    uint32_t disabled_devices;     /* bit i: device i failed and is excluded   */
 };
 void het_sched_get_stats(const het_sched *s, struct het_sched_stats *out);
 int         het_sched_n_devices(const het_sched *s);

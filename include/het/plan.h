@@ -1,0 +1,147 @@
+/*
+ * plan.h — the planner: which device runs each node of a graph (public).
+ *
+ * het_plan_build is a pure function of (graph, devices' profiles, hand-off
+ * costs, policy, pins) -> plan. It touches no device, so it is unit-tested
+ * with synthetic profiles, and `hetrun plan --profile` uses it to plan for
+ * devices that are not present. Device support is asked through a callback
+ * (het_device_supports_op in the scheduler; the profiles' models in a
+ * simulation).
+ *
+ * The fastest policy minimises predicted whole-graph time, hand-offs
+ * included: exact dynamic programming along the topological order (state =
+ * device of the previous node, a transition costs the new split's start and
+ * the hand-off of the tensors that cross), refined for DAGs by re-running
+ * it with the previous answer's placement of distant producers (residuals,
+ * the KV cache); and when the executor overlaps splits, a HEFT-like list
+ * schedule (earliest finish per node, devices running concurrently) is
+ * tried too and the shorter predicted makespan wins.
+ *
+ * Times are microseconds. A prediction that came from an unmeasured default
+ * or a roofline guess is flagged HET_PLAN_UNMEASURED, so every output can
+ * say so.
+ */
+#ifndef HET_PLAN_H
+#define HET_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "het/graph.h"
+#include "het/profile.h"
+#include "het/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HET_PLAN_MAX_DEVICES 8
+
+enum het_plan_policy {
+    HET_PLAN_FASTEST = 0, /* minimise predicted time (default)                          */
+    HET_PLAN_FIRST,       /* first device (in set order) that supports the node          */
+    HET_PLAN_SINGLE,      /* everything on one device; others only by (flagged) fallback */
+    HET_PLAN_ALTERNATE,   /* change device at every split (exercises hand-offs)          */
+};
+
+/* --pin PATTERN=DEVICE: nodes whose name or op name matches the glob run on device. */
+struct het_plan_pin {
+    char pattern[64];
+    int  device;          /* index into the plan's devices */
+};
+
+/* Parse "PATTERN=DEV[,PATTERN=DEV...]"; DEV is a device name or a prefix of
+ * one ("vulkan" matches "vulkan0"). Up to max pins; *n receives the count. */
+enum het_status het_plan_pins_parse(const char *spec, const char *const *dev_names, int n_devices,
+                                    struct het_plan_pin *out, int max, int *n, het_error *err);
+/* Index of the first pin matching node, or -1. */
+int het_plan_pin_match(const struct het_plan_pin *pins, int n_pins, const struct het_tensor *node);
+
+struct het_handoff_cost {
+    double fixed_us;  /* fence + cache maintenance                  */
+    double gbps;      /* copy rate; 0 = memory shared, no copy      */
+};
+/* c[a][b]: handing a tensor from device a to device b */
+struct het_handoff_table {
+    struct het_handoff_cost c[HET_PLAN_MAX_DEVICES][HET_PLAN_MAX_DEVICES];
+};
+
+struct het_plan_device {
+    const char        *name;
+    const het_profile *profile;   /* NULL: costs unknown (predictions 0, flagged unmeasured) */
+    bool               disabled;  /* excluded (failed earlier): never planned on             */
+};
+
+/* Default hand-off from a to b when a's profile did not measure it (µs). */
+#define HET_PLAN_DEFAULT_HANDOFF_US 20.0
+/* Fill t from the profiles' measured hand-offs (defaults where missing). */
+void het_handoff_table_from_profiles(struct het_handoff_table *t, const struct het_plan_device *devices, int n);
+
+struct het_plan_params {
+    const struct het_plan_device *devices;  /* priority order: earlier wins ties            */
+    int                           n_devices;
+    /* can device d run node? (required) */
+    bool (*supports)(void *user, int device, const struct het_tensor *node);
+    void *supports_user;
+    const struct het_handoff_table *handoffs; /* NULL: from the profiles                     */
+    enum het_plan_policy          policy;
+    int                           single;     /* HET_PLAN_SINGLE: device index               */
+    const struct het_plan_pin    *pins;
+    int                           n_pins;
+    bool                          strict;     /* a fallback (pin/single not honoured) is an error */
+    bool                          overlap;    /* the executor overlaps independent splits      */
+};
+
+enum het_plan_node_flag {
+    HET_PLAN_PINNED     = 1u << 0, /* placed by a pin                              */
+    HET_PLAN_FALLBACK   = 1u << 1, /* the policy's/pin's device cannot run it      */
+    HET_PLAN_UNMEASURED = 1u << 2, /* its prediction is a default or roofline guess */
+};
+
+struct het_plan_node {
+    int16_t device;                        /* where it runs                                  */
+    int16_t wanted;                        /* the policy's or pin's device (fallback: != device) */
+    uint8_t flags;                         /* enum het_plan_node_flag                        */
+    double  pred_us;                       /* the node on its device                         */
+    double  enter_us;                      /* split start + hand-off charged before it (0 inside a split) */
+    double  alt_us[HET_PLAN_MAX_DEVICES];  /* the node on each device; NAN: cannot run there */
+};
+
+struct het_plan_split {
+    int    device, first, n;
+    double pred_us;                        /* nodes + split start + hand-off into it */
+};
+
+struct het_plan {
+    int                    n_nodes, n_devices, n_splits;
+    struct het_plan_node  *nodes;
+    struct het_plan_split *splits;
+    double                 total_us;       /* predicted whole graph (makespan when overlapping)  */
+    double                 serial_us;      /* nodes + split starts + hand-offs, one after another */
+    double                 handoff_us;     /* of which hand-offs and split starts               */
+    int                    n_fallbacks;
+    int                    n_unmeasured;   /* nodes whose prediction is a default/guess        */
+    const char            *method;         /* "dp", "list", "alternate"                          */
+    int                    cap_nodes;      /* allocated entries of nodes and splits (internal)   */
+};
+
+/* Plan g. out is overwritten (its arrays reused/grown); free with
+ * het_plan_free. Errors: a node no device supports; strict fallbacks. */
+enum het_status het_plan_build(const struct het_plan_params *params, const het_graph *g, struct het_plan *out,
+                               het_error *err);
+void            het_plan_free(struct het_plan *plan);   /* frees the arrays; NULL is a no-op */
+/* Deep copy (for caches). */
+enum het_status het_plan_copy(struct het_plan *dst, const struct het_plan *src, het_error *err);
+
+/* Where does device b become faster than device a for an (n x k) matmul of
+ * weight type wt, paying `handoff_us` to move to b? Returns the smallest M
+ * (activation rows) with b faster, and its FLOPs in *flops; 0 when b is
+ * faster already at M = 1; NAN when b is never faster up to M = 65536 or a
+ * profile has no model for wt. */
+double het_plan_crossover(const het_profile *a, const het_profile *b, enum het_type wt, int64_t n, int64_t k,
+                          double handoff_us, double *flops);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HET_PLAN_H */

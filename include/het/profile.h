@@ -1,0 +1,242 @@
+/*
+ * profile.h — measured cost models of a device (public view).
+ *
+ * A het_profile describes one device as the planner sees it: per op class
+ * and weight type a fitted model of a node's time, the raw samples the fit
+ * came from (kept, so a fit can be checked and redone), the device's
+ * roofline (peak bandwidth, peak arithmetic), the fixed cost of one split
+ * (submit + fence), and the hand-off cost to every other device it was
+ * calibrated against. Times are double microseconds everywhere; NAN means
+ * "not known" (never calibrated), and callers decide what to do about it.
+ *
+ * The fitted model of one (op class, weight type) is
+ *     t(µs) = t0 + max(flops / F(M), bytes / B),   F(M) = F_peak * M / (M + m_half)
+ * (or F(M) tabulated at the measured M, see het_cost_fit)
+ * where M is the number of activation rows (tokens) the node processes:
+ * small-M matmuls cannot use a device's full arithmetic rate, large ones
+ * become compute-bound, tiny ones are launch-bound (t0).
+ *
+ * Profiles are JSON files (policy/profile.c) stored per device identity
+ * (name, description, het version) under $XDG_CACHE_HOME/het/profiles/;
+ * calibration (policy/calibrate.c) writes them, the planner (het/plan.h)
+ * only reads them. An unmeasured default exists for every device kind and
+ * says so in its label.
+ */
+#ifndef HET_PROFILE_H
+#define HET_PROFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "het/device.h"
+#include "het/graph.h"
+#include "het/status.h"
+#include "het/type.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum het_op_class {
+    HET_OPCLASS_MATMUL = 0, /* mul_mat, one model per weight type                 */
+    HET_OPCLASS_ATTN,       /* fused attention, per KV type                         */
+    HET_OPCLASS_NORM,       /* rms_norm                                            */
+    HET_OPCLASS_ROPE,       /* rope                                                */
+    HET_OPCLASS_SOFTMAX,    /* softmax                                             */
+    HET_OPCLASS_ELTWISE,    /* add, mul, scale, silu, swiglu                       */
+    HET_OPCLASS_COPY,       /* cpy, cont, get_rows                                 */
+    HET_OPCLASS_COUNT,
+    HET_OPCLASS_NONE = -1,  /* views and leaves: no work                           */
+};
+
+const char       *het_op_class_name(enum het_op_class c);      /* "matmul", ...      */
+enum het_op_class het_op_class_from_name(const char *name);     /* NONE if unknown   */
+
+/* What a node costs, independent of any device: the inputs of a fit. */
+struct het_op_cost {
+    enum het_op_class cls;
+    enum het_type     wtype;   /* matmul: weight type; attn: K type; else F32 */
+    double            flops;   /* arithmetic operations                       */
+    double            bytes;   /* bytes read + written                        */
+    double            m;       /* activation rows (tokens); 1 for decode       */
+};
+/* Describe node (any op). cls is HET_OPCLASS_NONE for views and leaves. */
+void het_op_cost_of(const struct het_tensor *node, struct het_op_cost *out);
+
+/* One measurement: the node's features and its median time. */
+struct het_profile_sample {
+    double m, flops, bytes;  /* as in het_op_cost                               */
+    double us;               /* median time per node, microseconds              */
+    double spread;           /* (p75 - p25) / median of the repetitions kept    */
+};
+
+#define HET_FIT_MAX_KNOTS 16
+
+/* The fitted model of one (op class, weight type); see the file comment.
+ * When the samples sweep M, F(M) is tabulated instead (knots, interpolated
+ * log-log, constant past the last): kernels change code path with M (a GEMV
+ * for one row, int8 panels from four), which no smooth curve follows. */
+struct het_cost_fit {
+    double t0_us;    /* fixed cost per node, µs                          */
+    double gbps;     /* B: bandwidth, GB/s (1e9 bytes/s)                   */
+    double gflops;   /* F_peak: arithmetic rate at large M, GFLOP/s        */
+    double m_half;   /* M at which half of F_peak is reached               */
+    double error;    /* rms of (predicted/measured - 1) over the samples  */
+    int    n_knots;  /* 0: F(M) = F_peak * M / (M + m_half)                */
+    double knot_m[HET_FIT_MAX_KNOTS];       /* increasing M               */
+    double knot_gflops[HET_FIT_MAX_KNOTS];  /* F at knot_m, GFLOP/s         */
+};
+/* F(M) of a fit, GFLOP/s */
+double het_cost_fit_rate(const struct het_cost_fit *fit, double m);
+/* µs the model predicts for cost (no NAN handling: fit must be valid) */
+double het_cost_fit_eval(const struct het_cost_fit *fit, const struct het_op_cost *cost);
+
+/* Hand-off from this device to another: fixed + bytes / gbps (gbps 0 = no copy). */
+struct het_handoff {
+    char   to[32];       /* peer device name                              */
+    double fixed_us;     /* fence + cache maintenance, µs                  */
+    double gbps;         /* copy rate where memory is not shared; 0: none  */
+};
+
+typedef struct het_profile het_profile;
+
+/* ---------------------------------------------------------------------------
+ * Construction and identity                                                 */
+
+/* An empty profile (no fits) for a device identity; NULL on out of memory. */
+het_profile *het_profile_new(const char *dev_name, const char *dev_desc, enum het_device_kind kind, bool emulated);
+/* The same for an open device. */
+het_profile *het_profile_new_for_device(const het_device *dev);
+/* An unmeasured default for a device kind (figures from data sheets and the
+ * project's seed measurements); its label starts with "unmeasured default".
+ * dev may be NULL (then kind and emulated are used). */
+het_profile *het_profile_default(const het_device *dev, enum het_device_kind kind, bool emulated);
+het_profile *het_profile_clone(const het_profile *p);
+void         het_profile_free(het_profile *p);   /* NULL is a no-op */
+
+const char          *het_profile_device_name(const het_profile *p);
+const char          *het_profile_device_desc(const het_profile *p);
+enum het_device_kind het_profile_device_kind(const het_profile *p);
+const char          *het_profile_het_version(const het_profile *p);
+/* measured (calibrated on the device) or an unmeasured default */
+bool                 het_profile_is_measured(const het_profile *p);
+/* one line: "measured on <date>, N samples" / "unmeasured default (...)" */
+const char          *het_profile_label(const het_profile *p);
+void                 het_profile_set_label(het_profile *p, bool measured, const char *label);
+/* True when p was made for this device and this het version (reusable). */
+bool                 het_profile_matches(const het_profile *p, const het_device *dev);
+/* Rename the device a profile describes (simulation: plan for "npu" with a copied profile). */
+void                 het_profile_set_device_name(het_profile *p, const char *name);
+
+/* ---------------------------------------------------------------------------
+ * Device-wide figures                                                       */
+
+struct het_profile_device_costs {
+    double split_us;          /* one run_split + sync with a trivial node, beyond the node    */
+    double kernel_switch_us;  /* changing kernel between consecutive nodes (NPU: ~2 ms)      */
+    bool   async;             /* run_split returns before completion (overlaps the host)    */
+    double peak_gbps;         /* roofline: best bandwidth seen or specified                  */
+    double peak_gflops;       /* roofline: best arithmetic rate seen or specified            */
+};
+void het_profile_get_device_costs(const het_profile *p, struct het_profile_device_costs *out);
+void het_profile_set_device_costs(het_profile *p, const struct het_profile_device_costs *c);
+
+/* ---------------------------------------------------------------------------
+ * Models and samples                                                        */
+
+/* The fit of (cls, wtype); false when there is none. */
+bool het_profile_get_fit(const het_profile *p, enum het_op_class cls, enum het_type wtype, struct het_cost_fit *out);
+enum het_status het_profile_set_fit(het_profile *p, enum het_op_class cls, enum het_type wtype,
+                                    const struct het_cost_fit *fit, het_error *err);
+enum het_status het_profile_add_sample(het_profile *p, enum het_op_class cls, enum het_type wtype,
+                                       const struct het_profile_sample *s, het_error *err);
+/* Samples of (cls, wtype): *n receives the count; NULL when none. */
+const struct het_profile_sample *het_profile_samples(const het_profile *p, enum het_op_class cls,
+                                                     enum het_type wtype, int *n);
+/* Refit every model that has samples (policy/fit.c); updates the roofline. */
+enum het_status het_profile_refit(het_profile *p, het_error *err);
+/* Enumerate the models: i in [0, n); false past the end. */
+int  het_profile_n_models(const het_profile *p);
+bool het_profile_model_at(const het_profile *p, int i, enum het_op_class *cls, enum het_type *wtype,
+                          struct het_cost_fit *fit, int *n_samples);
+
+/* ---------------------------------------------------------------------------
+ * Prediction                                                                */
+
+/* µs for node on this device; NAN when the profile has no model for it. */
+double het_profile_predict(const het_profile *p, const struct het_tensor *node);
+double het_profile_predict_cost(const het_profile *p, const struct het_op_cost *cost);
+/* Roofline guess (device-wide peaks, no per-class fit): never NAN for a
+ * profile with a roofline; what the planner uses when predict is NAN. */
+double het_profile_predict_roofline(const het_profile *p, const struct het_op_cost *cost);
+/* Does the profile know how to cost node? (a fit for its class and type) */
+bool   het_profile_has_model(const het_profile *p, const struct het_tensor *node);
+
+/* ---------------------------------------------------------------------------
+ * Hand-offs                                                                 */
+
+enum het_status het_profile_set_handoff(het_profile *p, const struct het_handoff *h, het_error *err);
+/* Hand-off to device `to`; false when never measured. */
+bool het_profile_get_handoff(const het_profile *p, const char *to, struct het_handoff *out);
+int  het_profile_n_handoffs(const het_profile *p);
+const struct het_handoff *het_profile_handoff_at(const het_profile *p, int i);
+
+/* ---------------------------------------------------------------------------
+ * Files                                                                     */
+
+/* Serialise as one JSON object (malloc'ed string; free()). NULL on error. */
+char           *het_profile_to_json(const het_profile *p, het_error *err);
+/* Parse one profile object. origin names the source in error messages;
+ * errors name the offending JSON field ("models[2].gbps: expected a number"). */
+het_profile    *het_profile_from_json(const char *text, size_t len, const char *origin, het_error *err);
+enum het_status het_profile_save(const het_profile *p, const char *path, het_error *err);
+het_profile    *het_profile_load(const char *path, het_error *err);
+/* A file holding one profile or a set ({"profiles": [...]}): up to max
+ * profiles into out (caller frees each); *n receives the count. */
+enum het_status het_profile_load_all(const char *path, het_profile **out, int max, int *n, het_error *err);
+/* Write several profiles as one set file (simulation inputs). */
+enum het_status het_profile_save_all(het_profile *const *p, int n, const char *path, het_error *err);
+
+/* The cache file for a device identity:
+ * $XDG_CACHE_HOME/het/profiles/<name>-<hash>.json (default ~/.cache). */
+enum het_status het_profile_cache_path(const char *dev_name, const char *dev_desc, char *buf, size_t size,
+                                       het_error *err);
+/* Load the cached profile of dev if it matches (device and het version):
+ * NULL with err->status HET_ERR_IO when there is none or it is stale. */
+het_profile    *het_profile_cache_load(const het_device *dev, het_error *err);
+/* Store p in the cache (creating the folders). */
+enum het_status het_profile_cache_store(const het_profile *p, het_error *err);
+
+/* An NPU's profile from its cost-model parameters (policy/profile_npu.c):
+ * the NPU formula sampled over model shapes and fitted. Never timed: the
+ * emulated NPU's wall time is the CPU's. Labelled unmeasured. */
+struct het_npu_profile;
+het_profile *het_profile_from_npu(const struct het_npu_profile *np, const char *dev_name, const char *dev_desc,
+                                  het_error *err);
+
+/* ---------------------------------------------------------------------------
+ * Calibration (policy/calibrate.c): microbenchmarks through the device
+ * vtable, exactly as the scheduler runs splits.                             */
+
+struct het_calibrate_params {
+    bool     quick;         /* fewer types, shapes and repetitions (~seconds)       */
+    uint32_t types_mask;    /* (optional) matmul weight types, bit = enum het_type;
+                               0 = a default set (quick) or every supported type   */
+    double   max_node_ms;   /* stop a sweep once one node takes longer (0: 30/200)  */
+    /* (optional) progress: fraction in [0,1] and what is being measured */
+    void   (*progress)(void *user, double fraction, const char *what);
+    void    *progress_user;
+};
+
+/* Calibrate dev into a new profile. Emulated devices are refused
+ * (HET_ERR_UNSUPPORTED): their timings would be the host's, not the device's. */
+het_profile    *het_calibrate_device(het_device *dev, const struct het_calibrate_params *params, het_error *err);
+/* Measure the hand-off from `from` to `to` and record it in `from_profile`. */
+enum het_status het_calibrate_handoff(het_device *from, het_device *to, het_profile *from_profile,
+                                      const struct het_calibrate_params *params, het_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HET_PROFILE_H */

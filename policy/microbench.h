@@ -1,0 +1,48 @@
+/*
+ * microbench.h — running small graphs on one device the way the scheduler
+ * does (register memory, prepare weights, run_split + sync), and timing
+ * them robustly. Used by calibration (calibrate.c). Internal to policy/.
+ */
+#ifndef HET_MICROBENCH_H
+#define HET_MICROBENCH_H
+
+#include "het/profile.h"
+#include "sched/device_impl.h"
+
+/* One graph with its memory: weights (leaves flagged WEIGHT) in one
+ * registered region, everything else (inputs, state, node outputs) in another. */
+struct het_mbench {
+    het_graph *g;
+    void      *wmem, *amem;       /* page-aligned regions                   */
+    size_t     wsize, asize;
+    het_device *reg[2];           /* devices the regions are registered with */
+    int        n_reg;
+};
+
+/* Robust timing of one repeated measurement. */
+struct het_mbench_timing {
+    int    min_reps, max_reps;    /* repetitions kept (after one warm-up)   */
+    double target_spread;         /* stop when (p75 - p25) / median is below */
+    double budget_us;             /* stop after this long (once min_reps)   */
+};
+
+/* Give every storage-owning tensor of mb->g memory, fill leaves with valid
+ * random data (quantised weights are real blocks), register both regions
+ * with the devices and prepare the weights. */
+enum het_status het_mbench_alloc(struct het_mbench *mb, het_device *const *devs, int n_devs, het_error *err);
+/* Unregister the regions from the devices (het_mbench_free does it too). */
+void            het_mbench_unregister(struct het_mbench *mb);
+/* Unregister, free memory and the graph. */
+void            het_mbench_free(struct het_mbench *mb);
+
+/* Median µs of `run` (one split of nodes [first, first+n) then sync) over
+ * the repetitions; *spread receives (p75 - p25) / median. */
+enum het_status het_mbench_time_split(het_device *dev, struct het_mbench *mb, int first, int n,
+                                      const struct het_mbench_timing *t, double *us, double *spread, het_error *err);
+/* The same for a hand-off: nodes [0, na) on a, synced, then [na, na+nb) on b, synced. */
+enum het_status het_mbench_time_handoff(het_device *a, het_device *b, struct het_mbench *mb, int na, int nb,
+                                        const struct het_mbench_timing *t, double *us, double *spread,
+                                        het_error *err);
+double          het_mbench_now_us(void);
+
+#endif /* HET_MICROBENCH_H */

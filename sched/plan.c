@@ -1,0 +1,714 @@
+/*
+ * plan.c — the planner (see het/plan.h): node costs per device from the
+ * profiles, producer edges (including those through persistent state: a
+ * CPY into the KV cache feeds the attention that reads the cache), then
+ * placement by policy, dynamic programming or list scheduling, and the
+ * exact evaluation of a placement that every method is judged by.
+ *
+ * Pure: reads the graph and the profiles, calls the supports callback,
+ * touches no device and no global state.
+ */
+#include "het/plan.h"
+
+#include <fnmatch.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXD      HET_PLAN_MAX_DEVICES
+#define MAX_PROD  HET_MAX_SRC
+#define REFINES   4     /* DP re-runs with the previous placement of distant producers */
+
+struct prod { int node; double bytes; };
+
+struct ctx {
+    const struct het_plan_params *p;
+    const het_graph *g;
+    int              n, nd;
+    struct het_handoff_table ho;
+    double           split_us[MAXD], switch_us[MAXD], per_byte[MAXD][MAXD];
+    bool             async[MAXD];
+    double          *cost;      /* n x nd: predicted µs; INFINITY where not allowed */
+    uint8_t         *um;        /* n x nd: prediction unmeasured                    */
+    struct prod     *prod;      /* n x MAX_PROD                                     */
+    uint8_t         *n_prod;
+    double          *adj_bytes; /* bytes node i reads from node i-1                 */
+    uint32_t        *sig;       /* kernel signature (op, types, shapes)             */
+    int16_t         *wanted;
+    uint8_t         *flags;
+};
+
+static double C(const struct ctx *c, int i, int d) { return c->cost[(size_t)i * c->nd + d]; }
+
+/* ---------------------------------------------------------------------------
+ * pins                                                                      */
+
+static int find_device(const char *name, const char *const *names, int n)
+{
+    for (int d = 0; d < n; d++)
+        if (!strcmp(names[d], name)) return d;
+    for (int d = 0; d < n; d++)
+        if (!strncmp(names[d], name, strlen(name))) return d;
+    return -1;
+}
+
+enum het_status het_plan_pins_parse(const char *spec, const char *const *dev_names, int n_devices,
+                                    struct het_plan_pin *out, int max, int *n, het_error *err)
+{
+    *n = 0;
+    char buf[1024];
+    if (snprintf(buf, sizeof buf, "%s", spec) >= (int)sizeof buf)
+        return het_error_set(err, HET_ERR_INVALID, "--pin: specification too long");
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strrchr(tok, '=');
+        if (!eq || eq == tok || !eq[1])
+            return het_error_set(err, HET_ERR_INVALID, "--pin '%s': expected PATTERN=DEVICE", tok);
+        *eq = 0;
+        if (strlen(tok) >= sizeof out->pattern)
+            return het_error_set(err, HET_ERR_INVALID, "--pin '%s': pattern longer than %zu characters", tok,
+                                 sizeof out->pattern - 1);
+        int d = find_device(eq + 1, dev_names, n_devices);
+        if (d < 0) return het_error_set(err, HET_ERR_INVALID, "--pin %s=%s: no such device in the set", tok, eq + 1);
+        if (*n >= max) return het_error_set(err, HET_ERR_INVALID, "--pin: more than %d pins", max);
+        snprintf(out[*n].pattern, sizeof out[*n].pattern, "%s", tok);
+        out[(*n)++].device = d;
+    }
+    return HET_OK;
+}
+
+int het_plan_pin_match(const struct het_plan_pin *pins, int n_pins, const struct het_tensor *node)
+{
+    for (int i = 0; i < n_pins; i++)
+        if (!fnmatch(pins[i].pattern, node->name, 0) || !fnmatch(pins[i].pattern, het_op_name(node->op), 0))
+            return i;
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------
+ * hand-off table                                                            */
+
+void het_handoff_table_from_profiles(struct het_handoff_table *t, const struct het_plan_device *devices, int n)
+{
+    memset(t, 0, sizeof *t);
+    for (int a = 0; a < n && a < MAXD; a++)
+        for (int b = 0; b < n && b < MAXD; b++) {
+            if (a == b) continue;
+            struct het_handoff h;
+            if (devices[a].profile && het_profile_get_handoff(devices[a].profile, devices[b].name, &h))
+                t->c[a][b] = (struct het_handoff_cost){ h.fixed_us, h.gbps };
+            else
+                t->c[a][b] = (struct het_handoff_cost){ HET_PLAN_DEFAULT_HANDOFF_US, 0 };
+        }
+}
+
+/* ---------------------------------------------------------------------------
+ * graph facts: producers, signatures                                        */
+
+static double dense_bytes(const struct het_tensor *t)
+{
+    const struct het_type_traits *tr = het_type_get_traits(t->type);
+    double bs = tr && tr->blck_size > 0 ? (double)tr->type_size / (double)tr->blck_size : 4.0;
+    return (double)het_nelements(t) * bs;
+}
+
+/* open-addressing map: storage owner -> last node that wrote it */
+struct owner_map { const void **key; int *val; size_t mask; };
+
+static int map_get(const struct owner_map *m, const void *k)
+{
+    for (size_t h = ((uintptr_t)k >> 4) * 0x9E3779B97F4A7C15ull & m->mask;; h = (h + 1) & m->mask) {
+        if (!m->key[h]) return -1;
+        if (m->key[h] == k) return m->val[h];
+    }
+}
+
+static void map_put(struct owner_map *m, const void *k, int v)
+{
+    size_t h = ((uintptr_t)k >> 4) * 0x9E3779B97F4A7C15ull & m->mask;
+    while (m->key[h] && m->key[h] != k) h = (h + 1) & m->mask;
+    m->key[h] = k;
+    m->val[h] = v;
+}
+
+static uint32_t signature(const struct het_tensor *t)
+{
+    uint32_t h = 2166136261u;
+    int64_t v[8] = { t->op, t->src[0] ? (int64_t)t->src[0]->type : -1, t->src[0] ? t->src[0]->ne[0] : 0,
+                     t->src[0] ? t->src[0]->ne[1] : 0, t->ne[0], t->ne[1], t->ne[2], t->type };
+    for (int i = 0; i < 8; i++) h = (h ^ (uint32_t)v[i]) * 16777619u;
+    return h;
+}
+
+static enum het_status find_producers(struct ctx *c, het_error *err)
+{
+    size_t cap = 64;
+    while (cap < (size_t)c->n * 4) cap *= 2;
+    struct owner_map m = { calloc(cap, sizeof *m.key), malloc(cap * sizeof *m.val), cap - 1 };
+    if (!m.key || !m.val) {
+        free(m.key);
+        free(m.val);
+        return het_error_set(err, HET_ERR_NOMEM, "plan: out of memory");
+    }
+    for (int i = 0; i < c->n; i++) {
+        struct het_tensor *t = het_graph_node(c->g, i);
+        struct prod *pr = &c->prod[(size_t)i * MAX_PROD];
+        c->n_prod[i] = 0;
+        c->adj_bytes[i] = 0;
+        for (int s = 0; s < HET_MAX_SRC; s++) {
+            if (!t->src[s]) continue;
+            int j = map_get(&m, het_tensor_owner(t->src[s]));
+            if (j < 0) continue;
+            double b = dense_bytes(t->src[s]);
+            int k = 0;
+            while (k < c->n_prod[i] && pr[k].node != j) k++;
+            if (k == c->n_prod[i]) pr[c->n_prod[i]++] = (struct prod){ j, b };
+            else if (b > pr[k].bytes) pr[k].bytes = b;
+        }
+        for (int k = 0; k < c->n_prod[i]; k++)
+            if (pr[k].node == i - 1) c->adj_bytes[i] += pr[k].bytes;
+        c->sig[i] = signature(t);
+        map_put(&m, het_tensor_owner(t), i);
+    }
+    free(m.key);
+    free(m.val);
+    return HET_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * costs and the policy's allowed devices                                    */
+
+static void device_figures(struct ctx *c)
+{
+    for (int d = 0; d < c->nd; d++) {
+        const het_profile *pr = c->p->devices[d].profile;
+        struct het_profile_device_costs dc = { 0 };
+        if (pr) het_profile_get_device_costs(pr, &dc);
+        c->split_us[d] = isfinite(dc.split_us) ? dc.split_us : 0;
+        c->switch_us[d] = isfinite(dc.kernel_switch_us) ? dc.kernel_switch_us : 0;
+        c->async[d] = dc.async;
+        for (int e = 0; e < c->nd; e++) {
+            double g = c->ho.c[e][d].gbps;
+            c->per_byte[e][d] = e != d && g > 0 ? 1.0 / (g * 1e3) : 0;
+        }
+    }
+}
+
+/* prediction of a node costing oc on device d; *um set when it is not a measurement */
+static double predict(const struct ctx *c, int d, const struct het_op_cost *oc, bool *um)
+{
+    const het_profile *pr = c->p->devices[d].profile;
+    *um = true;
+    if (!pr) return 0;
+    double v = het_profile_predict_cost(pr, oc);
+    if (!isnan(v)) {
+        *um = !het_profile_is_measured(pr);
+        return v;
+    }
+    v = het_profile_predict_roofline(pr, oc);
+    return isnan(v) ? 0 : v;
+}
+
+static bool can_run(const struct ctx *c, int d, const struct het_tensor *t)
+{
+    return !c->p->devices[d].disabled && c->p->supports(c->p->supports_user, d, t);
+}
+
+static int first_capable(const struct ctx *c, int i)
+{
+    for (int d = 0; d < c->nd; d++)
+        if (!isnan(C(c, i, d))) return d;
+    return -1;
+}
+
+/* Costs of every node on every device (NAN: cannot run), and the device the
+ * policy or a pin wants (-1: any). */
+static enum het_status node_costs(struct ctx *c, struct het_plan *out, het_error *err)
+{
+    for (int i = 0; i < c->n; i++) {
+        struct het_tensor *t = het_graph_node(c->g, i);
+        struct het_plan_node *pn = &out->nodes[i];
+        memset(pn, 0, sizeof *pn);
+        for (int d = 0; d < MAXD; d++) pn->alt_us[d] = NAN;
+        bool any = false;
+        struct het_op_cost oc;
+        het_op_cost_of(t, &oc);
+        for (int d = 0; d < c->nd; d++) {
+            bool um = false;
+            double v = can_run(c, d, t) ? predict(c, d, &oc, &um) : NAN;
+            pn->alt_us[d] = v;
+            c->cost[(size_t)i * c->nd + d] = v;
+            c->um[(size_t)i * c->nd + d] = um;
+            any |= !isnan(v);
+        }
+        if (!any)
+            return het_error_set(err, HET_ERR_UNSUPPORTED, "plan: no device supports %s '%s' (%s)",
+                                 het_op_name(t->op), t->name, t->src[0] ? het_type_name(t->src[0]->type) : "-");
+        int pin = het_plan_pin_match(c->p->pins, c->p->n_pins, t);
+        c->flags[i] = pin >= 0 ? HET_PLAN_PINNED : 0;
+        c->wanted[i] = (int16_t)(pin >= 0 ? c->p->pins[pin].device
+                                 : c->p->policy == HET_PLAN_SINGLE ? c->p->single
+                                 : c->p->policy == HET_PLAN_FIRST ? first_capable(c, i) : -1);
+    }
+    return HET_OK;
+}
+
+static enum het_status fallback(struct ctx *c, int i, int want, het_error *err)
+{
+    const struct het_tensor *t = het_graph_node(c->g, i);
+    c->flags[i] |= HET_PLAN_FALLBACK;
+    if (c->p->strict)
+        return het_error_set(err, HET_ERR_UNSUPPORTED, "plan: --strict: %s '%s' (%s) cannot run on %s%s",
+                             het_op_name(t->op), t->name, t->src[0] ? het_type_name(t->src[0]->type) : "-",
+                             c->p->devices[want].name, (c->flags[i] & HET_PLAN_PINNED) ? " (pinned)" : "");
+    return HET_OK;
+}
+
+/* Restrict each node to its wanted device where it can run there; a node
+ * that cannot is a fallback and keeps every device that can run it. */
+static enum het_status restrict_to_wanted(struct ctx *c, het_error *err)
+{
+    for (int i = 0; i < c->n; i++) {
+        int w = c->wanted[i];
+        if (w < 0) continue;
+        if (w >= c->nd || isnan(C(c, i, w))) {
+            enum het_status st = fallback(c, i, w < c->nd ? w : 0, err);
+            if (st != HET_OK) return st;
+            continue;
+        }
+        for (int d = 0; d < c->nd; d++)
+            if (d != w) c->cost[(size_t)i * c->nd + d] = NAN;
+    }
+    return HET_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * exact evaluation of a placement (one split after another)                 */
+
+/* Serial µs of assign; fills enter[i] (split start, hand-off, kernel switch). */
+static double evaluate(const struct ctx *c, const int *assign, double *enter)
+{
+    uint32_t last_sig[MAXD] = { 0 };
+    bool has_sig[MAXD] = { false };
+    double total = 0;
+    for (int i = 0; i < c->n; i++) {
+        int d = assign[i];
+        double e = 0;
+        if (i == 0 || assign[i - 1] != d) e += c->split_us[d] + (i ? c->ho.c[assign[i - 1]][d].fixed_us : 0);
+        const struct prod *pr = &c->prod[(size_t)i * MAX_PROD];
+        for (int k = 0; k < c->n_prod[i]; k++) e += pr[k].bytes * c->per_byte[assign[pr[k].node]][d];
+        if (c->switch_us[d] > 0 && (!has_sig[d] || last_sig[d] != c->sig[i])) {
+            e += c->switch_us[d];
+            last_sig[d] = c->sig[i];
+            has_sig[d] = true;
+        }
+        if (enter) enter[i] = e;
+        total += e + C(c, i, d);
+    }
+    return total;
+}
+
+/* ---------------------------------------------------------------------------
+ * dynamic programming along the topological order                           */
+
+/* hand-off of node i's distant producers (placed by ref) into device d */
+static double distant_cost(const struct ctx *c, const int *ref, int i, int d)
+{
+    if (!ref) return 0;
+    double e = 0;
+    const struct prod *pr = &c->prod[(size_t)i * MAX_PROD];
+    for (int k = 0; k < c->n_prod[i]; k++)
+        if (pr[k].node < i - 1) e += pr[k].bytes * c->per_byte[ref[pr[k].node]][d];
+    return e;
+}
+
+static double step_cost(const struct ctx *c, int i, int p, int d)
+{
+    if (p == d) return c->switch_us[d] > 0 && c->sig[i] != c->sig[i - 1] ? c->switch_us[d] : 0;
+    return c->split_us[d] + c->switch_us[d] + c->ho.c[p][d].fixed_us + c->adj_bytes[i] * c->per_byte[p][d];
+}
+
+/* best[] and back[] are n x nd work arrays; the placement goes to assign */
+static void dp_solve(const struct ctx *c, const int *ref, double *best, int8_t *back, int *assign)
+{
+    int nd = c->nd;
+    for (int d = 0; d < nd; d++)
+        best[d] = isnan(C(c, 0, d)) ? INFINITY : c->split_us[d] + c->switch_us[d] + C(c, 0, d);
+    for (int i = 1; i < c->n; i++) {
+        double *row = &best[(size_t)i * nd];
+        const double *prev = &best[(size_t)(i - 1) * nd];
+        for (int d = 0; d < nd; d++) {
+            row[d] = INFINITY;
+            back[(size_t)i * nd + d] = -1;
+            if (isnan(C(c, i, d))) continue;
+            for (int p = 0; p < nd; p++) {
+                if (!isfinite(prev[p])) continue;
+                double v = prev[p] + step_cost(c, i, p, d);
+                if (v < row[d]) {
+                    row[d] = v;
+                    back[(size_t)i * nd + d] = (int8_t)p;
+                }
+            }
+            row[d] += C(c, i, d) + distant_cost(c, ref, i, d);
+        }
+    }
+    int d = 0;
+    const double *last = &best[(size_t)(c->n - 1) * nd];
+    for (int k = 1; k < nd; k++)
+        if (last[k] < last[d]) d = k;
+    for (int i = c->n - 1; i >= 0; i--) {
+        assign[i] = d;
+        if (i > 0) d = back[(size_t)i * nd + d];
+    }
+}
+
+/* DP, then re-run with the previous answer placing distant producers, keeping the best. */
+static double plan_dp(const struct ctx *c, int *assign, het_error *err)
+{
+    size_t cells = (size_t)c->n * c->nd;
+    double *best = malloc(cells * sizeof *best);
+    int8_t *back = malloc(cells);
+    int *cand = malloc((size_t)c->n * sizeof *cand);
+    if (!best || !back || !cand) {
+        free(best); free(back); free(cand);
+        het_error_set(err, HET_ERR_NOMEM, "plan: out of memory");
+        return NAN;
+    }
+    dp_solve(c, NULL, best, back, assign);
+    double best_total = evaluate(c, assign, NULL);
+    for (int r = 0; r < REFINES; r++) {
+        dp_solve(c, assign, best, back, cand);
+        double v = evaluate(c, cand, NULL);
+        bool same = !memcmp(cand, assign, (size_t)c->n * sizeof *cand);
+        if (v < best_total) {
+            best_total = v;
+            memcpy(assign, cand, (size_t)c->n * sizeof *cand);
+        }
+        if (same || !(v < best_total + 1e-9)) break;
+    }
+    free(best); free(back); free(cand);
+    return best_total;
+}
+
+/* ---------------------------------------------------------------------------
+ * overlap: simulating the executor, and list scheduling on it               */
+
+struct sim {
+    double   host;              /* the issuing thread's clock                   */
+    double   free[MAXD];        /* when each device finishes what it was given  */
+    bool     pending[MAXD];     /* work not yet waited for                      */
+    int      cur;               /* device of the open split (-1 none)           */
+    uint32_t charged;           /* producers' devices already handed off (split) */
+    uint32_t last_sig[MAXD];
+    bool     has_sig[MAXD];
+};
+
+static void sim_init(struct sim *s)
+{
+    memset(s, 0, sizeof *s);
+    s->cur = -1;
+}
+
+/* Run node i on d after everything so far; returns its finish time. */
+static double sim_step(const struct ctx *c, struct sim *s, const int *assign, int i, int d)
+{
+    double host = s->host, over = 0;
+    if (s->cur != d) {
+        s->cur = d;
+        s->charged = 0;
+        over += c->split_us[d];
+    }
+    const struct prod *pr = &c->prod[(size_t)i * MAX_PROD];
+    for (int k = 0; k < c->n_prod[i]; k++) {
+        int q = assign[pr[k].node];
+        if (q == d) continue;
+        if (s->pending[q]) { /* the executor waits for the producer's device */
+            host = fmax(host, s->free[q]);
+            s->pending[q] = false;
+        }
+        if (!(s->charged >> q & 1u)) {
+            host += c->ho.c[q][d].fixed_us;
+            s->charged |= 1u << q;
+        }
+        host += pr[k].bytes * c->per_byte[q][d];
+    }
+    if (c->switch_us[d] > 0 && (!s->has_sig[d] || s->last_sig[d] != c->sig[i])) {
+        over += c->switch_us[d];
+        s->last_sig[d] = c->sig[i];
+        s->has_sig[d] = true;
+    }
+    double start = fmax(host, s->free[d]);
+    s->free[d] = start + over + C(c, i, d);
+    if (c->async[d]) {
+        s->pending[d] = true;
+        s->host = host;
+    } else {
+        s->host = s->free[d];
+    }
+    return s->free[d];
+}
+
+static double sim_end(const struct ctx *c, const struct sim *s)
+{
+    double t = s->host;
+    for (int d = 0; d < c->nd; d++) t = fmax(t, s->free[d]);
+    return t;
+}
+
+static double simulate(const struct ctx *c, const int *assign)
+{
+    struct sim s;
+    sim_init(&s);
+    for (int i = 0; i < c->n; i++) sim_step(c, &s, assign, i, assign[i]);
+    return sim_end(c, &s);
+}
+
+/* is (fin, host, cost) of candidate a better than b's? (ties: the host free
+ * sooner, so an asynchronous device's work overlaps what the host does next) */
+static bool better(double fa, double ha, double ca, double fb, double hb, double cb)
+{
+    const double eps = 1e-9;
+    if (fa < fb - eps) return true;
+    if (fa > fb + eps) return false;
+    if (ha < hb - eps) return true;
+    if (ha > hb + eps) return false;
+    return ca < cb - eps;
+}
+
+/* HEFT-like: in topological order, each node where it would finish first. */
+static void plan_list(const struct ctx *c, int *assign)
+{
+    struct sim s;
+    sim_init(&s);
+    for (int i = 0; i < c->n; i++) {
+        int best = -1;
+        double bf = INFINITY, bh = INFINITY, bc = INFINITY;
+        struct sim keep = s;
+        for (int d = 0; d < c->nd; d++) {
+            if (isnan(C(c, i, d))) continue;
+            struct sim t = keep;
+            assign[i] = d;
+            double fin = sim_step(c, &t, assign, i, d);
+            if (best < 0 || better(fin, t.host, C(c, i, d), bf, bh, bc)) {
+                best = d;
+                bf = fin;
+                bh = t.host;
+                bc = C(c, i, d);
+                s = t;
+            }
+        }
+        assign[i] = best;
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * alternate: change device at every split                                   */
+
+static enum het_status plan_alternate(struct ctx *c, int *assign, het_error *err)
+{
+    int cur = -1;
+    for (int i = 0; i < c->n; i++) {
+        int want = c->wanted[i];
+        if (want < 0) {
+            want = cur < 0 ? 0 : (cur + 1) % c->nd;
+            for (int k = 0; k < c->nd && c->p->devices[want].disabled; k++) want = (want + 1) % c->nd;
+            c->wanted[i] = (int16_t)want;
+        }
+        int d = want;
+        if (isnan(C(c, i, want))) {
+            enum het_status st = fallback(c, i, want, err);
+            if (st != HET_OK) return st;
+            for (d = 0; d < c->nd && (d == want || isnan(C(c, i, d))); d++) {}
+            if (d == c->nd) d = first_capable(c, i);
+        }
+        assign[i] = d;
+        cur = d;
+    }
+    return HET_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * the plan                                                                  */
+
+static enum het_status reserve(struct het_plan *out, int n, het_error *err)
+{
+    if (n <= out->cap_nodes) return HET_OK;
+    struct het_plan_node *nn = realloc(out->nodes, (size_t)n * sizeof *nn);
+    if (nn) out->nodes = nn;
+    struct het_plan_split *ns = realloc(out->splits, (size_t)n * sizeof *ns);
+    if (ns) out->splits = ns;
+    if (!nn || !ns) return het_error_set(err, HET_ERR_NOMEM, "plan: out of memory for %d nodes", n);
+    out->cap_nodes = n;
+    return HET_OK;
+}
+
+static void fill_plan(const struct ctx *c, const int *assign, const double *enter, struct het_plan *out)
+{
+    out->n_splits = 0;
+    out->n_fallbacks = out->n_unmeasured = 0;
+    out->serial_us = out->handoff_us = 0;
+    for (int i = 0; i < c->n; i++) {
+        struct het_plan_node *pn = &out->nodes[i];
+        int d = assign[i];
+        pn->device = (int16_t)d;
+        pn->wanted = c->wanted[i] >= 0 ? c->wanted[i] : (int16_t)d;
+        pn->flags = c->flags[i] | (c->um[(size_t)i * c->nd + d] ? HET_PLAN_UNMEASURED : 0);
+        pn->pred_us = pn->alt_us[d];
+        pn->enter_us = enter[i];
+        out->n_fallbacks += (pn->flags & HET_PLAN_FALLBACK) != 0;
+        out->n_unmeasured += (pn->flags & HET_PLAN_UNMEASURED) != 0;
+        out->serial_us += enter[i] + pn->pred_us;
+        out->handoff_us += enter[i];
+        if (!out->n_splits || out->splits[out->n_splits - 1].device != d)
+            out->splits[out->n_splits++] = (struct het_plan_split){ d, i, 0, 0 };
+        struct het_plan_split *sp = &out->splits[out->n_splits - 1];
+        sp->n++;
+        sp->pred_us += enter[i] + pn->pred_us;
+    }
+}
+
+static enum het_status ctx_init(struct ctx *c, const struct het_plan_params *p, const het_graph *g, het_error *err)
+{
+    memset(c, 0, sizeof *c);
+    c->p = p;
+    c->g = g;
+    c->n = het_graph_n_nodes(g);
+    c->nd = p->n_devices;
+    if (c->nd < 1 || c->nd > MAXD || !p->supports)
+        return het_error_set(err, HET_ERR_INVALID, "plan: need 1..%d devices and a supports callback", MAXD);
+    if (p->policy == HET_PLAN_SINGLE && (p->single < 0 || p->single >= c->nd))
+        return het_error_set(err, HET_ERR_INVALID, "plan: single-device policy names device %d of %d", p->single,
+                             c->nd);
+    if (p->handoffs) c->ho = *p->handoffs;
+    else het_handoff_table_from_profiles(&c->ho, p->devices, c->nd);
+    device_figures(c);
+    size_t n = (size_t)(c->n ? c->n : 1), cells = n * (size_t)c->nd;
+    c->cost = malloc(cells * sizeof *c->cost);
+    c->um = malloc(cells);
+    c->prod = malloc(n * MAX_PROD * sizeof *c->prod);
+    c->n_prod = malloc(n);
+    c->adj_bytes = malloc(n * sizeof *c->adj_bytes);
+    c->sig = malloc(n * sizeof *c->sig);
+    c->wanted = malloc(n * sizeof *c->wanted);
+    c->flags = malloc(n);
+    if (!c->cost || !c->um || !c->prod || !c->n_prod || !c->adj_bytes || !c->sig || !c->wanted || !c->flags)
+        return het_error_set(err, HET_ERR_NOMEM, "plan: out of memory");
+    return HET_OK;
+}
+
+static void ctx_free(struct ctx *c)
+{
+    free(c->cost); free(c->um); free(c->prod); free(c->n_prod);
+    free(c->adj_bytes); free(c->sig); free(c->wanted); free(c->flags);
+}
+
+static enum het_status place(struct ctx *c, struct het_plan *out, int *assign, het_error *err)
+{
+    if (c->p->policy == HET_PLAN_ALTERNATE) {
+        out->method = "alternate";
+        return plan_alternate(c, assign, err);
+    }
+    enum het_status st = restrict_to_wanted(c, err);
+    if (st != HET_OK) return st;
+    out->method = "dp";
+    if (isnan(plan_dp(c, assign, err))) return HET_ERR_NOMEM;
+    if (!c->p->overlap || c->nd < 2) return HET_OK;
+    int *alt = malloc((size_t)c->n * sizeof *alt);
+    if (!alt) return het_error_set(err, HET_ERR_NOMEM, "plan: out of memory");
+    plan_list(c, alt);
+    if (simulate(c, alt) < simulate(c, assign) - 1e-9) {
+        memcpy(assign, alt, (size_t)c->n * sizeof *alt);
+        out->method = "list";
+    }
+    free(alt);
+    return HET_OK;
+}
+
+enum het_status het_plan_build(const struct het_plan_params *p, const het_graph *g, struct het_plan *out,
+                               het_error *err)
+{
+    struct ctx c;
+    int *assign = NULL;
+    double *enter = NULL;
+    enum het_status st = ctx_init(&c, p, g, err);
+    if (st == HET_OK) st = reserve(out, c.n, err);
+    if (st == HET_OK) {
+        out->n_nodes = c.n;
+        out->n_devices = c.nd;
+        assign = malloc((size_t)(c.n ? c.n : 1) * sizeof *assign);
+        enter = malloc((size_t)(c.n ? c.n : 1) * sizeof *enter);
+        if (!assign || !enter) st = het_error_set(err, HET_ERR_NOMEM, "plan: out of memory");
+    }
+    if (st == HET_OK) st = find_producers(&c, err);
+    if (st == HET_OK) st = node_costs(&c, out, err);
+    if (st == HET_OK && c.n > 0) st = place(&c, out, assign, err);
+    if (st == HET_OK) {
+        evaluate(&c, assign, enter);
+        fill_plan(&c, assign, enter, out);
+        out->total_us = p->overlap && c.nd > 1 && c.n > 0 ? simulate(&c, assign) : out->serial_us;
+    }
+    free(assign);
+    free(enter);
+    ctx_free(&c);
+    return st;
+}
+
+void het_plan_free(struct het_plan *plan)
+{
+    if (!plan) return;
+    free(plan->nodes);
+    free(plan->splits);
+    memset(plan, 0, sizeof *plan);
+}
+
+enum het_status het_plan_copy(struct het_plan *dst, const struct het_plan *src, het_error *err)
+{
+    enum het_status st = reserve(dst, src->n_nodes > 0 ? src->n_nodes : 1, err);
+    if (st != HET_OK) return st;
+    int cap = dst->cap_nodes;
+    struct het_plan_node *nodes = dst->nodes;
+    struct het_plan_split *splits = dst->splits;
+    *dst = *src;
+    dst->cap_nodes = cap;
+    dst->nodes = nodes;
+    dst->splits = splits;
+    memcpy(nodes, src->nodes, (size_t)src->n_nodes * sizeof *nodes);
+    memcpy(splits, src->splits, (size_t)src->n_splits * sizeof *splits);
+    return HET_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * crossover between two devices' fitted models                              */
+
+static double mm_time(const het_profile *p, enum het_type wt, int64_t n, int64_t k, double m, double extra)
+{
+    const struct het_type_traits *tr = het_type_get_traits(wt);
+    double bpe = tr && tr->blck_size ? (double)tr->type_size / (double)tr->blck_size : 4;
+    struct het_op_cost c = { .cls = HET_OPCLASS_MATMUL, .wtype = wt, .m = m, .flops = 2.0 * (double)n * (double)k * m,
+                             .bytes = (double)n * (double)k * bpe + (double)(k + n) * m * 4.0 };
+    return het_profile_predict_cost(p, &c) + extra;
+}
+
+double het_plan_crossover(const het_profile *a, const het_profile *b, enum het_type wt, int64_t n, int64_t k,
+                          double handoff_us, double *flops)
+{
+    if (isnan(mm_time(a, wt, n, k, 1, 0)) || isnan(mm_time(b, wt, n, k, 1, 0))) return NAN;
+    double lo = 1, hi = 1;
+    while (hi <= 65536 && !(mm_time(b, wt, n, k, hi, handoff_us) < mm_time(a, wt, n, k, hi, 0))) {
+        lo = hi;
+        hi *= 2;
+    }
+    if (hi > 65536) return NAN;
+    if (hi == 1) {
+        if (flops) *flops = 2.0 * (double)n * (double)k;
+        return 0;
+    }
+    while (hi - lo > 1) { /* smallest M in (lo, hi] where b wins */
+        double mid = floor((lo + hi) / 2);
+        if (mm_time(b, wt, n, k, mid, handoff_us) < mm_time(a, wt, n, k, mid, 0)) hi = mid;
+        else lo = mid;
+    }
+    if (flops) *flops = 2.0 * (double)n * (double)k * hi;
+    return hi;
+}

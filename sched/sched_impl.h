@@ -1,0 +1,63 @@
+/*
+ * sched_impl.h — the insides of het_sched, shared by the scheduler object
+ * (sched.c: devices, scratch, plans and their cache, recovery) and the
+ * executor (exec.c: running a plan's splits). Internal to sched/.
+ */
+#ifndef HET_SCHED_IMPL_H
+#define HET_SCHED_IMPL_H
+
+#include "het/sched.h"
+#include "sched/device_impl.h"
+
+#define HET_MAX_DEVICES  8
+#define HET_PLAN_CACHE   8
+
+struct het_plan_cache_entry {
+    uint64_t        key;        /* graph shape hash (0: empty)         */
+    uint32_t        disabled;   /* device set the plan was made for    */
+    struct het_plan plan;
+};
+
+/* memory a device may still be reading or writing (overlap executor) */
+struct het_span { uintptr_t lo, hi; };
+struct het_span_list { struct het_span *v; int n, cap; };
+
+struct het_sched {
+    het_device          *devices[HET_MAX_DEVICES];
+    int                  n_devices;
+    struct het_sched_params params;
+    const het_profile   *profiles[HET_MAX_DEVICES];
+    het_profile         *owned_profiles[HET_MAX_DEVICES]; /* defaults made here */
+    struct het_plan_pin  pins[HET_SCHED_MAX_PINS];
+    uint32_t             disabled;       /* devices that failed: never planned on */
+
+    void                *scratch;        /* host region shared by all devices */
+    size_t               scratch_size;
+
+    struct het_plan_cache_entry cache[HET_PLAN_CACHE];
+    int                  cache_next;
+    const struct het_plan *last;         /* plan of the last compute           */
+
+    bool                 measure;        /* one node a split, timed            */
+    bool                 dry_run;        /* plan only                          */
+    const het_graph     *last_graph;
+    double              *node_us;
+    int                  n_node_us, cap_node_us;
+
+    struct het_span_list reads[HET_MAX_DEVICES], writes[HET_MAX_DEVICES]; /* pending per device */
+    bool                 pending[HET_MAX_DEVICES];
+
+    struct het_sched_stats stats;
+};
+
+void het_sched_log(het_sched *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Run plan's splits on g (exec.c). On a device's failure, *failed is its
+ * index (else -1) and the error is returned. */
+enum het_status het_sched_execute(het_sched *s, het_graph *g, const struct het_plan *plan, int *failed,
+                                  het_error *err);
+/* Wait for every device with work in flight; errors are ignored (recovery). */
+void            het_sched_drain(het_sched *s);
+void            het_sched_exec_free(het_sched *s);
+
+#endif /* HET_SCHED_IMPL_H */
