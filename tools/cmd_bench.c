@@ -121,6 +121,14 @@ int cmd_bench(int argc, char **argv)
                    "read bandwidth / %.1f MB per token\n",
                    o.tg, tg.med, tg.min, tg.max, tg.n, bound, bw, dbytes / 1e6);
     }
+    if (o.plan.ops) { /* per op class rates beside the device's roofline */
+        het_profile *prof[4] = { 0 };
+        if (hr_profiles_for(s.devices, s.n_devices, &o.plan, false, prof))
+            for (int i = 0; i < s.n_devices; i++) {
+                hr_print_ops(stdout, prof[i]);
+                het_profile_free(prof[i]);
+            }
+    }
     hr_print_stats(&s, &o);
     rc = 0;
 done:

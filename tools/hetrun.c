@@ -17,6 +17,8 @@ static const struct {
     { "bench",    cmd_bench,    "measure prefill and decode tokens/s" },
     { "mkmodel",  cmd_mkmodel,  "write a random-weight model of a real architecture and shape" },
     { "devices",  cmd_devices,  "list the devices het can use" },
+    { "plan",     cmd_plan,     "show where each node of a graph runs and why" },
+    { "calibrate", cmd_calibrate, "measure each device into a cost profile" },
     { "serve",    cmd_serve,    "serve the model over HTTP (OpenAI-compatible API)" },
 };
 

@@ -12,7 +12,10 @@
 
 #include "het/device.h"
 #include "het/model.h"
+#include "het/plan.h"
+#include "het/profile.h"
 #include "het/sched.h"
+#include "tools/hr_profile.h"
 
 struct hr_opts {
     const char *cmd;
@@ -55,6 +58,7 @@ struct hr_opts {
     const char *long_devices; /* --long-devices (default: as --devices)  */
     int         long_ctx;     /* --long-ctx                              */
     int         long_parallel;/* serve --long-parallel (default --parallel) */
+    struct hr_plan_opts plan; /* --profile --pin --recalibrate --overlap (--ops) */
     int         argc_rest;    /* positional arguments left               */
     char      **argv_rest;
 };
@@ -69,6 +73,10 @@ const char *hr_default_model(void);
 struct hr_session {
     het_device  *devices[4];
     int          n_devices;
+    het_profile *profiles[4];  /* per device (owned); NULL: unmeasured default */
+    struct het_plan_pin pins[HET_SCHED_MAX_PINS];
+    uint32_t     seen[64];     /* hashes of log lines already shown           */
+    int          n_seen;
     het_sched   *sched;
     het_model   *model;
     het_context *ctx;
@@ -97,6 +105,7 @@ int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_mkmodel(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
+/* plan and calibrate live in cmd_plan.c / cmd_calibrate.c (see hr_profile.h) */
 int cmd_serve(int argc, char **argv);
 
 #endif /* HETRUN_H */

@@ -41,7 +41,7 @@ static const struct flag flags[] = {
     { "-c|--ctx",       K_INT,   F(n_ctx),       1, 1 << 24, "context length in tokens" },
     { "--device",       K_STR,   F(device),      0, 0,   "run everything on one device: cpu, vulkan, vulkan:N" },
     { "--devices",      K_STR,   F(devices),     0, 0,   "device set, in priority order: cpu,vulkan" },
-    { "--policy",       K_STR,   F(policy),      0, 0,   "placement policy: first | single:DEV | alternate" },
+    { "--policy",       K_STR,   F(policy),      0, 0,   "placement: fastest (measured plan, default) | first | single:DEV | alternate" },
     { "--npu",          K_STR,   F(npu),         0, 0,   "NPU mode for the 'npu' device: hardware | emulate (default: $HET_NPU, else hardware)" },
     { "--strict",       K_BOOL,  F(strict),      0, 0,   "a fallback (op run off its planned device) is an error" },
     { "--no-bos",       K_BOOL,  F(no_bos),      0, 0,   "do not add the BOS token" },
@@ -163,9 +163,18 @@ static bool set_value(struct hr_opts *o, const struct flag *f, const char *flagn
     return false;
 }
 
+/* the placement/planning flags hr_profile.c owns, per command */
+static const char *plan_flags_for(const char *cmd)
+{
+    if (!strcmp(cmd, "bench")) return "--profile --pin --recalibrate --overlap --ops";
+    if (!strcmp(cmd, "run") || !strcmp(cmd, "logits")) return "--profile --pin --recalibrate --overlap";
+    return "";
+}
+
 bool hr_parse(struct hr_opts *o, const char *cmd, const char *allowed, int argc, char **argv)
 {
     memset(o, 0, sizeof *o);
+    if (!hr_take_plan_flags(cmd, plan_flags_for(cmd), &argc, argv, &o->plan)) return false;
     o->cmd = cmd;
     o->n_predict = -1;
     o->temp = 0.8f;
@@ -181,6 +190,7 @@ bool hr_parse(struct hr_opts *o, const char *cmd, const char *allowed, int argc,
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             print_help(cmd, allowed);
+            hr_plan_flags_help(plan_flags_for(cmd));
             exit(0);
         }
         if (a[0] != '-' || !a[1]) {

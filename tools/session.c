@@ -68,11 +68,17 @@ static het_device *open_device(const struct hr_opts *o, const char *spec, het_er
     return NULL;
 }
 
+/* Fallbacks are counted by the scheduler; each distinct message is shown once. */
 static void log_line(void *user, const char *line)
 {
     struct hr_session *s = user;
+    uint32_t h = 2166136261u;
+    for (const char *c = line; *c; c++) h = (h ^ (uint8_t)*c) * 16777619u;
+    for (int i = 0; i < s->n_seen && i < (int)(sizeof s->seen / sizeof s->seen[0]); i++)
+        if (s->seen[i] == h) return;
+    if (s->n_seen < (int)(sizeof s->seen / sizeof s->seen[0])) s->seen[s->n_seen++] = h;
     s->fallback_lines++;
-    fprintf(stderr, "het: %s\n", line);
+    fprintf(stderr, "het: %s%s\n", line, s->n_seen == (int)(sizeof s->seen / sizeof s->seen[0]) ? " (further messages suppressed)" : "");
 }
 
 static bool open_devices(struct hr_session *s, const struct hr_opts *o)
@@ -93,29 +99,24 @@ static bool open_devices(struct hr_session *s, const struct hr_opts *o)
         s->devices[s->n_devices++] = d;
     }
     struct het_sched_params sp = {
-        .devices = s->devices, .n_devices = s->n_devices, .policy = HET_POLICY_FIRST, .strict = o->strict,
+        .devices = s->devices, .n_devices = s->n_devices, .strict = o->strict, .overlap = o->plan.overlap,
         .log = log_line, .log_user = s,
     };
-    if (o->policy) {
-        if (!strcmp(o->policy, "first") || !strcmp(o->policy, "fastest")) {
-            sp.policy = HET_POLICY_FIRST;
-        } else if (!strcmp(o->policy, "alternate")) {
-            sp.policy = HET_POLICY_ALTERNATE;
-        } else if (!strncmp(o->policy, "single:", 7)) {
-            sp.policy = HET_POLICY_SINGLE;
-            sp.single = -1;
-            for (int i = 0; i < s->n_devices; i++)
-                if (!strcmp(het_device_name(s->devices[i]), o->policy + 7) ||
-                    !strncmp(het_device_name(s->devices[i]), o->policy + 7, strlen(o->policy + 7)))
-                    if (sp.single < 0) sp.single = i;
-            if (sp.single < 0) {
-                hr_error(o, "--policy %s: no such device in the set", o->policy);
-                return false;
-            }
-        } else {
-            hr_error(o, "--policy: unknown policy '%s' (first, single:DEV, alternate)", o->policy);
+    if (!hr_policy_parse(o->policy, s->devices, s->n_devices, &sp)) return false;
+    /* a single device needs no cost model; a set is planned from measured profiles */
+    if (s->n_devices > 1) {
+        if (!hr_profiles_for(s->devices, s->n_devices, &o->plan, !o->verbose, s->profiles)) return false;
+        sp.profiles = (const het_profile *const *)s->profiles;
+    }
+    if (o->plan.pin) {
+        const char *names[4];
+        for (int i = 0; i < s->n_devices; i++) names[i] = het_device_name(s->devices[i]);
+        if (het_plan_pins_parse(o->plan.pin, names, s->n_devices, s->pins, HET_SCHED_MAX_PINS, &sp.n_pins, &err) !=
+            HET_OK) {
+            hr_error(o, "--pin: %s", err.msg);
             return false;
         }
+        sp.pins = s->pins;
     }
     s->sched = het_sched_init(&sp, &err);
     if (!s->sched) {
@@ -160,7 +161,10 @@ void hr_session_close(struct hr_session *s)
 {
     het_context_free(s->ctx);
     het_sched_free(s->sched);
-    for (int i = 0; i < s->n_devices; i++) het_device_free(s->devices[i]);
+    for (int i = 0; i < s->n_devices; i++) {
+        het_profile_free(s->profiles[i]);
+        het_device_free(s->devices[i]);
+    }
     het_model_free(s->model);
     memset(s, 0, sizeof *s);
 }
