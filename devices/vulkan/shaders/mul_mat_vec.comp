@@ -1,0 +1,2 @@
+#version 450
+#include "mul_mat_vec.glsl"

@@ -1,0 +1,3 @@
+#version 450
+#define USE_SUBGROUP 1
+#include "rms_norm.glsl"
