@@ -7,7 +7,13 @@ ref="${HET_SHARED_DIR:-../shared}/reference"
 model="${HET_SOURCE_DIR:-.}/models/stories260K.gguf"
 hetrun="${HET_HETRUN:?HET_HETRUN must point at the hetrun binary}"
 [ -d "$ref" ] || { echo "SKIP: no reference dir $ref"; exit 77; }
-devices="${HET_TEST_DEVICES:-cpu}"
+# every device this build and machine have: the CPU, and Vulkan when a device exists
+if [ -z "${HET_TEST_DEVICES:-}" ]; then
+    HET_TEST_DEVICES=cpu
+    if "$hetrun" devices 2>/dev/null | grep -q '^vulkan[0-9]'; then HET_TEST_DEVICES="cpu vulkan"; fi
+fi
+devices="$HET_TEST_DEVICES"
+echo "devices: $devices"
 pass=0; fail=0
 for prompt_file in "$ref"/*.prompt; do
     expected_file="${prompt_file%.prompt}.expected"

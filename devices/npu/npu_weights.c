@@ -340,7 +340,8 @@ static enum het_status fill_records(struct npu_ctx *c, struct het_tensor *const 
                 }
                 for (int i = 0; i < n; i++) recs[i]->data = NULL, recs[i]->mapped = false;
                 npu_cache_close(f);
-                snprintf(c->stats.cache_note, sizeof c->stats.cache_note, "cache %s lacks some tensors; rewritten", path);
+                snprintf(c->stats.cache_note, sizeof c->stats.cache_note, "cache %.*s lacks some tensors; rewritten",
+                         (int)(sizeof c->stats.cache_note - 40), path);
             } else {
                 note(c, "cache not used", &cerr);
             }
