@@ -69,6 +69,7 @@ static struct het_tensor *attention(const struct het_model *m, het_graph *g, con
         o = het_new_tensor(g, HET_TYPE_F32, 3, ne);
         het_tensor_set_name(o, "attn.%d", il);
     }
+    if (!q || !k || !v || (n_seq > 1 && !o)) return NULL; /* the graph's status says why */
     for (int32_t s = 0; s < n_seq; s++) {
         const struct het_arch_seq *sq = &seqs[s];
         struct het_tensor *ks = k, *vs = v, *qs = q;

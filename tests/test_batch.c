@@ -107,6 +107,19 @@ int main(void)
     het_context_seq_reset(r.ctx, 1);
     CHECK(het_context_seq_n_past(r.ctx, 1) == 0 && het_context_seq_n_past(r.ctx, 0) == 14, "reset one sequence");
     rig_close(&r);
+
+    /* a wide batch: 32 sequences of one token each fit the graph arena */
+    rig_open(&r, m, 32);
+    struct het_batch_part wide[32];
+    int32_t tok[32];
+    for (int s = 0; s < 32; s++) {
+        tok[s] = 100 + s;
+        wide[s] = (struct het_batch_part){ s, 1, &tok[s] };
+    }
+    CHECK(het_context_eval_batch(r.ctx, wide, 32, false, &err) == HET_OK, "32 sequences: %s", err.msg);
+    het_context_logits(r.ctx, &n_out);
+    CHECK(n_out == 32, "32 rows, got %d", n_out);
+    rig_close(&r);
     free(ra); free(rb); free(rc);
     het_model_free(m);
     return het_test_finish();

@@ -22,13 +22,23 @@ void hr_long_opts(const struct hr_opts *o, struct hr_opts *lo)
     lo->n_ctx = o->long_ctx;
 }
 
-static bool derive_threshold(struct hr_session *s, struct hr_session *ls, const struct hr_opts *o,
+/* calibrate both routes (the long one in a session of its own, closed after) */
+static bool derive_threshold(struct hr_session *s, const struct hr_opts *lo, const struct hr_opts *o,
                              struct het_route_rule *rule)
 {
+    struct hr_session ls;
+    if (!hr_session_open(&ls, lo, true)) {
+        hr_session_close(&ls);
+        return false;
+    }
     struct het_route_cost cost[2];
     het_error err = { 0 };
-    if (het_route_calibrate(s->model, s->ctx, &cost[0], &err) != HET_OK ||
-        het_route_calibrate(ls->model, ls->ctx, &cost[1], &err) != HET_OK) {
+    het_model *const models[2] = { s->model, ls.model };
+    het_context *const ctxs[2] = { s->ctx, ls.ctx };
+    bool ok = het_route_calibrate(models, ctxs, 2, cost, &err) == HET_OK;
+    rule->n_ctx_long = het_context_n_ctx(ls.ctx);
+    hr_session_close(&ls);
+    if (!ok) {
         hr_error(o, "%s", err.msg);
         return false;
     }
@@ -41,29 +51,17 @@ bool hr_route_session(struct hr_session *s, const struct hr_opts *o, int32_t **i
 {
     struct hr_opts lo;
     hr_long_opts(o, &lo);
-    struct hr_session ls;
-    if (!hr_session_open(&ls, &lo, true)) {
-        hr_session_close(&ls);
-        return false;
-    }
     struct het_route_rule rule = {
         .has_long = true, .threshold = o->long_threshold, .n_ctx_default = het_context_n_ctx(s->ctx),
-        .n_ctx_long = het_context_n_ctx(ls.ctx),
     };
-    if (rule.threshold <= 0 && !derive_threshold(s, &ls, o, &rule)) {
-        hr_session_close(&ls);
-        return false;
-    }
+    if (rule.threshold <= 0 && !derive_threshold(s, &lo, o, &rule)) return false;
     char reason[200];
     enum het_route_id r = het_route_choose(&rule, *n_ids, o->n_predict, reason, sizeof reason);
     fprintf(stderr, "route: %s (%s) — %s\n", het_route_name(r), r == HET_ROUTE_LONG ? lo.model : o->model, reason);
-    if (r == HET_ROUTE_DEFAULT) {
-        hr_session_close(&ls);
-        return true;
-    }
+    if (r == HET_ROUTE_DEFAULT) return true;
+    /* the session is reopened in place: the scheduler keeps its address */
     hr_session_close(s);
-    *s = ls;
     free(*ids);
     *ids = NULL;
-    return hr_tokenize_prompt(s, &lo, ids, n_ids);
+    return hr_session_open(s, &lo, true) && hr_tokenize_prompt(s, &lo, ids, n_ids);
 }

@@ -1,0 +1,559 @@
+/*
+ * batcher.c — continuous batching for one route (see batcher.h).
+ *
+ * Locking: b->mu guards the queue, the slot table and every job field a
+ * reader can see (text, finish, counters, cancelled, refs). The engine
+ * thread drops the lock while it evaluates and samples; the context, the
+ * samplers and each job's prompt position (n_fed, last_tok) are touched by
+ * that thread only. A job is freed when its last reference goes: the
+ * reader's (het_job_release) and the engine's (when it leaves its slot or
+ * the queue).
+ */
+#include "serve/batcher.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "serve/utf8.h"
+
+struct het_job {
+    /* fixed at submit */
+    int32_t     *prompt;
+    int32_t      n_prompt, max_tokens;
+    char       **stop;
+    int          n_stop;
+    bool         ignore_eos;
+    het_sampler *smp;
+    uint64_t     order;
+    /* engine thread only */
+    int32_t      n_fed;        /* prompt tokens evaluated */
+    int32_t      last_tok;     /* sampled, to be evaluated next step */
+    /* under the batcher's lock */
+    int              refs;
+    bool             cancelled;
+    enum het_finish  finish;
+    char             error[256];
+    struct het_strbuf text;
+    size_t           safe;     /* text bytes that may be handed out */
+    int32_t          n_gen;
+    double           t_submit, t_first, t_end;
+    pthread_cond_t   cond;
+    het_batcher     *b;
+};
+
+struct het_batcher {
+    het_model           *model;
+    het_sched           *sched;
+    het_context         *ctx;
+    const het_tokenizer *tok;
+    int32_t              n_ctx, n_par, batch_tokens, n_vocab;
+    int                  max_queue;
+    pthread_mutex_t      mu;
+    pthread_cond_t       work;
+    pthread_t            thread;
+    bool                 running, stop;
+    het_job            **queue;    /* ring of max_queue */
+    int                  q_head, q_len;
+    het_job            **slots;    /* n_par; NULL = free */
+    uint64_t             next_order;
+    /* per step scratch (engine thread) */
+    struct het_batch_part *parts;
+    int32_t              *part_slot, *sampled;
+    struct het_batcher_stats stats;
+};
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+const char *het_finish_name(enum het_finish f)
+{
+    switch (f) {
+    case HET_FINISH_STOP:      return "stop";
+    case HET_FINISH_LENGTH:    return "length";
+    case HET_FINISH_ERROR:     return "error";
+    case HET_FINISH_CANCELLED: return "cancelled";
+    case HET_FINISH_NONE:      break;
+    }
+    return "none";
+}
+
+/* ---- jobs ------------------------------------------------------------------ */
+
+static void job_free(het_job *j)
+{
+    for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
+    free(j->stop);
+    free(j->prompt);
+    het_sampler_free(j->smp);
+    het_strbuf_free(&j->text);
+    pthread_cond_destroy(&j->cond);
+    free(j);
+}
+
+/* under b->mu */
+static void job_unref(het_job *j)
+{
+    if (--j->refs == 0) job_free(j);
+}
+
+/* under b->mu: the job ends (if it has not) and readers are woken */
+static void job_end(het_job *j, enum het_finish f, const char *error)
+{
+    if (j->finish == HET_FINISH_NONE) {
+        j->finish = f;
+        j->t_end = now_ms();
+        if (error) snprintf(j->error, sizeof j->error, "%s", error);
+    }
+    j->safe = j->text.len;
+    pthread_cond_broadcast(&j->cond);
+}
+
+static het_job *job_new(const struct het_job_params *p, int32_t n_vocab)
+{
+    het_job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&j->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    j->prompt = malloc((size_t)p->n_prompt * sizeof *j->prompt);
+    j->stop = p->n_stop > 0 ? calloc((size_t)p->n_stop, sizeof *j->stop) : NULL;
+    j->smp = het_sampler_init(&p->sampling, n_vocab);
+    bool ok = j->prompt && j->smp && (p->n_stop <= 0 || j->stop);
+    for (int i = 0; ok && i < p->n_stop; i++) {
+        ok = (j->stop[i] = strdup(p->stop[i])) != NULL;
+        j->n_stop = i + 1;
+    }
+    if (!ok) {
+        job_free(j);
+        return NULL;
+    }
+    memcpy(j->prompt, p->prompt, (size_t)p->n_prompt * sizeof *j->prompt);
+    j->n_prompt = p->n_prompt;
+    j->max_tokens = p->max_tokens;
+    j->ignore_eos = p->ignore_eos;
+    return j;
+}
+
+/* ---- text: stop strings and hold-back ---------------------------------------- */
+
+/* earliest occurrence of a stop string that ends after byte `from` */
+static bool find_stop(const het_job *j, size_t from, size_t *at)
+{
+    bool found = false;
+    for (int i = 0; i < j->n_stop; i++) {
+        size_t L = strlen(j->stop[i]);
+        if (L == 0 || L > j->text.len) continue;
+        size_t start = from + 1 > L ? from + 1 - L : 0;
+        const char *hit = memmem(j->text.p + start, j->text.len - start, j->stop[i], L);
+        if (hit && (!found || (size_t)(hit - j->text.p) < *at)) {
+            *at = (size_t)(hit - j->text.p);
+            found = true;
+        }
+    }
+    return found;
+}
+
+/* bytes at the end of the text that might begin a stop string */
+static size_t stop_holdback(const het_job *j)
+{
+    size_t hold = 0;
+    for (int i = 0; i < j->n_stop; i++) {
+        size_t L = strlen(j->stop[i]);
+        for (size_t k = L > 0 ? L - 1 : 0; k > hold; k--)
+            if (k <= j->text.len && !memcmp(j->text.p + j->text.len - k, j->stop[i], k)) {
+                hold = k;
+                break;
+            }
+    }
+    return hold;
+}
+
+/* under b->mu: the engine sampled tok for job j */
+static bool job_take_token(het_batcher *b, het_job *j, int32_t tok)
+{
+    if (j->t_first == 0) j->t_first = now_ms();
+    if (!j->ignore_eos && het_tokenizer_is_eog(b->tok, tok)) {
+        job_end(j, HET_FINISH_STOP, NULL);
+        return true;
+    }
+    j->n_gen++;
+    char piece[256];
+    int n = het_token_to_piece(b->tok, tok, piece, sizeof piece, false);
+    size_t before = j->text.len;
+    if (n > 0) het_strbuf_append(&j->text, piece, (size_t)n);
+    if (j->text.oom) {
+        job_end(j, HET_FINISH_ERROR, "out of memory for the generated text");
+        return true;
+    }
+    size_t at = 0;
+    if (find_stop(j, before, &at)) {
+        j->text.len = at;
+        j->text.p[at] = 0;
+        job_end(j, HET_FINISH_STOP, NULL);
+        return true;
+    }
+    if (j->n_gen >= j->max_tokens) {
+        job_end(j, HET_FINISH_LENGTH, NULL);
+        return true;
+    }
+    size_t hold = stop_holdback(j), tail = het_utf8_incomplete_tail(j->text.p, j->text.len);
+    size_t safe = j->text.len - (hold > tail ? hold : tail);
+    if (safe > j->safe) {
+        j->safe = safe;
+        pthread_cond_broadcast(&j->cond);
+    }
+    j->last_tok = tok;
+    return false;
+}
+
+/* ---- the engine ------------------------------------------------------------- */
+
+/* under b->mu: empty slot s, dropping the engine's reference */
+static void slot_free(het_batcher *b, int s)
+{
+    het_context_seq_reset(b->ctx, s);
+    job_unref(b->slots[s]);
+    b->slots[s] = NULL;
+    b->stats.active--;
+}
+
+/* under b->mu: end cancelled jobs, then fill free slots from the queue */
+static void reap_and_admit(het_batcher *b)
+{
+    for (int s = 0; s < b->n_par; s++)
+        if (b->slots[s] && b->slots[s]->cancelled) {
+            job_end(b->slots[s], HET_FINISH_CANCELLED, NULL);
+            slot_free(b, s);
+        }
+    for (int s = 0; s < b->n_par && b->q_len > 0; s++) {
+        if (b->slots[s]) continue;
+        while (b->q_len > 0 && !b->slots[s]) {
+            het_job *j = b->queue[b->q_head];
+            b->q_head = (b->q_head + 1) % b->max_queue;
+            b->q_len--;
+            if (j->cancelled) {
+                job_end(j, HET_FINISH_CANCELLED, NULL);
+                job_unref(j);
+                continue;
+            }
+            j->order = b->next_order++;
+            b->slots[s] = j;
+            b->stats.active++;
+        }
+    }
+    b->stats.queued = b->q_len;
+}
+
+/* under b->mu: one part per active job: decodes first, then prompt chunks
+ * oldest first within the step's token budget. Returns the part count. */
+static int build_batch(het_batcher *b, int32_t *n_tokens)
+{
+    int n = 0;
+    int32_t budget = b->batch_tokens;
+    bool reading[b->n_par]; /* a prompt still to evaluate, not in this batch yet */
+    for (int s = 0; s < b->n_par; s++) {
+        het_job *j = b->slots[s];
+        reading[s] = j && j->n_fed < j->n_prompt;
+        if (!j || reading[s]) continue;
+        b->parts[n] = (struct het_batch_part){ s, 1, &j->last_tok };
+        b->part_slot[n++] = s;
+        budget--;
+    }
+    while (budget > 0) {
+        int best = -1;
+        for (int s = 0; s < b->n_par; s++)
+            if (reading[s] && (best < 0 || b->slots[s]->order < b->slots[best]->order)) best = s;
+        if (best < 0) break;
+        het_job *j = b->slots[best];
+        int32_t chunk = j->n_prompt - j->n_fed < budget ? j->n_prompt - j->n_fed : budget;
+        b->parts[n] = (struct het_batch_part){ best, chunk, j->prompt + j->n_fed };
+        b->part_slot[n++] = best;
+        reading[best] = false;
+        budget -= chunk;
+    }
+    *n_tokens = b->batch_tokens - budget;
+    return n;
+}
+
+/* without the lock: advance prompt positions and sample where a prompt is done */
+static void sample_parts(het_batcher *b, int n)
+{
+    const float *logits = het_context_logits(b->ctx, NULL);
+    for (int i = 0; i < n; i++) {
+        het_job *j = b->slots[b->part_slot[i]];
+        b->sampled[i] = -1;
+        if (j->n_fed < j->n_prompt) {
+            j->n_fed += b->parts[i].n_tok;
+            if (j->n_fed < j->n_prompt) continue;
+        }
+        b->sampled[i] = het_sampler_sample(j->smp, logits + (size_t)i * b->n_vocab);
+    }
+}
+
+/* under b->mu */
+static void snapshot_stats(het_batcher *b, int n_parts, int32_t n_tokens)
+{
+    struct het_batcher_stats *st = &b->stats;
+    st->steps++;
+    st->step_seqs += (uint64_t)n_parts;
+    st->step_tokens += (uint64_t)n_tokens;
+    struct het_sched_stats ss;
+    het_sched_get_stats(b->sched, &ss);
+    st->fallbacks = ss.n_fallbacks;
+    int nd = het_sched_n_devices(b->sched);
+    st->n_devices = nd < 4 ? nd : 4;
+    for (int i = 0; i < st->n_devices; i++) {
+        const het_device *d = het_sched_device(b->sched, i);
+        struct het_device_stats ds;
+        het_device_get_stats(d, &ds);
+        snprintf(st->device_name[i], sizeof st->device_name[i], "%s", het_device_name(d));
+        st->device_busy_us[i] = ds.busy_us;
+        st->device_splits[i] = ds.n_splits;
+    }
+}
+
+/* under b->mu, returns with it held: evaluate one batch and publish */
+static void run_step(het_batcher *b)
+{
+    int32_t n_tokens = 0;
+    int n = build_batch(b, &n_tokens);
+    if (n == 0) return;
+    pthread_mutex_unlock(&b->mu);
+    het_error err = { 0 };
+    enum het_status st = het_context_eval_batch(b->ctx, b->parts, n, false, &err);
+    if (st == HET_OK) sample_parts(b, n);
+    pthread_mutex_lock(&b->mu);
+    for (int i = 0; i < n; i++) {
+        int s = b->part_slot[i];
+        het_job *j = b->slots[s];
+        if (st != HET_OK) {
+            job_end(j, HET_FINISH_ERROR, err.msg);
+            slot_free(b, s);
+        } else if (b->sampled[i] >= 0 && job_take_token(b, j, b->sampled[i])) {
+            slot_free(b, s);
+        }
+    }
+    snapshot_stats(b, n, n_tokens);
+}
+
+static void *engine_main(void *arg)
+{
+    het_batcher *b = arg;
+    pthread_mutex_lock(&b->mu);
+    for (;;) {
+        reap_and_admit(b);
+        if (b->stop) break;
+        if (b->stats.active == 0) {
+            pthread_cond_wait(&b->work, &b->mu);
+            continue;
+        }
+        run_step(b);
+    }
+    /* stopping: every job still here ends with an error */
+    for (int s = 0; s < b->n_par; s++)
+        if (b->slots[s]) {
+            job_end(b->slots[s], HET_FINISH_ERROR, "the server is stopping");
+            slot_free(b, s);
+        }
+    for (; b->q_len > 0; b->q_len--, b->q_head = (b->q_head + 1) % b->max_queue) {
+        job_end(b->queue[b->q_head], HET_FINISH_ERROR, "the server is stopping");
+        job_unref(b->queue[b->q_head]);
+    }
+    b->stats.queued = 0;
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+/* ---- public -------------------------------------------------------------------- */
+
+het_batcher *het_batcher_init(const struct het_batcher_params *p, het_error *err)
+{
+    het_batcher *b = calloc(1, sizeof *b);
+    if (!b) {
+        het_error_set(err, HET_ERR_NOMEM, "batcher: out of memory");
+        return NULL;
+    }
+    b->model = p->model;
+    b->sched = p->sched;
+    b->tok = het_model_tokenizer(p->model);
+    b->n_vocab = het_model_get_config(p->model)->n_vocab;
+    b->n_par = p->n_parallel > 0 ? p->n_parallel : 4;
+    b->batch_tokens = p->batch_tokens > 0 ? p->batch_tokens : 512;
+    if (b->batch_tokens < b->n_par + 1) b->batch_tokens = b->n_par + 1;
+    b->max_queue = p->max_queue > 0 ? p->max_queue : 64;
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->work, NULL);
+    b->queue = calloc((size_t)b->max_queue, sizeof *b->queue);
+    b->slots = calloc((size_t)b->n_par, sizeof *b->slots);
+    b->parts = calloc((size_t)b->n_par, sizeof *b->parts);
+    b->part_slot = calloc((size_t)b->n_par, sizeof *b->part_slot);
+    b->sampled = calloc((size_t)b->n_par, sizeof *b->sampled);
+    if (!b->queue || !b->slots || !b->parts || !b->part_slot || !b->sampled) {
+        het_error_set(err, HET_ERR_NOMEM, "batcher: out of memory");
+        het_batcher_free(b);
+        return NULL;
+    }
+    struct het_context_params cp = { .n_ctx = p->n_ctx, .n_seq = b->n_par, .sched = p->sched };
+    b->ctx = het_context_init(p->model, &cp, err);
+    if (!b->ctx) {
+        het_batcher_free(b);
+        return NULL;
+    }
+    b->n_ctx = het_context_n_ctx(b->ctx);
+    b->stats.n_parallel = b->n_par;
+    return b;
+}
+
+het_context *het_batcher_context(het_batcher *b) { return b->ctx; }
+int32_t het_batcher_n_ctx(const het_batcher *b) { return b->n_ctx; }
+
+enum het_status het_batcher_start(het_batcher *b, het_error *err)
+{
+    if (b->running) return HET_OK;
+    int rc = pthread_create(&b->thread, NULL, engine_main, b);
+    if (rc) return het_error_set(err, HET_ERR_NOMEM, "batcher: cannot start its thread (%s)", strerror(rc));
+    b->running = true;
+    return HET_OK;
+}
+
+void het_batcher_stop(het_batcher *b)
+{
+    if (!b || !b->running) return;
+    pthread_mutex_lock(&b->mu);
+    b->stop = true;
+    pthread_cond_signal(&b->work);
+    pthread_mutex_unlock(&b->mu);
+    pthread_join(b->thread, NULL);
+    b->running = false;
+}
+
+void het_batcher_free(het_batcher *b)
+{
+    if (!b) return;
+    het_batcher_stop(b);
+    het_context_free(b->ctx);
+    free(b->queue);
+    free(b->slots);
+    free(b->parts);
+    free(b->part_slot);
+    free(b->sampled);
+    pthread_cond_destroy(&b->work);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+}
+
+static enum het_submit check_job(const het_batcher *b, const struct het_job_params *p, char *msg, size_t cap)
+{
+    if (p->n_prompt < 1) {
+        snprintf(msg, cap, "the prompt has no tokens");
+        return HET_SUBMIT_INVALID;
+    }
+    if (p->max_tokens < 1 || (int64_t)p->n_prompt + p->max_tokens > b->n_ctx) {
+        snprintf(msg, cap, "prompt of %d tokens + max_tokens %d exceed the context of %d tokens", p->n_prompt,
+                 p->max_tokens, b->n_ctx);
+        return HET_SUBMIT_INVALID;
+    }
+    for (int32_t i = 0; i < p->n_prompt; i++)
+        if (p->prompt[i] < 0 || p->prompt[i] >= b->n_vocab) {
+            snprintf(msg, cap, "token %d at index %d is not in the vocabulary (0..%d)", p->prompt[i], i,
+                     b->n_vocab - 1);
+            return HET_SUBMIT_INVALID;
+        }
+    return HET_SUBMIT_OK;
+}
+
+enum het_submit het_batcher_submit(het_batcher *b, const struct het_job_params *p, het_job **out, char *msg,
+                                   size_t cap)
+{
+    *out = NULL;
+    enum het_submit r = check_job(b, p, msg, cap);
+    if (r != HET_SUBMIT_OK) return r;
+    het_job *j = job_new(p, b->n_vocab);
+    if (!j) {
+        snprintf(msg, cap, "out of memory");
+        return HET_SUBMIT_NOMEM;
+    }
+    j->b = b;
+    j->refs = 2;
+    j->t_submit = now_ms();
+    pthread_mutex_lock(&b->mu);
+    if (b->stop || !b->running) r = HET_SUBMIT_STOPPED;
+    else if (b->q_len == b->max_queue) r = HET_SUBMIT_FULL;
+    if (r != HET_SUBMIT_OK) {
+        pthread_mutex_unlock(&b->mu);
+        snprintf(msg, cap, r == HET_SUBMIT_FULL ? "the queue is full (%d waiting)" : "the server is stopping",
+                 b->max_queue);
+        job_free(j);
+        return r;
+    }
+    b->queue[(b->q_head + b->q_len++) % b->max_queue] = j;
+    b->stats.queued = b->q_len;
+    pthread_cond_signal(&b->work);
+    pthread_mutex_unlock(&b->mu);
+    *out = j;
+    return HET_SUBMIT_OK;
+}
+
+static void fill_info(const het_job *j, struct het_job_info *info)
+{
+    info->finish = j->finish;
+    info->n_prompt = j->n_prompt;
+    info->n_gen = j->n_gen;
+    info->ttft_ms = j->t_first > 0 ? j->t_first - j->t_submit : 0;
+    info->decode_ms = j->t_end > 0 && j->t_first > 0 ? j->t_end - j->t_first : 0;
+    snprintf(info->error, sizeof info->error, "%s", j->error);
+}
+
+bool het_job_wait(het_job *j, struct het_strbuf *out, size_t *have, int timeout_ms, struct het_job_info *info)
+{
+    het_batcher *b = j->b;
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += timeout_ms / 1000;
+    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&b->mu);
+    while (*have >= j->safe && j->finish == HET_FINISH_NONE)
+        if (pthread_cond_timedwait(&j->cond, &b->mu, &dl) == ETIMEDOUT) break;
+    if (j->safe > *have) {
+        het_strbuf_append(out, j->text.p + *have, j->safe - *have);
+        *have = j->safe;
+    }
+    if (info) fill_info(j, info);
+    bool done = j->finish != HET_FINISH_NONE && *have >= j->text.len;
+    pthread_mutex_unlock(&b->mu);
+    return done;
+}
+
+void het_job_release(het_job *j)
+{
+    if (!j) return;
+    het_batcher *b = j->b;
+    pthread_mutex_lock(&b->mu);
+    if (j->finish == HET_FINISH_NONE) {
+        j->cancelled = true;
+        pthread_cond_signal(&b->work);
+    }
+    job_unref(j);
+    pthread_mutex_unlock(&b->mu);
+}
+
+void het_batcher_get_stats(het_batcher *b, struct het_batcher_stats *out)
+{
+    pthread_mutex_lock(&b->mu);
+    *out = b->stats;
+    pthread_mutex_unlock(&b->mu);
+}

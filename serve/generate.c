@@ -1,0 +1,394 @@
+/*
+ * generate.c — POST /v1/completions and /v1/chat/completions: validate,
+ * tokenize (chat template for chat), choose the route, queue the job on
+ * that route's engine, then either wait for the whole answer or stream it
+ * as server-sent events ending with `data: [DONE]`.
+ *
+ * A client that goes away is noticed while waiting (the socket reports the
+ * peer's close) or when a stream write fails; its job is released, which
+ * frees its sequence slot at the engine's next step.
+ */
+#include "serve/server_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(HET_HAVE_MHD) && defined(HET_HAVE_JANSSON)
+#include <microhttpd.h>
+
+#define WAIT_SLICE_MS 100  /* how often a waiting handler checks its client */
+
+struct plan {
+    int      route;
+    int32_t *tokens;
+    int32_t  n;
+    int32_t  max_tokens;
+    char     reason[200];
+};
+
+static bool model_known(const het_server *s, const char *model)
+{
+    if (!model || !strcmp(model, "auto")) return true;
+    for (int i = 0; i < s->n_routes; i++)
+        if (!strcmp(model, s->routes[i].id)) return true;
+    return false;
+}
+
+static bool tokenize_for(const het_server *s, int route, const struct het_api_request *req, int32_t **ids,
+                         int32_t *n, struct het_api_error *e)
+{
+    const struct het_serve_route_state *r = &s->routes[route];
+    if (req->prompt_tokens) {
+        *ids = malloc((size_t)req->n_prompt_tokens * sizeof **ids);
+        if (!*ids) goto oom;
+        memcpy(*ids, req->prompt_tokens, (size_t)req->n_prompt_tokens * sizeof **ids);
+        *n = req->n_prompt_tokens;
+        return true;
+    }
+    size_t len = req->prompt_len;
+    const char *text = req->prompt;
+    char *owned = NULL;
+    if (req->kind == HET_API_CHAT) {
+        if (!(owned = het_chat_render(r->chat, req->msgs, req->n_msgs, &len))) goto oom;
+        text = owned;
+    }
+    het_error err = { 0 };
+    enum het_status st = het_prompt_tokenize(r->tok, text, len, ids, n, &err);
+    free(owned);
+    if (st == HET_OK) return true;
+    het_api_error_set(e, 400, "invalid_request_error", NULL, req->kind == HET_API_CHAT ? "messages" : "prompt",
+                      "cannot tokenize the prompt: %s", err.msg);
+    return false;
+oom:
+    het_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    return false;
+}
+
+static bool choose_route(const het_server *s, const struct het_api_request *req, struct plan *pl,
+                         struct het_api_error *e)
+{
+    int32_t want = req->max_tokens > 0 ? req->max_tokens : s->p.default_max_tokens;
+    if (req->route < 0) {
+        pl->route = het_route_choose(&s->rule, pl->n, want, pl->reason, sizeof pl->reason);
+        return true;
+    }
+    if (req->route >= s->n_routes) {
+        het_api_error_set(e, 400, "invalid_request_error", NULL, "het_route",
+                          "this server has no long route (start it with --long-model)");
+        return false;
+    }
+    pl->route = req->route;
+    snprintf(pl->reason, sizeof pl->reason, "requested with het_route");
+    return true;
+}
+
+/* tokens, route and max_tokens for a request, or the error to answer */
+static bool plan_request(const het_server *s, const struct het_api_request *req, struct plan *pl,
+                         struct het_api_error *e)
+{
+    const char *pparam = req->kind == HET_API_CHAT ? "messages" : "prompt";
+    if (!model_known(s, req->model)) {
+        het_api_error_set(e, 404, "invalid_request_error", "model_not_found", "model",
+                          "the model '%.200s' does not exist (see GET /v1/models)", req->model);
+        return false;
+    }
+    if (!tokenize_for(s, 0, req, &pl->tokens, &pl->n, e) || !choose_route(s, req, pl, e)) return false;
+    const struct het_serve_route_state *r = &s->routes[pl->route];
+    if (r->model != s->routes[0].model && !req->prompt_tokens) {
+        free(pl->tokens);
+        pl->tokens = NULL;
+        if (!tokenize_for(s, pl->route, req, &pl->tokens, &pl->n, e)) return false;
+    }
+    if (pl->n == 0) {
+        het_api_error_set(e, 400, "invalid_request_error", NULL, pparam, "the prompt is empty");
+        return false;
+    }
+    if (pl->n >= r->n_ctx) {
+        het_api_error_set(e, 400, "invalid_request_error", "context_length_exceeded", pparam,
+                          "the prompt has %d tokens; the context of %s holds %d", pl->n, r->id, r->n_ctx);
+        return false;
+    }
+    int32_t room = r->n_ctx - pl->n;
+    int32_t dflt = s->p.default_max_tokens < room ? s->p.default_max_tokens : room;
+    pl->max_tokens = req->max_tokens > 0 ? req->max_tokens : dflt;
+    if (pl->max_tokens > room) {
+        het_api_error_set(e, 400, "invalid_request_error", "context_length_exceeded", "max_tokens",
+                          "prompt of %d tokens + max_tokens %d exceed the context of %d tokens of %s", pl->n,
+                          pl->max_tokens, r->n_ctx, r->id);
+        return false;
+    }
+    return true;
+}
+
+static bool submit(het_server *s, const struct het_api_request *req, const struct plan *pl, uint64_t id,
+                   het_job **job, struct het_api_error *e)
+{
+    struct het_job_params jp = {
+        .prompt = pl->tokens, .n_prompt = pl->n, .max_tokens = pl->max_tokens,
+        .sampling = { .temp = req->temperature, .top_k = req->top_k, .top_p = req->top_p,
+                      .seed = req->has_seed ? req->seed : (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull + id },
+        .stop = req->stop, .n_stop = req->n_stop, .ignore_eos = req->ignore_eos,
+    };
+    char msg[256];
+    switch (het_batcher_submit(s->routes[pl->route].batcher, &jp, job, msg, sizeof msg)) {
+    case HET_SUBMIT_OK: return true;
+    case HET_SUBMIT_FULL:
+        het_metrics_reject(&s->metrics, HET_REJECT_QUEUE_FULL);
+        het_api_error_set(e, 503, "server_error", "queue_full", NULL, "the server is busy: %s; retry later", msg);
+        return false;
+    case HET_SUBMIT_INVALID:
+        het_api_error_set(e, 400, "invalid_request_error", NULL, req->kind == HET_API_CHAT ? "messages" : "prompt",
+                          "%s", msg);
+        return false;
+    case HET_SUBMIT_STOPPED:
+        het_api_error_set(e, 503, "server_error", "shutting_down", NULL, "%s", msg);
+        return false;
+    case HET_SUBMIT_NOMEM: break;
+    }
+    het_api_error_set(e, 500, "server_error", NULL, NULL, "%s", msg);
+    return false;
+}
+
+/* ---- one request's identity and route, shared by both answer styles ---------------- */
+
+struct answer {
+    het_server               *s;
+    struct MHD_Connection    *c;
+    het_job                  *job;
+    int                       route;
+    enum het_api_kind         kind;
+    bool                      include_usage;
+    char                      id[48];
+    long long                 created;
+    char                      reason[200];
+    struct het_route_headers  headers;
+    struct het_api_route_info info;
+};
+
+static void answer_init(struct answer *a, het_server *s, struct MHD_Connection *c, const struct het_api_request *req,
+                        const struct plan *pl, uint64_t id)
+{
+    memset(a, 0, sizeof *a);
+    a->s = s;
+    a->c = c;
+    a->route = pl->route;
+    a->kind = req->kind;
+    a->include_usage = req->include_usage;
+    snprintf(a->id, sizeof a->id, "%s-%llu", req->kind == HET_API_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)id);
+    a->created = (long long)time(NULL);
+    snprintf(a->reason, sizeof a->reason, "%s", pl->reason);
+    const struct het_serve_route_state *r = &s->routes[pl->route];
+    const char *route = het_route_name((enum het_route_id)pl->route);
+    a->headers = (struct het_route_headers){ r->id, r->devices, route };
+    a->info = (struct het_api_route_info){ route, r->id, r->devices, a->reason,
+                                           s->rule.has_long ? s->rule.threshold : -1 };
+}
+
+static void result_from(const struct answer *a, const struct het_job_info *ji, const char *text, size_t len,
+                        struct het_api_result *res)
+{
+    *res = (struct het_api_result){
+        .id = a->id, .created = a->created, .model = a->headers.model, .text = text, .len = len,
+        .finish = ji->finish == HET_FINISH_NONE ? NULL : het_finish_name(ji->finish),
+        .prompt_tokens = ji->n_prompt, .completion_tokens = ji->n_gen, .ttft_ms = ji->ttft_ms,
+        .decode_ms = ji->decode_ms,
+    };
+}
+
+static void answer_done(struct answer *a, struct het_job_info *ji)
+{
+    if (ji->finish == HET_FINISH_NONE) ji->finish = HET_FINISH_CANCELLED;
+    het_metrics_request(&a->s->metrics, a->route, ji);
+    het_job_release(a->job);
+    a->job = NULL;
+}
+
+/* ---- whole answers ----------------------------------------------------------------------- */
+
+static int answer_whole(struct answer *a)
+{
+    struct het_strbuf text = { 0 };
+    struct het_job_info ji = { 0 };
+    size_t have = 0;
+    while (!het_job_wait(a->job, &text, &have, WAIT_SLICE_MS, &ji)) {
+        if (het_server_client_gone(a->c)) {
+            answer_done(a, &ji);
+            het_strbuf_free(&text);
+            return MHD_NO;
+        }
+    }
+    int ret;
+    if (ji.finish == HET_FINISH_ERROR || text.oom) {
+        struct het_api_error e;
+        het_api_error_set(&e, 500, "server_error", NULL, NULL, "generation failed: %s",
+                          text.oom ? "out of memory" : ji.error);
+        ret = het_server_send_error(a->s, a->c, &e, &a->headers);
+    } else {
+        struct het_api_result res;
+        result_from(a, &ji, text.p ? text.p : "", text.len, &res);
+        size_t len = 0;
+        char *body = het_api_response_json(a->kind, &res, &a->info, &len);
+        ret = het_server_send(a->s, a->c, 200, "application/json", body, len, &a->headers);
+    }
+    answer_done(a, &ji);
+    het_strbuf_free(&text);
+    return ret;
+}
+
+/* ---- streams ------------------------------------------------------------------------------ */
+
+struct stream {
+    struct answer     a;
+    struct het_strbuf out;      /* bytes ready to send   */
+    size_t            out_off;
+    struct het_strbuf delta;    /* new text of one wait  */
+    size_t            have;
+    bool              started, done;
+    double            quiet_ms;   /* waited since the last bytes went out */
+    struct het_job_info ji;
+};
+
+/* While a long prompt is read nothing is sent; an SSE comment every so often
+ * keeps the connection from looking idle (to the server's own idle timeout
+ * and to proxies). Clients ignore comment lines. */
+static double keepalive_ms(const het_server *s)
+{
+    double ms = s->p.idle_timeout_s * 1000.0 / 3;
+    return ms < 15000 ? ms : 15000;
+}
+
+static void sse(struct stream *st, char *json)
+{
+    if (!json) {
+        st->out.oom = true;
+        return;
+    }
+    het_strbuf_puts(&st->out, "data: ");
+    het_strbuf_puts(&st->out, json);
+    het_strbuf_puts(&st->out, "\n\n");
+    free(json);
+}
+
+static void stream_chunk(struct stream *st, const char *text, size_t len, bool first, bool last, bool usage)
+{
+    struct het_api_result res;
+    result_from(&st->a, &st->ji, text, len, &res);
+    if (!last) res.finish = NULL;
+    sse(st, het_api_chunk_json(st->a.kind, &res, first, usage, first || last ? &st->a.info : NULL, NULL));
+}
+
+static void stream_end(struct stream *st)
+{
+    if (st->ji.finish == HET_FINISH_ERROR) {
+        struct het_api_error e;
+        het_api_error_set(&e, 500, "server_error", NULL, NULL, "generation failed: %s", st->ji.error);
+        sse(st, het_api_error_json(&e, NULL));
+    } else {
+        stream_chunk(st, "", 0, false, true, false);
+        if (st->a.include_usage) stream_chunk(st, "", 0, false, false, true);
+    }
+    het_strbuf_puts(&st->out, "data: [DONE]\n\n");
+    st->done = true;
+}
+
+/* fill st->out with the next events; false: the client is gone */
+static bool stream_produce(struct stream *st)
+{
+    if (!st->started) {
+        st->started = true;
+        stream_chunk(st, "", 0, true, false, false);
+        return true;
+    }
+    het_strbuf_clear(&st->delta);
+    bool finished = het_job_wait(st->a.job, &st->delta, &st->have, WAIT_SLICE_MS, &st->ji);
+    if (st->delta.len) stream_chunk(st, st->delta.p, st->delta.len, false, false, false);
+    if (finished) stream_end(st);
+    if (st->out.len) {
+        st->quiet_ms = 0;
+        return true;
+    }
+    if (het_server_client_gone(st->a.c)) return false;
+    if ((st->quiet_ms += WAIT_SLICE_MS) >= keepalive_ms(st->a.s)) {
+        het_strbuf_puts(&st->out, ": keep-alive\n\n");
+        st->quiet_ms = 0;
+    }
+    return true;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct stream *st = cls;
+    while (st->out_off == st->out.len) {
+        if (st->done) return MHD_CONTENT_READER_END_OF_STREAM;
+        het_strbuf_clear(&st->out);
+        st->out_off = 0;
+        if (!stream_produce(st) || st->out.oom) return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = st->out.len - st->out_off < max ? st->out.len - st->out_off : max;
+    memcpy(buf, st->out.p + st->out_off, n);
+    st->out_off += n;
+    return (ssize_t)n;
+}
+
+static void stream_free(void *cls)
+{
+    struct stream *st = cls;
+    answer_done(&st->a, &st->ji);
+    het_strbuf_free(&st->out);
+    het_strbuf_free(&st->delta);
+    free(st);
+}
+
+static int answer_stream(struct answer *a)
+{
+    struct stream *st = calloc(1, sizeof *st);
+    struct MHD_Response *r = st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st,
+                                                                    stream_free)
+                                : NULL;
+    if (!r) {
+        struct het_job_info ji = { .finish = HET_FINISH_ERROR };
+        answer_done(a, &ji);
+        free(st);
+        return het_server_send(a->s, a->c, 500, "application/json", NULL, 0, NULL);
+    }
+    st->a = *a;
+    st->a.info.reason = st->a.reason; /* it pointed into *a */
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(r, "x-het-model", a->headers.model);
+    MHD_add_response_header(r, "x-het-devices", a->headers.devices);
+    MHD_add_response_header(r, "x-het-route", a->headers.route);
+    enum MHD_Result ret = MHD_queue_response(a->c, 200, r);
+    MHD_destroy_response(r);   /* the stream is freed with the response (stream_free) */
+    het_metrics_http(&a->s->metrics, 200);
+    return ret;
+}
+
+int het_serve_generate(het_server *s, struct MHD_Connection *c, enum het_api_kind kind, const char *body, size_t len)
+{
+    struct het_api_request req;
+    struct het_api_error e;
+    struct plan pl = { 0 };
+    uint64_t id = het_server_next_id(s);
+    het_job *job = NULL;
+    int ret;
+    bool ok = het_api_parse(body, len, kind, &req, &e) && plan_request(s, &req, &pl, &e) &&
+              submit(s, &req, &pl, id, &job, &e);
+    if (!ok) {
+        const struct het_serve_route_state *r = &s->routes[pl.route];
+        struct het_route_headers h = { r->id, r->devices, het_route_name((enum het_route_id)pl.route) };
+        ret = het_server_send_error(s, c, &e, pl.tokens ? &h : NULL);
+    } else {
+        struct answer a;
+        answer_init(&a, s, c, &req, &pl, id);
+        a.job = job;
+        ret = req.stream ? answer_stream(&a) : answer_whole(&a);
+    }
+    free(pl.tokens);
+    het_api_request_free(&req);
+    return ret;
+}
+
+#endif
