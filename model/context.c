@@ -16,6 +16,7 @@
 struct het_seq_state {
     int32_t           n_past;
     void             *mem;     /* K then V, page aligned                 */
+    struct het_slice  slice;   /* mem's pool slice (size 0: host memory)  */
     struct het_tensor kv_k;    /* (head_dim, n_ctx, n_head_kv, n_layer)  */
     struct het_tensor kv_v;
 };
@@ -23,6 +24,7 @@ struct het_seq_state {
 struct het_context {
     struct het_model     *model;
     het_sched            *sched;
+    het_pool             *pool;        /* KV slices come from here, or NULL */
     int32_t               n_ctx;
     int32_t               n_seq;
     struct het_seq_state *seqs;
@@ -43,11 +45,26 @@ static enum het_status seq_init(het_context *ctx, struct het_seq_state *s, bool 
     het_tensor_init(&s->kv_k, type, 4, ne);
     het_tensor_init(&s->kv_v, type, 4, ne);
     size_t one = (het_nbytes(&s->kv_k) + 4095) & ~(size_t)4095;
-    s->mem = aligned_alloc(4096, 2 * one);
-    if (!s->mem)
-        return het_error_set(err, HET_ERR_NOMEM, "context: cannot allocate %zu bytes of KV cache (n_ctx %d)", 2 * one,
-                             ctx->n_ctx);
-    memset(s->mem, 0, 2 * one);
+    if (ctx->pool) {
+        enum het_status st = het_pool_alloc(ctx->pool, 2 * one, 0, &s->slice, err);
+        if (st != HET_OK) {
+            if (err) het_error_prefix(err, "context: KV cache (n_ctx %d)", ctx->n_ctx);
+            return st;
+        }
+        s->mem = het_pool_ptr(ctx->pool, s->slice.offset);
+        st = het_pool_sync_begin(ctx->pool, s->slice, HET_POOL_SYNC_WRITE, err);
+        if (st == HET_OK) {
+            memset(s->mem, 0, 2 * one);
+            st = het_pool_sync_end(ctx->pool, s->slice, HET_POOL_SYNC_WRITE, err);
+        }
+        if (st != HET_OK) return st;
+    } else {
+        s->mem = aligned_alloc(4096, 2 * one);
+        if (!s->mem)
+            return het_error_set(err, HET_ERR_NOMEM, "context: cannot allocate %zu bytes of KV cache (n_ctx %d)",
+                                 2 * one, ctx->n_ctx);
+        memset(s->mem, 0, 2 * one);
+    }
     s->kv_k.data = s->mem;
     s->kv_v.data = (char *)s->mem + one;
     s->kv_k.flags = s->kv_v.flags = HET_TENSOR_FLAG_STATE;
@@ -75,6 +92,7 @@ het_context *het_context_init(het_model *m, const struct het_context_params *p, 
     }
     ctx->model = m;
     ctx->sched = p->sched;
+    ctx->pool = p->pool;
     ctx->n_ctx = p->n_ctx > 0 ? p->n_ctx : (c->n_ctx_train < 4096 ? c->n_ctx_train : 4096);
     ctx->n_seq = p->n_seq > 0 ? p->n_seq : 1;
     ctx->seqs = calloc((size_t)ctx->n_seq, sizeof *ctx->seqs);
@@ -84,8 +102,9 @@ het_context *het_context_init(het_model *m, const struct het_context_params *p, 
     }
     for (int32_t s = 0; s < ctx->n_seq; s++)
         if (seq_init(ctx, &ctx->seqs[s], p->kv_f32, err) != HET_OK) goto fail;
-    /* per layer: ~30 tensors, plus ~8 per sequence for cache views and copies */
-    ctx->graph = het_graph_init(64 + (40 + 10 * ctx->n_seq) * c->n_layer);
+    /* per layer: ~30 tensors, plus ~13 per sequence (its q/k/v rows, cache
+     * views, copies and attention); a little headroom on both */
+    ctx->graph = het_graph_init(64 + (40 + 16 * ctx->n_seq) * c->n_layer);
     if (!ctx->graph) {
         het_error_set(err, HET_ERR_NOMEM, "context: out of memory");
         goto fail;
@@ -100,7 +119,11 @@ void het_context_free(het_context *ctx)
 {
     if (!ctx) return;
     het_graph_free(ctx->graph);
-    for (int32_t s = 0; ctx->seqs && s < ctx->n_seq; s++) free(ctx->seqs[s].mem);
+    for (int32_t s = 0; ctx->seqs && s < ctx->n_seq; s++) {
+        struct het_seq_state *q = &ctx->seqs[s];
+        if (q->slice.size) het_pool_release(ctx->pool, q->slice, NULL);
+        else free(q->mem);
+    }
     free(ctx->seqs);
     free(ctx->logits);
     free(ctx);

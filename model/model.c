@@ -230,9 +230,71 @@ fail:
     return NULL;
 }
 
+het_model *het_model_load_into(const char *path, het_pool *pool, het_error *err)
+{
+    het_model *m = het_model_load(path, err);
+    if (m && pool && het_model_place_in_pool(m, pool, err) != HET_OK) {
+        if (err) het_error_prefix(err, "%s", path);
+        het_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* [lo, hi): the bytes of the mapping the weights occupy, lo rounded down to
+ * a page so that every tensor keeps its address modulo 4096. */
+static void weight_span(const struct het_model *m, const uint8_t **lo, const uint8_t **hi)
+{
+    *lo = *hi = NULL;
+    for (int i = 0; i < m->n_weights; i++) {
+        const uint8_t *a = m->weights[i].data, *b = a + het_nbytes(&m->weights[i]);
+        if (!*lo || a < *lo) *lo = a;
+        if (!*hi || b > *hi) *hi = b;
+    }
+    if (*lo) *lo = (const uint8_t *)((uintptr_t)*lo & ~(uintptr_t)4095);
+}
+
+enum het_status het_model_place_in_pool(het_model *m, het_pool *pool, het_error *err)
+{
+    if (!pool) return het_error_set(err, HET_ERR_INVALID, "model: no memory pool given");
+    if (m->pool) return het_error_set(err, HET_ERR_INVALID, "model: the weights are already in a memory pool");
+    for (int i = 0; i < m->n_weights; i++)
+        if (m->weights[i].extra)
+            return het_error_set(err, HET_ERR_INVALID, "model: '%s' was already prepared by a device; place the "
+                                 "weights in the pool before het_model_prepare", m->weights[i].name);
+    const uint8_t *lo, *hi;
+    weight_span(m, &lo, &hi);
+    if (!lo || hi == lo) return HET_OK;
+    const size_t size = (size_t)(hi - lo);
+    struct het_slice sl;
+    enum het_status st = het_pool_alloc(pool, size, 0, &sl, err);
+    if (st != HET_OK) {
+        if (err) het_error_prefix(err, "model: weights (%zu bytes)", size);
+        return st;
+    }
+    uint8_t *dst = het_pool_ptr(pool, sl.offset);
+    st = het_pool_sync_begin(pool, sl, HET_POOL_SYNC_WRITE, err);   /* written once, by the CPU */
+    if (st == HET_OK) {
+        memcpy(dst, lo, size);
+        st = het_pool_sync_end(pool, sl, HET_POOL_SYNC_WRITE, err);
+    }
+    if (st != HET_OK) {
+        het_pool_release(pool, sl, NULL);
+        return st;
+    }
+    for (int i = 0; i < m->n_weights; i++)
+        m->weights[i].data = dst + ((const uint8_t *)m->weights[i].data - lo);
+    m->pool = pool;
+    m->slice = sl;
+    return HET_OK;
+}
+
+het_pool *het_model_pool(const het_model *m) { return m->pool; }
+
 void het_model_free(het_model *m)
 {
     if (!m) return;
+    if (m->pool) het_pool_release(m->pool, m->slice, NULL);
     het_tokenizer_free(m->tok);
     het_gguf_close(m->gguf);
     free(m->weights);

@@ -33,6 +33,8 @@ struct het_model {
     struct het_tensor      *output_norm; /* (n_embd)                                */
     struct het_tensor      *output;      /* (n_embd, n_vocab); == tok_embd if tied  */
     struct het_layer       *layers;      /* n_layer                                 */
+    het_pool               *pool;        /* holds the weights when placed there     */
+    struct het_slice        slice;       /* ... in this slice                        */
 };
 
 /* One sequence's share of a batch, for the graph builder. */

@@ -1,9 +1,13 @@
 /*
  * device.c — dispatch through the device vtable, applying the defaults of
  * optional slots and keeping per-device counters. Backends only fill in
- * what they implement.
+ * what they implement. The dispatchers also keep a device's pool
+ * registration (reference-counted) and forward the bytes a device copies
+ * to that pool's counter, so no backend needs to know about the counter.
  */
 #include "sched/device_impl.h"
+
+#include "het/pool.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -67,11 +71,20 @@ enum het_status het_device_prepare_weights(het_device *dev, struct het_tensor *c
     return dev->iface.prepare_weights(dev, weights, n, err);
 }
 
+/* Forward copies the device made since the last call to its pool's counter. */
+static void forward_copies(het_device *dev)
+{
+    if (!dev->pool || dev->stats.copied_bytes <= dev->pool_copied) return;
+    het_pool_count_copy(dev->pool, (size_t)(dev->stats.copied_bytes - dev->pool_copied));
+    dev->pool_copied = dev->stats.copied_bytes;
+}
+
 enum het_status het_device_run_split(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err)
 {
     double t0 = now_us();
     enum het_status st = dev->iface.run_split(dev, nodes, n, err);
     dev->stats.busy_us += now_us() - t0;
+    forward_copies(dev);
     if (st == HET_OK) {
         dev->stats.n_splits++;
         dev->stats.n_nodes += (uint64_t)n;
@@ -87,6 +100,52 @@ enum het_status het_device_sync(het_device *dev, het_error *err)
     double t0 = now_us();
     enum het_status st = dev->iface.sync(dev, err);
     dev->stats.busy_us += now_us() - t0;
+    forward_copies(dev);
     if (st != HET_OK && err) het_error_prefix(err, "%s", dev->name);
     return st;
+}
+
+enum het_status het_device_register_pool(het_device *dev, struct het_pool *pool, het_error *err)
+{
+    if (dev->pool == pool) {
+        dev->pool_refs++;
+        return HET_OK;
+    }
+    if (dev->pool)
+        return het_error_set(err, HET_ERR_INVALID, "%s: already uses another memory pool", dev->name);
+    dev->pool = pool;                        /* registration uploads (a mirror) count too */
+    dev->pool_copied = dev->stats.copied_bytes;
+    dev->pool_import[0] = '\0';
+    enum het_status st = dev->iface.register_pool
+                             ? dev->iface.register_pool(dev, pool, err)
+                             : het_device_register_memory(dev, het_pool_base(pool), het_pool_size(pool),
+                                                          HET_MEMORY_STATE, err);
+    forward_copies(dev);
+    if (st != HET_OK) {
+        dev->pool = NULL;
+        if (err) het_error_prefix(err, "%s: importing the memory pool", dev->name);
+        return st;
+    }
+    dev->pool_refs = 1;
+    if (!dev->pool_import[0])
+        snprintf(dev->pool_import, sizeof dev->pool_import, "%s",
+                 het_device_uses_host_mapping(dev) ? "CPU mapping (nothing to import)" : "registered host region");
+    return HET_OK;
+}
+
+void het_device_unregister_pool(het_device *dev, struct het_pool *pool)
+{
+    if (!pool || dev->pool != pool || --dev->pool_refs > 0) return;
+    forward_copies(dev);
+    het_device_unregister_memory(dev, het_pool_base(pool));
+    dev->pool = NULL;
+    dev->pool_refs = 0;
+    dev->pool_import[0] = '\0';
+}
+
+const char *het_device_pool_import(const het_device *dev) { return dev->pool_import; }
+
+bool het_device_uses_host_mapping(const het_device *dev)
+{
+    return dev->kind == HET_DEVICE_CPU || (dev->kind == HET_DEVICE_NPU && dev->emulated);
 }

@@ -13,12 +13,21 @@
  * a device either imports the pages (zero copy: VK_EXT_external_memory_host,
  * dma-buf, DRM PRIME) or mirrors them and counts the bytes it copies.
  * A device then finds a tensor's storage from its host address.
+ *
+ * With a shared pool (het/pool.h) the whole pool is registered once per
+ * device (register_pool, reference-counted by the dispatcher so several
+ * schedulers may share a device and a pool); every tensor of the run then
+ * lies inside that one region. Bytes a device copies (its stats.copied_bytes)
+ * while it holds a pool are forwarded to het_pool_count_copy by the
+ * dispatchers, so the pool's counter is the run's total.
  */
 #ifndef HET_DEVICE_IMPL_H
 #define HET_DEVICE_IMPL_H
 
 #include "het/device.h"
 #include "het/graph.h"
+
+struct het_pool;
 
 enum het_memory_kind {
     HET_MEMORY_WEIGHTS = 0, /* read-only model parameters                   */
@@ -54,6 +63,14 @@ struct het_device_i {
 
     /* (optional) Release the context. Defaults to nothing. */
     void (*free)(het_device *dev);
+
+    /* (optional) Import the whole pool once (its dma-buf, else its host
+     * pages, else a mirror with counted copies) and keep it for what the
+     * device allocates itself (repacked weights). Undone by
+     * unregister_memory(dev, het_pool_base(pool)). The pool outlives the
+     * device. Defaults to register_memory(base, size, HET_MEMORY_STATE).
+     * Last in the struct so positional initialisers stay valid. */
+    enum het_status (*register_pool)(het_device *dev, struct het_pool *pool, het_error *err);
 };
 
 struct het_device {
@@ -64,6 +81,10 @@ struct het_device {
     char                    desc[256];    /* one line for listings                                  */
     struct het_device_stats stats;
     void                   *context;      /* backend-private                                        */
+    struct het_pool        *pool;         /* registered pool (het_device_register_pool) or NULL     */
+    int                     pool_refs;    /* schedulers holding that registration                   */
+    uint64_t                pool_copied;  /* stats.copied_bytes already forwarded to the pool       */
+    char                    pool_import[96]; /* how it reaches the pool (register_pool may set it)   */
 };
 
 /* Dispatchers (apply the optional-slot defaults, keep stats). */
@@ -75,6 +96,15 @@ enum het_status het_device_prepare_weights(het_device *dev, struct het_tensor *c
                                            het_error *err);
 enum het_status het_device_run_split(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err);
 enum het_status het_device_sync(het_device *dev, het_error *err);
+/* Register pool with dev (first call imports it; later calls with the same
+ * pool only count a reference). HET_ERR_INVALID when dev already holds
+ * another pool; the device's own error when it refuses the import. */
+enum het_status het_device_register_pool(het_device *dev, struct het_pool *pool, het_error *err);
+/* Drop one reference; the last one unregisters the pool's region. */
+void            het_device_unregister_pool(het_device *dev, struct het_pool *pool);
+/* Does the device touch memory through the CPU's own mapping (the CPU, an
+ * emulated NPU)? The executor opens the CPU access window around its splits. */
+bool            het_device_uses_host_mapping(const het_device *dev);
 
 /* For backends: allocate a device object with iface and context set. */
 het_device *het_device_new(const struct het_device_i *iface, enum het_device_kind kind, const char *name,

@@ -13,6 +13,15 @@
  *
  * In measurement mode every node is its own split and is waited for, and
  * its wall time is recorded.
+ *
+ * Coherency (memory/README.md): with a pool, the CPU access window on the
+ * pool is open while a device that uses the CPU's mapping (the CPU, an
+ * emulated NPU) runs or the caller reads outputs and writes inputs, and
+ * closed before any other device's split is submitted; waiting for such a
+ * device also closes it, so the CPU's next access starts a fresh window
+ * (DMA_BUF_IOCTL_SYNC END / START on dma-buf backings: cache flush before
+ * the device reads, invalidate after it wrote). Devices do their own side
+ * (Vulkan barriers to HOST, amdxdna SYNC_BO) inside their splits.
  */
 #include "sched/sched_impl.h"
 
@@ -67,12 +76,29 @@ static bool split_spans(struct het_tensor *const *nodes, int n, struct het_span_
     return true;
 }
 
+enum het_status het_sched_host_window(het_sched *s, bool open, het_error *err)
+{
+    if (!s->pool || s->host_open == open) return HET_OK;
+    const struct het_slice all = { 0, het_pool_size(s->pool) };
+    enum het_status st = open ? het_pool_sync_begin(s->pool, all, HET_POOL_SYNC_RW, err)
+                              : het_pool_sync_end(s->pool, all, HET_POOL_SYNC_RW, err);
+    if (st != HET_OK) {
+        if (err) het_error_prefix(err, "sched: hand-off");
+        return st;
+    }
+    s->host_open = open;
+    s->stats.n_host_syncs++;
+    return HET_OK;
+}
+
 static enum het_status wait_device(het_sched *s, int d, int *failed, het_error *err)
 {
     s->pending[d] = false;
     s->reads[d].n = s->writes[d].n = 0;
     enum het_status st = het_device_sync(s->devices[d], err);
     if (st != HET_OK) *failed = d;
+    /* the device wrote behind the CPU's back: the next CPU access reopens */
+    if (st == HET_OK && !het_device_uses_host_mapping(s->devices[d])) st = het_sched_host_window(s, false, err);
     return st;
 }
 
@@ -98,7 +124,9 @@ void het_sched_exec_free(het_sched *s)
 
 static enum het_status run(het_sched *s, int d, struct het_tensor *const *nodes, int n, int *failed, het_error *err)
 {
-    enum het_status st = het_device_run_split(s->devices[d], nodes, n, err);
+    enum het_status st = het_sched_host_window(s, het_device_uses_host_mapping(s->devices[d]), err);
+    if (st != HET_OK) return st;
+    st = het_device_run_split(s->devices[d], nodes, n, err);
     if (st != HET_OK) *failed = d;
     s->pending[d] = true;
     return st;
@@ -167,6 +195,7 @@ static enum het_status execute_in_order(het_sched *s, het_graph *g, const struct
         } else if (prev >= 0 && prev != sp->device) {
             st = wait_device(s, prev, failed, err); /* hand-off: the next device reads what this one wrote */
         }
+        if (prev >= 0 && prev != sp->device) s->stats.n_handoffs++;
         if (st == HET_OK) st = run(s, sp->device, nodes + sp->first, sp->n, failed, err);
         prev = sp->device;
     }
@@ -182,6 +211,9 @@ enum het_status het_sched_execute(het_sched *s, het_graph *g, const struct het_p
     if (plan->n_nodes != het_graph_n_nodes(g))
         return het_error_set(err, HET_ERR_INVALID, "sched: plan of %d nodes for a graph of %d", plan->n_nodes,
                              het_graph_n_nodes(g));
-    if (s->measure) return execute_measured(s, g, plan, failed, err);
-    return execute_in_order(s, g, plan, failed, err);
+    enum het_status st = s->measure ? execute_measured(s, g, plan, failed, err)
+                                    : execute_in_order(s, g, plan, failed, err);
+    /* the caller reads the outputs next */
+    if (st == HET_OK) st = het_sched_host_window(s, true, err);
+    return st;
 }

@@ -5,10 +5,15 @@
  * placement by policy, dynamic programming or list scheduling, and the
  * exact evaluation of a placement that every method is judged by.
  *
+ * With an accuracy budget, a second pass keeps the groups of nodes with
+ * the worst time saved per unit of KL off the lossy devices (see plan.h).
+ *
  * Pure: reads the graph and the profiles, calls the supports callback,
  * touches no device and no global state.
  */
 #include "het/plan.h"
+
+#include "het/accuracy.h"
 
 #include <fnmatch.h>
 #include <math.h>
@@ -37,6 +42,10 @@ struct ctx {
     uint32_t        *sig;       /* kernel signature (op, types, shapes)             */
     int16_t         *wanted;
     uint8_t         *flags;
+    bool             lossy[MAXD];
+    double          *kl;        /* n: KL the node adds on a lossy device            */
+    int16_t         *group;     /* n: its sensitivity group, -1 none                 */
+    uint8_t         *cand;      /* n: the budget may keep it off the lossy devices   */
 };
 
 static double C(const struct ctx *c, int i, int d) { return c->cost[(size_t)i * c->nd + d]; }
@@ -546,7 +555,7 @@ static enum het_status reserve(struct het_plan *out, int n, het_error *err)
 static void fill_plan(const struct ctx *c, const int *assign, const double *enter, struct het_plan *out)
 {
     out->n_splits = 0;
-    out->n_fallbacks = out->n_unmeasured = 0;
+    out->n_fallbacks = out->n_unmeasured = out->n_kept = 0;
     out->serial_us = out->handoff_us = 0;
     for (int i = 0; i < c->n; i++) {
         struct het_plan_node *pn = &out->nodes[i];
@@ -556,6 +565,9 @@ static void fill_plan(const struct ctx *c, const int *assign, const double *ente
         pn->flags = c->flags[i] | (c->um[(size_t)i * c->nd + d] ? HET_PLAN_UNMEASURED : 0);
         pn->pred_us = pn->alt_us[d];
         pn->enter_us = enter[i];
+        pn->kl = c->lossy[d] ? c->kl[i] : 0;
+        pn->group = c->group[i];
+        out->n_kept += (pn->flags & HET_PLAN_ACCURACY) != 0;
         out->n_fallbacks += (pn->flags & HET_PLAN_FALLBACK) != 0;
         out->n_unmeasured += (pn->flags & HET_PLAN_UNMEASURED) != 0;
         out->serial_us += enter[i] + pn->pred_us;
@@ -592,8 +604,14 @@ static enum het_status ctx_init(struct ctx *c, const struct het_plan_params *p, 
     c->sig = malloc(n * sizeof *c->sig);
     c->wanted = malloc(n * sizeof *c->wanted);
     c->flags = malloc(n);
-    if (!c->cost || !c->um || !c->prod || !c->n_prod || !c->adj_bytes || !c->sig || !c->wanted || !c->flags)
+    c->kl = calloc(n, sizeof *c->kl);
+    c->group = malloc(n * sizeof *c->group);
+    c->cand = calloc(n, 1);
+    if (!c->cost || !c->um || !c->prod || !c->n_prod || !c->adj_bytes || !c->sig || !c->wanted || !c->flags ||
+        !c->kl || !c->group || !c->cand)
         return het_error_set(err, HET_ERR_NOMEM, "plan: out of memory");
+    for (size_t i = 0; i < n; i++) c->group[i] = -1;
+    for (int d = 0; d < c->nd; d++) c->lossy[d] = het_plan_device_lossy(p, d);
     return HET_OK;
 }
 
@@ -601,9 +619,10 @@ static void ctx_free(struct ctx *c)
 {
     free(c->cost); free(c->um); free(c->prod); free(c->n_prod);
     free(c->adj_bytes); free(c->sig); free(c->wanted); free(c->flags);
+    free(c->kl); free(c->group); free(c->cand);
 }
 
-static enum het_status place(struct ctx *c, struct het_plan *out, int *assign, het_error *err)
+static enum het_status place_once(struct ctx *c, struct het_plan *out, int *assign, het_error *err)
 {
     if (c->p->policy == HET_PLAN_ALTERNATE) {
         out->method = "alternate";
@@ -625,6 +644,185 @@ static enum het_status place(struct ctx *c, struct het_plan *out, int *assign, h
     return HET_OK;
 }
 
+/* ---------------------------------------------------------------------------
+ * accuracy budget                                                           */
+
+bool het_plan_device_lossy(const struct het_plan_params *params, int d)
+{
+    const het_profile *p = params->devices[d].profile;
+    return (d < 32 && (params->lossy_mask >> d & 1u)) || (p && het_profile_device_kind(p) == HET_DEVICE_NPU);
+}
+
+static bool capable(const struct ctx *c, int i, bool lossy)
+{
+    for (int d = 0; d < c->nd; d++)
+        if (c->lossy[d] == lossy && !isnan(C(c, i, d))) return true;
+    return false;
+}
+
+static bool group_match(const char *pattern, const struct het_tensor *t)
+{
+    return !fnmatch(pattern, t->name, 0) || !fnmatch(pattern, het_op_name(t->op), 0);
+}
+
+/* Each node a lossy device can run: its group and KL (the group's KL shared
+ * equally by the group's nodes; the default estimate without a group), and
+ * whether the budget may move it (not pinned, no explicit single device,
+ * and some exact device can run it). */
+static void node_kl(struct ctx *c)
+{
+    const struct het_plan_accuracy *a = c->p->accuracy;
+    const struct het_sensitivity *s = a->sens;
+    const int ng = s ? s->n_groups : 0;
+    const double dflt = a->node_kl > 0 ? a->node_kl : HET_PLAN_DEFAULT_NODE_KL;
+    const enum het_plan_policy pol = c->p->policy;
+    const bool explicit_single = pol == HET_PLAN_SINGLE && c->lossy[c->p->single];
+    int count[HET_SENSITIVITY_MAX] = { 0 };
+    for (int i = 0; i < c->n; i++) {
+        c->group[i] = -1;
+        c->kl[i] = 0;
+        c->cand[i] = 0;
+        if (!capable(c, i, true)) continue;
+        const struct het_tensor *t = het_graph_node(c->g, i);
+        for (int k = 0; k < ng && c->group[i] < 0; k++)
+            if (group_match(s->groups[k].pattern, t)) {
+                c->group[i] = (int16_t)k;
+                count[k]++;
+            }
+        c->cand[i] = !(c->flags[i] & HET_PLAN_PINNED) && pol != HET_PLAN_ALTERNATE && !explicit_single &&
+                     capable(c, i, false);
+    }
+    for (int i = 0; i < c->n; i++)
+        if (capable(c, i, true)) c->kl[i] = c->group[i] >= 0 ? s->groups[c->group[i]].kl / count[c->group[i]] : dflt;
+}
+
+static bool budget_active(const struct ctx *c)
+{
+    const struct het_plan_accuracy *a = c->p->accuracy;
+    if (!a || !(a->budget_kl >= 0) || c->p->policy == HET_PLAN_ALTERNATE) return false;
+    for (int d = 0; d < c->nd; d++)
+        if (c->lossy[d]) return true;
+    return false;
+}
+
+struct kl_group { double kl, saved; int id; };
+
+static int by_ratio(const void *pa, const void *pb)
+{
+    const struct kl_group *a = pa, *b = pb;
+    double ra = a->saved / a->kl, rb = b->saved / b->kl;
+    if (ra != rb) return ra > rb ? -1 : 1;
+    return a->id - b->id;
+}
+
+/* a node's KL as the budget counts it: never free, so a budget of 0 keeps
+ * every movable node off the lossy devices */
+static double budget_kl_of(const struct ctx *c, int i) { return c->kl[i] > 1e-12 ? c->kl[i] : 1e-12; }
+
+/* Given the free placement, which movable nodes must stay off the lossy
+ * devices: move[i] = 1 (kept off, flagged) for the nodes of groups the
+ * budget cannot afford, 2 for movable nodes the free plan did not put on a
+ * lossy device (kept off so that the second pass cannot add KL). Groups
+ * (a sensitivity group, or a node no group matches) are afforded in order
+ * of time saved per unit of KL while they fit. False: within budget. */
+static bool budget_select(const struct ctx *c, const int *assign, const double *cost0, uint8_t *move)
+{
+    const int ng = c->p->accuracy->sens ? c->p->accuracy->sens->n_groups : 0, n_ids = ng + c->n;
+    struct kl_group *grp = calloc((size_t)n_ids, sizeof *grp);
+    int *slot = malloc((size_t)n_ids * sizeof *slot);     /* group id -> index in grp, -1 */
+    uint8_t *afford = calloc((size_t)n_ids, 1);            /* by group id                  */
+    if (!grp || !slot || !afford) { /* out of memory: keep every movable node off (the safe side) */
+        for (int i = 0; i < c->n; i++) move[i] = c->cand[i];
+        free(grp); free(slot); free(afford);
+        return true;
+    }
+    for (int k = 0; k < n_ids; k++) slot[k] = -1;
+    double fixed = 0, total = 0;
+    int n_grp = 0;
+    for (int i = 0; i < c->n; i++) {
+        const int d = assign[i];
+        if (!c->lossy[d]) continue;
+        total += budget_kl_of(c, i);
+        if (!c->cand[i]) {
+            fixed += budget_kl_of(c, i);
+            continue;
+        }
+        const int id = c->group[i] >= 0 ? c->group[i] : ng + i;
+        if (slot[id] < 0) {
+            slot[id] = n_grp;
+            grp[n_grp++] = (struct kl_group){ 0, 0, id };
+        }
+        double exact = INFINITY;
+        for (int e = 0; e < c->nd; e++)
+            if (!c->lossy[e] && !isnan(cost0[(size_t)i * c->nd + e])) exact = fmin(exact, cost0[(size_t)i * c->nd + e]);
+        grp[slot[id]].kl += budget_kl_of(c, i);
+        grp[slot[id]].saved += exact - cost0[(size_t)i * c->nd + d];
+    }
+    const double budget = c->p->accuracy->budget_kl;
+    const bool over = total > budget * (1 + 1e-9);
+    if (over) {
+        qsort(grp, (size_t)n_grp, sizeof *grp, by_ratio);
+        double left = budget - fixed;
+        for (int k = 0; k < n_grp; k++)
+            if (grp[k].kl <= left * (1 + 1e-9)) {
+                afford[grp[k].id] = 1;
+                left -= grp[k].kl;
+            }
+        for (int i = 0; i < c->n; i++) {
+            const int id = c->group[i] >= 0 ? c->group[i] : ng + i;
+            move[i] = !c->cand[i] ? 0 : !c->lossy[assign[i]] ? 2 : afford[id] ? 0 : 1;
+        }
+    }
+    free(grp);
+    free(slot);
+    free(afford);
+    return over;
+}
+
+/* Plan; with a budget, plan freely first, then again with the groups the
+ * budget cannot afford kept off the lossy devices. */
+static enum het_status place(struct ctx *c, struct het_plan *out, int *assign, het_error *err)
+{
+    if (!budget_active(c)) return place_once(c, out, assign, err);
+    const size_t cells = (size_t)c->n * c->nd;
+    double *cost0 = malloc(cells * sizeof *cost0);
+    uint8_t *flags0 = malloc((size_t)c->n), *move = calloc((size_t)c->n, 1);
+    int16_t *wanted0 = malloc((size_t)c->n * sizeof *wanted0);
+    enum het_status st = HET_OK;
+    if (!cost0 || !flags0 || !move || !wanted0) st = het_error_set(err, HET_ERR_NOMEM, "plan: out of memory");
+    if (st == HET_OK) {
+        memcpy(cost0, c->cost, cells * sizeof *cost0);
+        memcpy(flags0, c->flags, (size_t)c->n);
+        memcpy(wanted0, c->wanted, (size_t)c->n * sizeof *wanted0);
+        st = place_once(c, out, assign, err);
+    }
+    if (st == HET_OK && budget_select(c, assign, cost0, move)) {
+        memcpy(c->cost, cost0, cells * sizeof *cost0);
+        memcpy(c->flags, flags0, (size_t)c->n);
+        memcpy(c->wanted, wanted0, (size_t)c->n * sizeof *wanted0);
+        for (int i = 0; i < c->n; i++) {
+            if (!move[i]) continue;
+            for (int d = 0; d < c->nd; d++)
+                if (c->lossy[d]) c->cost[(size_t)i * c->nd + d] = NAN;
+            if (move[i] == 1) c->flags[i] |= HET_PLAN_ACCURACY;
+            if (c->wanted[i] >= 0 && c->lossy[c->wanted[i]]) c->wanted[i] = (int16_t)first_capable(c, i);
+        }
+        st = place_once(c, out, assign, err);
+    }
+    free(cost0); free(flags0); free(move); free(wanted0);
+    return st;
+}
+
+static void accuracy_totals(const struct ctx *c, struct het_plan *out)
+{
+    const struct het_plan_accuracy *a = c->p->accuracy;
+    out->pred_kl = NAN;
+    out->budget_kl = a && a->budget_kl >= 0 ? a->budget_kl : NAN;
+    if (!a) return;
+    out->pred_kl = 0;
+    for (int i = 0; i < out->n_nodes; i++) out->pred_kl += out->nodes[i].kl;
+}
+
 enum het_status het_plan_build(const struct het_plan_params *p, const het_graph *g, struct het_plan *out,
                                het_error *err)
 {
@@ -642,10 +840,12 @@ enum het_status het_plan_build(const struct het_plan_params *p, const het_graph 
     }
     if (st == HET_OK) st = find_producers(&c, err);
     if (st == HET_OK) st = node_costs(&c, out, err);
+    if (st == HET_OK && p->accuracy) node_kl(&c);
     if (st == HET_OK && c.n > 0) st = place(&c, out, assign, err);
     if (st == HET_OK) {
         evaluate(&c, assign, enter);
         fill_plan(&c, assign, enter, out);
+        accuracy_totals(&c, out);
         out->total_us = p->overlap && c.nd > 1 && c.n > 0 ? simulate(&c, assign) : out->serial_us;
     }
     free(assign);

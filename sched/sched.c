@@ -12,6 +12,10 @@
  * from its start: intermediate results may already have been overwritten by
  * scratch reuse, while the inputs (live for the whole graph) and the KV
  * cache writes (idempotent) make a full re-run safe.
+ *
+ * With a pool (params.pool), the pool is registered once with every device
+ * here, and scratch is a slice of it, replaced by a bigger slice when a
+ * graph needs more; memory already inside the pool needs no registration.
  */
 #include "sched/sched_impl.h"
 
@@ -58,6 +62,21 @@ static enum het_status check_params(const struct het_sched_params *params, het_e
     return HET_OK;
 }
 
+/* One import of the whole pool per device; on a refusal, undo the others. */
+static enum het_status register_pool(het_sched *s, het_pool *pool, het_error *err)
+{
+    for (int i = 0; i < s->n_devices; i++) {
+        enum het_status st = het_device_register_pool(s->devices[i], pool, err);
+        if (st != HET_OK) {
+            while (i-- > 0) het_device_unregister_pool(s->devices[i], pool);
+            if (err) het_error_prefix(err, "sched");
+            return st;
+        }
+    }
+    s->pool = pool;
+    return HET_OK;
+}
+
 het_sched *het_sched_init(const struct het_sched_params *params, het_error *err)
 {
     if (check_params(params, err) != HET_OK) return NULL;
@@ -85,14 +104,23 @@ het_sched *het_sched_init(const struct het_sched_params *params, het_error *err)
     s->params.devices = NULL;
     s->params.profiles = NULL;
     s->params.pins = s->pins;
+    if (params->pool && register_pool(s, params->pool, err) != HET_OK) {
+        het_sched_free(s);
+        return NULL;
+    }
     return s;
 }
 
 static void release_scratch(het_sched *s)
 {
     if (!s->scratch) return;
-    for (int i = 0; i < s->n_devices; i++) het_device_unregister_memory(s->devices[i], s->scratch);
-    free(s->scratch);
+    if (s->pool) {
+        het_pool_release(s->pool, s->scratch_slice, NULL);
+        s->scratch_slice = (struct het_slice){ 0, 0 };
+    } else {
+        for (int i = 0; i < s->n_devices; i++) het_device_unregister_memory(s->devices[i], s->scratch);
+        free(s->scratch);
+    }
     s->scratch = NULL;
     s->scratch_size = 0;
 }
@@ -101,6 +129,8 @@ void het_sched_free(het_sched *s)
 {
     if (!s) return;
     release_scratch(s);
+    if (s->pool)
+        for (int i = 0; i < s->n_devices; i++) het_device_unregister_pool(s->devices[i], s->pool);
     for (int i = 0; i < HET_PLAN_CACHE; i++) het_plan_free(&s->cache[i].plan);
     for (int i = 0; i < s->n_devices; i++) het_profile_free(s->owned_profiles[i]);
     het_sched_exec_free(s);
@@ -132,8 +162,18 @@ const double *het_sched_node_times(const het_sched *s, int *n)
     return s->node_us;
 }
 
+het_pool *het_sched_pool(const het_sched *s) { return s->pool; }
+
 enum het_status het_sched_register_memory(het_sched *s, void *base, size_t size, int kind, het_error *err)
 {
+    size_t off = 0;
+    if (s->pool && size && het_pool_offset_of(s->pool, base, &off)) {
+        if (size <= het_pool_size(s->pool) - off) return HET_OK; /* imported with the pool */
+        return het_error_set(err, HET_ERR_INVALID, "sched: region %p+%zu runs past the end of the memory pool", base,
+                             size);
+    }
+    if (s->pool && size && het_pool_offset_of(s->pool, (const char *)base + size - 1, NULL))
+        return het_error_set(err, HET_ERR_INVALID, "sched: region %p+%zu starts before the memory pool", base, size);
     for (int i = 0; i < s->n_devices; i++) {
         if (s->disabled >> i & 1u) continue;
         enum het_status st = het_device_register_memory(s->devices[i], base, size, (enum het_memory_kind)kind, err);
@@ -142,9 +182,33 @@ enum het_status het_sched_register_memory(het_sched *s, void *base, size_t size,
     return HET_OK;
 }
 
+/* Scratch as a pool slice: the bigger slice is taken before the old one is
+ * given back (so a refusal leaves the old one), then, if the pool is too
+ * full for both, after. Without headroom when headroom does not fit. */
+static enum het_status grow_scratch_pool(het_sched *s, size_t need, het_error *err)
+{
+    size_t want[2] = { need + need / 4, need };
+    struct het_slice sl = { 0, 0 };
+    enum het_status st = HET_ERR_NOMEM;
+    for (int pass = 0; pass < 2 && st != HET_OK; pass++) {
+        if (pass == 1) release_scratch(s);           /* the old slice may be what is in the way */
+        for (int k = 0; k < 2 && st != HET_OK; k++) st = het_pool_alloc(s->pool, want[k], 0, &sl, err);
+    }
+    if (st != HET_OK) {
+        het_error_prefix(err, "sched: no room for %zu bytes of scratch in the memory pool", need);
+        return st;
+    }
+    release_scratch(s);
+    s->scratch_slice = sl;
+    s->scratch = het_pool_ptr(s->pool, sl.offset);
+    s->scratch_size = sl.size;
+    return HET_OK;
+}
+
 static enum het_status grow_scratch(het_sched *s, size_t need, het_error *err)
 {
     if (need <= s->scratch_size) return HET_OK;
+    if (s->pool) return grow_scratch_pool(s, need, err);
     release_scratch(s);
     size_t size = (need + need / 4 + 4095) & ~(size_t)4095;  /* headroom: fewer re-registrations */
     s->scratch = aligned_alloc(4096, size);
@@ -161,6 +225,7 @@ enum het_status het_sched_alloc_graph(het_sched *s, het_graph *g, het_error *err
     st = het_scratch_plan_build(&plan, g, err);
     if (st != HET_OK) return st;
     st = grow_scratch(s, plan.peak ? plan.peak : 1, err);
+    if (st == HET_OK) st = het_sched_host_window(s, true, err); /* the caller writes the inputs next */
     if (st == HET_OK) {
         het_scratch_plan_apply(&plan, g, s->scratch);
         s->stats.scratch_peak_bytes = plan.peak;

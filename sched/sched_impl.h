@@ -33,6 +33,9 @@ struct het_sched {
 
     void                *scratch;        /* host region shared by all devices */
     size_t               scratch_size;
+    het_pool            *pool;           /* params.pool: registered with every device */
+    struct het_slice     scratch_slice;  /* scratch's slice when there is a pool       */
+    bool                 host_open;      /* CPU access window on the pool is open      */
 
     struct het_plan_cache_entry cache[HET_PLAN_CACHE];
     int                  cache_next;
@@ -51,6 +54,12 @@ struct het_sched {
 };
 
 void het_sched_log(het_sched *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Open (CPU about to read/write pool memory) or close (a device other than
+ * the CPU is about to) the CPU access window on the pool: the dma-buf
+ * DMA_BUF_IOCTL_SYNC START/END of memory/README.md. No-op without a pool or
+ * when already in that state. */
+enum het_status het_sched_host_window(het_sched *s, bool open, het_error *err);
 
 /* Run plan's splits on g (exec.c). On a device's failure, *failed is its
  * index (else -1) and the error is returned. */

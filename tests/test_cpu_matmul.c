@@ -329,6 +329,10 @@ int main(void)
                 {ty, K1, 17, 1, 1, 1, 0, false, false, true},   /* load-time panels */
                 {ty, K2, 33, 3, 1, 1, 2, false, true, true},
                 {ty, K1, 9, 6, 2, 4, 1, false, false, true},
+                {ty, K1, 70, 1, 1, 1, 0, false, false, true},   /* decode: runs of panels */
+                {ty, K2, 36, 3, 2, 4, 0, false, true, true},    /* runs over batches */
+                /* rows long enough that the wide kernels split K in chunks */
+                {ty, 7424, 20, 9, 1, 1, 0, false, true, true},
             };
             for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 check_case(&cases[i], 2, isa);

@@ -5,13 +5,15 @@
  * from an empty cache; tg generates N tokens one at a time from an empty
  * cache. A warm-up run is made first and not counted.
  */
+#include "tools/gpu_times.h"
 #include "tools/hetrun.h"
 #include "tools/membw.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#define BENCH_FLAGS "-m -p -n -r -t -c --device --devices --policy --npu --strict --json --stats -v"
+#define BENCH_FLAGS "-m -p -n -r -t -c --device --devices --policy --npu --strict --json --stats -v --gpu-times"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -72,9 +74,11 @@ int cmd_bench(int argc, char **argv)
     if (!hr_parse(&o, "bench", BENCH_FLAGS, argc, argv)) return 2;
     if (o.n_ctx == 0) o.n_ctx = (o.pp > o.tg ? o.pp : o.tg) + 16;
     struct hr_session s;
+    struct hr_gpu_times gt = { 0 };
     int rc = 1;
     int32_t *toks = NULL;
     if (!hr_session_open(&s, &o, true)) goto done;
+    hr_gpu_times_begin(&gt, &s, &o);
     const struct het_model_config *c = het_model_get_config(s.model);
     int n_tok = o.pp > o.tg ? o.pp : o.tg;
     toks = malloc((size_t)(n_tok > 0 ? n_tok : 1) * sizeof *toks);
@@ -92,13 +96,23 @@ int cmd_bench(int argc, char **argv)
         hr_error(&o, "%s", err.msg);
         goto done;
     }
+    char lab_pp[16], lab_tg[16];
+    snprintf(lab_pp, sizeof lab_pp, "pp%d", o.pp);
+    snprintf(lab_tg, sizeof lab_tg, "tg%d", o.tg);
+    hr_gpu_times_take(&gt, NULL); /* warm-up */
     for (int rep = 0; rep < o.reps && rep < 1000; rep++) {
         if (o.pp > 0 && !run_pp(&s, toks, o.pp, &pp.v[pp.n++], &err)) { hr_error(&o, "%s", err.msg); goto done; }
+        hr_gpu_times_take(&gt, lab_pp);
         if (o.tg > 0 && !run_tg(&s, toks, o.tg, &tg.v[tg.n++], &err)) { hr_error(&o, "%s", err.msg); goto done; }
+        hr_gpu_times_take(&gt, lab_tg);
     }
     if (pp.n) summarize(&pp);
     if (tg.n) summarize(&tg);
-    int threads = het_cpu_device_n_threads(s.devices[0]);
+    int threads = o.threads > 0 ? o.threads : 0; /* the CPU device's, when the set has one */
+    for (int i = 0; i < s.n_devices; i++)
+        if (het_device_kind(s.devices[i]) == HET_DEVICE_CPU) threads = het_cpu_device_n_threads(s.devices[i]);
+    if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN); /* e.g. lavapipe's threads */
+    if (threads <= 0) threads = 1;
     double bw = hr_measure_read_bandwidth(threads);
     size_t wbytes = het_model_weight_bytes(s.model), dbytes = decode_bytes(s.model);
     double bound = bw > 0 ? bw * 1e9 / (double)dbytes : 0;
@@ -132,6 +146,7 @@ int cmd_bench(int argc, char **argv)
     hr_print_stats(&s, &o);
     rc = 0;
 done:
+    hr_gpu_times_end(&gt);
     free(toks);
     hr_session_close(&s);
     return rc;

@@ -1,13 +1,49 @@
 /*
  * cmd_devices.c — `hetrun devices`: every device het can use, with what it
- * can do. Devices that cannot be opened are listed with the reason.
+ * can do. Devices that cannot be opened are listed with the reason. The
+ * last line is the memory pool backing a run would get (and why each
+ * earlier backing was skipped).
  */
 #include "tools/hetrun.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "het/npu.h"
 
 #if defined(HET_HAVE_VULKAN) && __has_include("het/vulkan.h")
 #include "het/vulkan.h"
 #define HR_VULKAN 1
 #endif
+
+/* A small pool made the way a run makes its own (HET_POOL order; the NPU
+ * provides backing 1 when it runs on hardware). */
+static void print_pool(void)
+{
+    struct het_pool_params p = { .size = 4u << 20, .name = "het-pool-probe" };
+    het_error err = { 0 };
+    const char *env = getenv("HET_POOL");
+    if (env && (!strcmp(env, "off") || !strcmp(env, "none") || !strcmp(env, "0"))) {
+        printf("pool      off (HET_POOL=%s)\n", env);
+        return;
+    }
+    if (env && *env && het_pool_parse_order(env, &p, &err) != HET_OK) {
+        printf("pool      HET_POOL: %s\n", err.msg);
+        return;
+    }
+    het_device *npu = het_npu_device_init(HET_NPU_HARDWARE, &err);
+    if (npu) het_npu_pool_provider(npu, &p.npu);
+    het_pool *pool = het_pool_init(&p, &err);
+    if (pool) {
+        char line[1024];
+        het_pool_describe(pool, line, sizeof line);
+        printf("pool      %s: %s\n", het_pool_backing_name(het_pool_backing(pool)), line);
+    } else {
+        printf("pool      unavailable: %s\n", err.msg);
+    }
+    het_pool_free(pool);
+    het_device_free(npu);
+}
 
 int cmd_devices(int argc, char **argv)
 {
@@ -33,5 +69,6 @@ int cmd_devices(int argc, char **argv)
     printf("vulkan    not built (install libvulkan-dev and glslc, then rebuild)\n");
 #endif
     printf("npu       not built yet (issue: NPU backend)\n");
+    print_pool();
     return 0;
 }

@@ -6,19 +6,25 @@
  * runs the plan and adds measured µs per node (each node its own split) and
  * the measured total beside the predicted one. --profile plans for devices
  * that are not present (simulation) and prints predicted tokens/s.
+ * --accuracy runs a text on the CPU alone and with the plan and prints
+ * top-1 agreement and KL per position (hr_accuracy.c); --accuracy-budget
+ * plans with lossy devices capped, and the run honours it through pins on
+ * the groups kept off them (the scheduler takes no budget itself).
  *
  * The graph comes from a dry run of the context (the scheduler plans but
  * runs nothing), so it is exactly the graph `hetrun run` would execute.
  */
 #include "tools/hetrun.h"
+#include "tools/hr_accuracy.h"
 #include "tools/hr_profile.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define PLAN_FLAGS  "-m -t -c --device --devices --policy --strict --json -v"
-#define PLAN_PFLAGS "--phase --batch --past --measure --profile --pin --overlap --recalibrate"
+#define PLAN_FLAGS  "-m -p -f -t -c --device --devices --policy --npu --strict --no-bos --json -v"
+#define PLAN_PFLAGS "--phase --batch --past --measure --profile --pin --overlap --recalibrate --accuracy " \
+                    "--accuracy-budget --sensitivity"
 #define MAXD        HET_PLAN_MAX_DEVICES
 
 struct planrun {
@@ -38,6 +44,12 @@ struct planrun {
     const double       *meas;                /* per node, or NULL                         */
     double              meas_total_us;       /* compute time of a normal run (NAN: none)  */
     double              eval_ms;             /* wall time of that eval                    */
+    bool                want_acc;            /* --accuracy, --accuracy-budget or --sensitivity */
+    struct hr_accuracy  acc;
+    struct het_plan_pin run_pins[HET_SCHED_MAX_PINS]; /* the scheduler's: user pins + budget's */
+    int                 n_run_pins;
+    struct het_plan     sched_plan;          /* what the scheduler planned (budget check)  */
+    int                 n_differ;            /* nodes where it differs from r->plan (-1: not compared) */
 };
 
 /* ---------------------------------------------------------------------------
@@ -47,13 +59,13 @@ static bool make_sched(struct planrun *r)
 {
     struct het_sched_params sp = {
         .devices = r->s.devices, .n_devices = r->s.n_devices, .profiles = (const het_profile *const *)r->prof,
-        .strict = r->o.strict, .overlap = r->po.overlap,
+        .strict = r->o.strict, .overlap = r->po.overlap, .pool = r->s.pool,
     };
     if (!hr_policy_parse(r->o.policy, r->s.devices, r->s.n_devices, &sp)) return false;
     struct het_plan_pin real[HET_SCHED_MAX_PINS];
     int n = 0;
-    for (int i = 0; i < r->n_pins; i++)
-        if (r->pins[i].device < r->n_real) real[n++] = r->pins[i];
+    for (int i = 0; i < r->n_run_pins; i++)
+        if (r->run_pins[i].device < r->n_real) real[n++] = r->run_pins[i];
     sp.pins = real;
     sp.n_pins = n;
     het_error err = { 0 };
@@ -65,6 +77,15 @@ static bool make_sched(struct planrun *r)
     het_sched_free(r->s.sched);
     r->s.sched = s;
     return true;
+}
+
+static bool new_context(struct planrun *r, het_error *err)
+{
+    het_context_free(r->s.ctx);
+    struct het_context_params cp = { .n_ctx = r->past + r->n_tok + 8, .sched = r->s.sched, .pool = r->s.pool };
+    r->s.ctx = het_context_init(r->s.model, &cp, err);
+    if (!r->s.ctx) hr_error(&r->o, "%s", err->msg);
+    return r->s.ctx != NULL;
 }
 
 static bool setup(struct planrun *r)
@@ -84,14 +105,20 @@ static bool setup(struct planrun *r)
         hr_error(&r->o, "%s", err.msg);
         return false;
     }
+    memcpy(r->run_pins, r->pins, sizeof r->pins);
+    r->n_run_pins = r->n_pins;
     if (!make_sched(r)) return false;
     r->prefill = r->po.phase && !strcmp(r->po.phase, "prefill");
     r->n_tok = r->prefill ? r->po.batch : 1;
     r->past = r->prefill ? 0 : r->po.past;
-    struct het_context_params cp = { .n_ctx = r->past + r->n_tok + 8, .sched = r->s.sched };
-    r->s.ctx = het_context_init(r->s.model, &cp, &err);
-    if (!r->s.ctx) hr_error(&r->o, "%s", err.msg);
-    return r->s.ctx != NULL;
+    r->want_acc = r->po.accuracy || r->po.accuracy_budget || r->po.sensitivity;
+    r->n_differ = -1;
+    if ((r->po.accuracy || r->po.sensitivity) && r->n_dev > r->n_real) {
+        hr_error(&r->o, "--accuracy/--sensitivity run the model: %s is not present (simulated)", r->names[r->n_real]);
+        return false;
+    }
+    if (r->want_acc && !hr_accuracy_open(&r->acc, &r->o, &r->po, r->s.model, !r->prefill)) return false;
+    return new_context(r, &err);
 }
 
 /* ---------------------------------------------------------------------------
@@ -124,6 +151,7 @@ static bool simulate(struct planrun *r, het_error *err)
         .policy = sp.policy == HET_POLICY_FIRST ? HET_PLAN_FIRST : sp.policy == HET_POLICY_SINGLE ? HET_PLAN_SINGLE
                 : sp.policy == HET_POLICY_ALTERNATE ? HET_PLAN_ALTERNATE : HET_PLAN_FASTEST,
         .single = sp.single, .pins = r->pins, .n_pins = r->n_pins, .strict = r->o.strict, .overlap = r->po.overlap,
+        .accuracy = r->want_acc ? &r->acc.pa : NULL,
     };
     double t0 = hr_now_ms();
     enum het_status st = het_plan_build(&pp, r->g, &r->plan, err);
@@ -161,7 +189,16 @@ static bool measure(struct planrun *r, const int32_t *toks, het_error *err)
     return ok;
 }
 
-static bool run_plan(struct planrun *r)
+/* nodes where the scheduler's plan and the printed one differ */
+static int count_differ(const struct het_plan *a, const struct het_plan *b)
+{
+    if (a->n_nodes != b->n_nodes) return a->n_nodes > b->n_nodes ? a->n_nodes : b->n_nodes;
+    int n = 0;
+    for (int i = 0; i < a->n_nodes; i++) n += a->nodes[i].device != b->nodes[i].device;
+    return n;
+}
+
+static bool run_plan(struct planrun *r, bool with_measure)
 {
     const struct het_model_config *c = het_model_get_config(r->s.model);
     int n = r->past + r->n_tok;
@@ -178,12 +215,72 @@ static bool run_plan(struct planrun *r)
         r->g = het_sched_last_graph(r->s.sched);
         ok = het_plan_copy(&r->plan, het_sched_last_plan(r->s.sched), &err) == HET_OK;
     }
-    if (ok && r->n_dev > r->n_real) ok = simulate(r, &err);
+    if (ok && r->want_acc) ok = het_plan_copy(&r->sched_plan, &r->plan, &err) == HET_OK;
+    if (ok && (r->n_dev > r->n_real || r->want_acc)) ok = simulate(r, &err);
+    if (ok && r->want_acc && r->n_dev == r->n_real) r->n_differ = count_differ(&r->plan, &r->sched_plan);
     r->meas_total_us = NAN;
-    if (ok && r->po.measure) ok = measure(r, toks, &err);
+    if (ok && with_measure && r->po.measure) ok = measure(r, toks, &err);
     if (!ok) hr_error(&r->o, "%s", err.msg);
     free(toks);
     return ok;
+}
+
+/* ---------------------------------------------------------------------------
+ * accuracy: the sensitivity table, the budget's pins, the evaluation        */
+
+static struct hr_acc_devices acc_devices(const struct planrun *r)
+{
+    struct hr_acc_devices d = { r->s.devices, (const het_profile *const *)r->prof, r->n_real, -1, -1, r->s.sched };
+    for (int i = 0; i < r->n_real; i++) {
+        bool lossy = het_profile_device_kind(r->prof[i]) == HET_DEVICE_NPU;
+        if (lossy && d.lossy < 0) d.lossy = i;
+        if (!lossy && d.exact < 0) d.exact = i;
+    }
+    return d;
+}
+
+/* The scheduler's pins for the budgeted plan: the user's, then each group
+ * kept off the lossy devices pinned to the device the plan gives it. */
+static bool budget_pins(struct planrun *r)
+{
+    memcpy(r->run_pins, r->pins, sizeof r->pins);
+    r->n_run_pins = r->n_pins;
+    for (int i = 0; i < r->plan.n_nodes; i++) {
+        const struct het_plan_node *pn = &r->plan.nodes[i];
+        if (!(pn->flags & HET_PLAN_ACCURACY)) continue;
+        const char *pat = pn->group >= 0 ? r->acc.sens.groups[pn->group].pattern : het_graph_node(r->g, i)->name;
+        int k = 0;
+        while (k < r->n_run_pins && strcmp(r->run_pins[k].pattern, pat)) k++;
+        if (k < r->n_run_pins) continue;
+        if (k == HET_SCHED_MAX_PINS) {
+            hr_error(&r->o, "--accuracy-budget: more than %d pins needed to run this plan (node groups kept off the "
+                     "lossy device); use a sensitivity table with fewer groups", HET_SCHED_MAX_PINS);
+            return false;
+        }
+        snprintf(r->run_pins[k].pattern, sizeof r->run_pins[k].pattern, "%s", pat);
+        r->run_pins[k].device = pn->device;
+        r->n_run_pins++;
+    }
+    return true;
+}
+
+/* After the first plan: get the sensitivity, plan with it (and the budget);
+ * when the budget keeps groups off the lossy devices, rebuild the scheduler
+ * with pins that say so; plan (and measure) again; evaluate the text. */
+static bool run_accuracy(struct planrun *r)
+{
+    struct hr_acc_devices d = acc_devices(r);
+    if (!hr_accuracy_sensitivity(&r->acc, &r->po, r->g, &d)) return false;
+    het_error err = { 0 };
+    if (!simulate(r, &err)) {
+        hr_error(&r->o, "%s", err.msg);
+        return false;
+    }
+    if (r->plan.n_kept > 0 && r->n_dev == r->n_real &&
+        (!budget_pins(r) || !make_sched(r) || !new_context(r, &err)))
+        return false;
+    if (!run_plan(r, true)) return false;
+    return !r->po.accuracy || hr_accuracy_eval(&r->acc, r->s.sched);
 }
 
 /* ---------------------------------------------------------------------------
@@ -219,8 +316,12 @@ static void why(const struct planrun *r, int i, char *buf, size_t size)
         o += (size_t)snprintf(buf + o, size > o ? size - o : 0, "; fallback: %s cannot run it", r->names[pn->wanted]);
     else if (pn->flags & HET_PLAN_PINNED)
         o += (size_t)snprintf(buf + o, size > o ? size - o : 0, "; pinned");
+    else if (pn->flags & HET_PLAN_ACCURACY)
+        o += (size_t)snprintf(buf + o, size > o ? size - o : 0, "; kept on %s: accuracy budget",
+                              r->names[pn->device]);
     else if (best >= 0 && best != pn->device)
         o += (size_t)snprintf(buf + o, size > o ? size - o : 0, "; stays to avoid hand-offs");
+    if (pn->kl > 0) o += (size_t)snprintf(buf + o, size > o ? size - o : 0, "; KL %.1e", pn->kl);
     if (pn->enter_us > 0)
         snprintf(buf + o, size > o ? size - o : 0, "; +%.1f split/hand-off", pn->enter_us);
 }
@@ -303,6 +404,9 @@ static void print_totals(const struct planrun *r)
                r->meas_total_us, r->eval_ms, tokens_per_s(r, r->meas_total_us),
                100 * (r->plan.total_us / r->meas_total_us - 1));
     if (r->plan.n_fallbacks) printf("       %d fallbacks\n", r->plan.n_fallbacks);
+    if (r->n_differ > 0)
+        printf("       note: the scheduler places %d node%s differently from this plan\n", r->n_differ,
+               r->n_differ == 1 ? "" : "s");
     if (r->plan.n_unmeasured)
         printf("       %d predictions (marked ~) come from unmeasured defaults or NPU cost models, not measurements\n",
                r->plan.n_unmeasured);
@@ -353,9 +457,11 @@ static void json_node(const struct planrun *r, int i)
     json_num(pn->enter_us);
     printf(",\"measured_us\":");
     json_num(r->meas ? r->meas[i] : NAN);
-    printf(",\"unmeasured\":%s,\"pinned\":%s,\"fallback\":%s,\"alt_us\":{",
+    printf(",\"unmeasured\":%s,\"pinned\":%s,\"fallback\":%s,\"accuracy_kept\":%s,\"kl\":",
            (pn->flags & HET_PLAN_UNMEASURED) ? "true" : "false", (pn->flags & HET_PLAN_PINNED) ? "true" : "false",
-           (pn->flags & HET_PLAN_FALLBACK) ? "true" : "false");
+           (pn->flags & HET_PLAN_FALLBACK) ? "true" : "false", (pn->flags & HET_PLAN_ACCURACY) ? "true" : "false");
+    json_num(r->want_acc ? pn->kl : NAN);
+    printf(",\"alt_us\":{");
     for (int d = 0; d < r->n_dev; d++) {
         printf("%s", d ? "," : "");
         json_str(r->names[d]);
@@ -398,6 +504,10 @@ static void print_json(const struct planrun *r)
     json_num(r->meas_total_us);
     printf(",\"error\":");
     json_num(isnan(r->meas_total_us) ? NAN : r->plan.total_us / r->meas_total_us - 1);
+    if (r->want_acc) {
+        printf(",\"scheduler_differs\":%d", r->n_differ);
+        hr_accuracy_json(&r->acc, &r->plan);
+    }
     printf("}\n");
 }
 
@@ -430,7 +540,8 @@ int cmd_plan(int argc, char **argv)
         rc = 2;
         goto done;
     }
-    if (!setup(r) || !run_plan(r)) goto done;
+    if (!setup(r) || !run_plan(r, !r->want_acc)) goto done;
+    if (r->want_acc && !run_accuracy(r)) goto done;
     if (r->o.json) {
         print_json(r);
     } else {
@@ -438,9 +549,12 @@ int cmd_plan(int argc, char **argv)
         print_nodes(r);
         print_layers(r);
         print_totals(r);
+        if (r->want_acc) hr_accuracy_print(&r->acc, &r->plan);
     }
     rc = 0;
 done:
+    hr_accuracy_close(&r->acc);
+    het_plan_free(&r->sched_plan);
     het_plan_free(&r->plan);
     hr_session_close(&r->s);
     for (int i = 0; i < MAXD; i++) het_profile_free(r->prof[i]);

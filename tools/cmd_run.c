@@ -2,11 +2,12 @@
  * cmd_run.c — `hetrun run`: generate text from a prompt, streaming it to
  * stdout; timings go to stderr so stdout stays the text alone.
  */
+#include "tools/gpu_times.h"
 #include "tools/hetrun.h"
 
 #include <stdlib.h>
 
-#define RUN_FLAGS "-m -p -f -n --temp --top-k --top-p --seed -t -c --device --devices --policy --npu --strict --no-bos --stats -v --long-model --long-threshold --long-devices --long-ctx"
+#define RUN_FLAGS "-m -p -f -n --temp --top-k --top-p --seed -t -c --device --devices --policy --npu --strict --no-bos --stats -v --long-model --long-threshold --long-devices --long-ctx --gpu-times"
 
 static void put_piece(const het_tokenizer *tok, int32_t id)
 {
@@ -23,6 +24,7 @@ int cmd_run(int argc, char **argv)
     if (o.n_predict < 0) o.n_predict = 128;
     if (!o.prompt && !o.prompt_file) o.prompt = "Once upon a time";
     struct hr_session s;
+    struct hr_gpu_times gt = { 0 };
     int rc = 1;
     int32_t *ids = NULL, n_ids = 0;
     het_sampler *smp = NULL;
@@ -36,6 +38,7 @@ int cmd_run(int argc, char **argv)
         hr_error(&o, "prompt of %d tokens does not fit the context of %d (use -c)", n_ids, het_context_n_ctx(s.ctx));
         goto done;
     }
+    hr_gpu_times_begin(&gt, &s, &o);
     const het_tokenizer *tok = het_model_tokenizer(s.model);
     const struct het_model_config *cfg = het_model_get_config(s.model);
     struct het_sampler_params sp = { .temp = o.temp, .top_k = o.top_k, .top_p = o.top_p, .seed = o.seed };
@@ -51,6 +54,7 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     double t_prefill = hr_now_ms() - t0;
+    hr_gpu_times_take(&gt, "prefill");
     int n_gen = 0;
     double t1 = hr_now_ms();
     for (; n_gen < o.n_predict; n_gen++) {
@@ -69,12 +73,14 @@ int cmd_run(int argc, char **argv)
         }
     }
     double t_decode = hr_now_ms() - t1;
+    hr_gpu_times_take(&gt, "decode");
     printf("\n");
     fprintf(stderr, "prefill: %d tokens in %.1f ms (%.1f tok/s); decode: %d tokens in %.1f ms (%.1f tok/s)\n", n_ids,
             t_prefill, n_ids * 1000.0 / t_prefill, n_gen, t_decode, n_gen > 1 ? (n_gen - 1) * 1000.0 / t_decode : 0.0);
     hr_print_stats(&s, &o);
     rc = 0;
 done:
+    hr_gpu_times_end(&gt);
     het_sampler_free(smp);
     free(ids);
     hr_session_close(&s);

@@ -13,6 +13,7 @@
 #include "het/device.h"
 #include "het/model.h"
 #include "het/plan.h"
+#include "het/pool.h"
 #include "het/profile.h"
 #include "het/sched.h"
 #include "tools/hr_profile.h"
@@ -59,6 +60,7 @@ struct hr_opts {
     int         long_ctx;     /* --long-ctx                              */
     int         long_parallel;/* serve --long-parallel (default --parallel) */
     struct hr_plan_opts plan; /* --profile --pin --recalibrate --overlap (--ops) */
+    bool        gpu_times;    /* --gpu-times: per-node Vulkan GPU time (gpu_times.c) */
     int         argc_rest;    /* positional arguments left               */
     char      **argv_rest;
 };
@@ -69,8 +71,9 @@ bool hr_parse(struct hr_opts *o, const char *cmd, const char *allowed, int argc,
 /* The bundled default model path (HET_MODEL env, then next to the binary, then the source tree). */
 const char *hr_default_model(void);
 
-/* A ready-to-run model: devices, scheduler, model, context. */
+/* A ready-to-run model: devices, memory pool, scheduler, model, context. */
 struct hr_session {
+    het_pool    *pool;         /* every tensor of the run; NULL with HET_POOL=off */
     het_device  *devices[4];
     int          n_devices;
     het_profile *profiles[4];  /* per device (owned); NULL: unmeasured default */
@@ -87,6 +90,20 @@ void hr_session_close(struct hr_session *s);
 /* Tokenize the prompt (-p or -f), adding BOS as the model says unless --no-bos. */
 bool hr_tokenize_prompt(const struct hr_session *s, const struct hr_opts *o, int32_t **ids, int32_t *n);
 void hr_print_stats(const struct hr_session *s, const struct hr_opts *o);
+
+/* hr_pool.c: the session's pool (HET_POOL backing order or "off",
+ * HET_POOL_MB size; default size estimated from the model), created after
+ * the devices (an NPU on hardware provides backing 1) and holding the
+ * model's weights on return. */
+bool   hr_pool_open(struct hr_session *s, const struct hr_opts *o);
+/* Bytes to reserve for the model (weights, n_repacking repacked copies, one
+ * KV cache (serve: one per --parallel sequence) and the scratch of a
+ * whole-context prefill). */
+size_t hr_pool_estimate(const het_model *m, const struct hr_opts *o, int n_repacking);
+/* --stats lines: the pool's description and counters */
+void   hr_pool_print_stats(const struct hr_session *s, FILE *f);
+/* --stats=json members (each followed by a comma): pool_backing, sizes */
+void   hr_pool_print_json(const struct hr_session *s, FILE *f);
 /* --long-model: the options that open the long route (model, devices, ctx) */
 void hr_long_opts(const struct hr_opts *o, struct hr_opts *lo);
 /* run --long-model: pick the route for the tokenized prompt; when it is the

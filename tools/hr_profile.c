@@ -36,6 +36,12 @@ static const struct pflag pflags[] = {
     { "--ops",         2, P(ops),         "per op class: achieved GB/s and GFLOP/s beside the roofline" },
     { "--plot",        0, P(plot),        "write measured-vs-model PNG curves into this folder (gnuplot)" },
     { "--types",       0, P(types),       "matmul weight types to calibrate, e.g. q4_0,q8_0,f16" },
+    { "--accuracy",    2, P(accuracy),    "evaluate a text (-p/-f, default a built-in one) on the CPU alone and with"
+                                          " the plan: per-position top-1 agreement, KL(p_cpu || p_plan)" },
+    { "--accuracy-budget", 0, P(accuracy_budget), "KL: keep lossy devices (the NPU: int8 activations) to node groups"
+                                          " whose predicted mean KL per position stays under KL" },
+    { "--sensitivity", 0, P(sensitivity), "FILE | measure: KL per node group for the budget (default: the cached"
+                                          " measurement, else an estimate); measure runs each group on the NPU" },
 };
 #undef P
 

@@ -28,6 +28,9 @@ struct hr_plan_opts {
     bool        ops;          /* --ops (bench): per op class rates                */
     const char *plot;         /* --plot DIR: measured-vs-model PNGs (gnuplot)     */
     const char *types;        /* --types q4_0,f16: matmul types to calibrate      */
+    bool        accuracy;     /* --accuracy: top-1 and KL against the CPU alone   */
+    const char *accuracy_budget; /* --accuracy-budget KL: cap lossy devices       */
+    const char *sensitivity;  /* --sensitivity FILE|measure: KL per node group    */
 };
 
 /* Remove the flags listed in `allowed` (space-separated) from argv and fill

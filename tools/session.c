@@ -1,6 +1,9 @@
 /*
  * session.c — turning hetrun's placement flags into a device set and a
  * scheduler, and loading the model and context every running command needs.
+ * Order: model (mapped), devices, memory pool (sized from the model; the
+ * weights move into it), scheduler (imports the pool into every device),
+ * per-device weight preparation, context (KV cache in the pool).
  */
 #include "tools/hetrun.h"
 
@@ -84,8 +87,8 @@ static void log_line(void *user, const char *line)
 static bool open_devices(struct hr_session *s, const struct hr_opts *o)
 {
     char list[256];
-    snprintf(list, sizeof list, "%s", o->device ? o->device : o->devices ? o->devices : "cpu");
     het_error err = { 0 };
+    snprintf(list, sizeof list, "%s", o->device ? o->device : o->devices ? o->devices : "cpu");
     for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (s->n_devices == (int)(sizeof s->devices / sizeof s->devices[0])) {
             hr_error(o, "--devices: too many devices");
@@ -98,9 +101,15 @@ static bool open_devices(struct hr_session *s, const struct hr_opts *o)
         }
         s->devices[s->n_devices++] = d;
     }
+    return true;
+}
+
+static bool make_sched(struct hr_session *s, const struct hr_opts *o)
+{
+    het_error err = { 0 };
     struct het_sched_params sp = {
         .devices = s->devices, .n_devices = s->n_devices, .strict = o->strict, .overlap = o->plan.overlap,
-        .log = log_line, .log_user = s,
+        .log = log_line, .log_user = s, .pool = s->pool,
     };
     if (!hr_policy_parse(o->policy, s->devices, s->n_devices, &sp)) return false;
     /* a single device needs no cost model; a set is planned from measured profiles */
@@ -135,20 +144,22 @@ bool hr_session_open(struct hr_session *s, const struct hr_opts *o, bool need_ct
         hr_error(o, "%s", err.msg);
         return false;
     }
-    if (!open_devices(s, o)) return false;
-    /* weights are used in place from the mapped file: make them visible to every device */
-    size_t size = 0;
-    const void *base = het_gguf_file_data(het_model_gguf(s->model), &size);
-    if (het_sched_register_memory(s->sched, (void *)base, size, 0 /* weights */, &err) != HET_OK) {
-        hr_error(o, "%s", err.msg);
-        return false;
+    if (!open_devices(s, o) || !hr_pool_open(s, o) || !make_sched(s, o)) return false;
+    if (!het_model_pool(s->model)) {
+        /* no pool: the weights are used in place from the mapped file */
+        size_t size = 0;
+        const void *base = het_gguf_file_data(het_model_gguf(s->model), &size);
+        if (het_sched_register_memory(s->sched, (void *)base, size, 0 /* weights */, &err) != HET_OK) {
+            hr_error(o, "%s", err.msg);
+            return false;
+        }
     }
     if (het_model_prepare(s->model, s->sched, &err) != HET_OK) {
         hr_error(o, "%s", err.msg);
         return false;
     }
     if (!need_ctx) return true;
-    struct het_context_params cp = { .n_ctx = o->n_ctx, .sched = s->sched };
+    struct het_context_params cp = { .n_ctx = o->n_ctx, .sched = s->sched, .pool = s->pool };
     s->ctx = het_context_init(s->model, &cp, &err);
     if (!s->ctx) {
         hr_error(o, "%s", err.msg);
@@ -166,6 +177,7 @@ void hr_session_close(struct hr_session *s)
         het_device_free(s->devices[i]);
     }
     het_model_free(s->model);
+    het_pool_free(s->pool);   /* last: devices and the model kept slices in it */
     memset(s, 0, sizeof *s);
 }
 
@@ -231,36 +243,49 @@ void hr_print_stats(const struct hr_session *s, const struct hr_opts *o)
         het_device_get_stats(s->devices[i], &ds);
         copied += ds.copied_bytes;
     }
-    bool json = !strcmp(o->stats, "json");
-    if (json) {
+    if (s->pool) { /* the devices' copies, forwarded to the pool, plus any made outside a run */
+        struct het_pool_stats ps;
+        het_pool_get_stats(s->pool, &ps);
+        if (ps.copied_bytes > copied) copied = ps.copied_bytes;
+    }
+    const size_t kv = s->ctx ? het_context_kv_bytes(s->ctx) : 0;
+    if (!strcmp(o->stats, "json")) {
+        fprintf(stderr, "{");
+        hr_pool_print_json(s, stderr);
         fprintf(stderr,
-                "{\"pool_backing\":\"malloc (not a pool yet)\",\"copied_bytes\":%llu,\"scratch_peak_bytes\":%zu,"
-                "\"scratch_naive_bytes\":%zu,\"scratch_reserved_bytes\":%zu,\"kv_bytes\":%zu,\"weight_bytes\":%zu,"
-                "\"fallbacks\":%llu,\"devices\":[",
-                (unsigned long long)copied, ss.scratch_peak_bytes, ss.scratch_naive_bytes, ss.scratch_reserved,
-                s->ctx ? het_context_kv_bytes(s->ctx) : 0, het_model_weight_bytes(s->model),
-                (unsigned long long)ss.n_fallbacks);
+                "\"copied_bytes\":%llu,\"scratch_peak_bytes\":%zu,\"scratch_naive_bytes\":%zu,"
+                "\"scratch_reserved_bytes\":%zu,\"kv_bytes\":%zu,\"weight_bytes\":%zu,\"weights_in\":\"%s\","
+                "\"handoffs\":%llu,\"fallbacks\":%llu,\"devices\":[",
+                (unsigned long long)copied, ss.scratch_peak_bytes, ss.scratch_naive_bytes, ss.scratch_reserved, kv,
+                het_model_weight_bytes(s->model), het_model_pool(s->model) ? "pool" : "mapped file",
+                (unsigned long long)ss.n_handoffs, (unsigned long long)ss.n_fallbacks);
         for (int i = 0; i < s->n_devices; i++) {
             struct het_device_stats ds;
             het_device_get_stats(s->devices[i], &ds);
-            fprintf(stderr, "%s{\"name\":\"%s\",\"splits\":%llu,\"nodes\":%llu,\"busy_us\":%.0f,\"copied_bytes\":%llu}",
+            fprintf(stderr,
+                    "%s{\"name\":\"%s\",\"splits\":%llu,\"nodes\":%llu,\"busy_us\":%.0f,\"copied_bytes\":%llu,"
+                    "\"pool_import\":\"%s\"}",
                     i ? "," : "", het_device_name(s->devices[i]), (unsigned long long)ds.n_splits,
-                    (unsigned long long)ds.n_nodes, ds.busy_us, (unsigned long long)ds.copied_bytes);
+                    (unsigned long long)ds.n_nodes, ds.busy_us, (unsigned long long)ds.copied_bytes,
+                    het_device_pool_import(s->devices[i]));
         }
         fprintf(stderr, "]}\n");
         return;
     }
-    fprintf(stderr, "memory: weights %.1f MiB (mapped file), KV cache %.1f MiB\n",
-            het_model_weight_bytes(s->model) / 1048576.0, s->ctx ? het_context_kv_bytes(s->ctx) / 1048576.0 : 0.0);
-    fprintf(stderr, "scratch: peak %.2f MiB with lifetime reuse vs %.2f MiB naive sum (reserved %.2f MiB)\n",
+    hr_pool_print_stats(s, stderr);
+    fprintf(stderr, "memory: weights %.2f MiB (%s), KV cache %.2f MiB\n", het_model_weight_bytes(s->model) / 1048576.0,
+            het_model_pool(s->model) ? "pool slice" : "mapped file", kv / 1048576.0);
+    fprintf(stderr, "scratch: peak %.3f MiB with lifetime reuse vs %.3f MiB naive sum (reserved %.3f MiB)\n",
             ss.scratch_peak_bytes / 1048576.0, ss.scratch_naive_bytes / 1048576.0, ss.scratch_reserved / 1048576.0);
-    fprintf(stderr, "copied between devices: %llu bytes; fallbacks: %llu\n", (unsigned long long)copied,
-            (unsigned long long)ss.n_fallbacks);
+    fprintf(stderr, "copied between devices: %llu bytes; hand-offs: %llu; fallbacks: %llu\n",
+            (unsigned long long)copied, (unsigned long long)ss.n_handoffs, (unsigned long long)ss.n_fallbacks);
     for (int i = 0; i < s->n_devices; i++) {
         struct het_device_stats ds;
         het_device_get_stats(s->devices[i], &ds);
-        fprintf(stderr, "device %s%s: %llu splits, %llu nodes, busy %.1f ms — %s\n", het_device_name(s->devices[i]),
+        const char *imp = het_device_pool_import(s->devices[i]);
+        fprintf(stderr, "device %s%s: %llu splits, %llu nodes, busy %.1f ms%s%s — %s\n", het_device_name(s->devices[i]),
                 het_device_is_emulated(s->devices[i]) ? " (emulated)" : "", (unsigned long long)ds.n_splits,
-                (unsigned long long)ds.n_nodes, ds.busy_us / 1000.0, het_device_description(s->devices[i]));
+                (unsigned long long)ds.n_nodes, ds.busy_us / 1000.0, *imp ? "; pool: " : "", imp,
+                het_device_description(s->devices[i]));
     }
 }

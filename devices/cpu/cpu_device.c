@@ -6,9 +6,15 @@
  * barrier before the next node (kernels that need phases barrier inside).
  * The thread count defaults to the number of physical cores (hwloc), since
  * SMT siblings share the SIMD units the kernels saturate.
+ *
+ * Matmul weights are repacked once at load into panels; when the scheduler
+ * registers a memory pool with the device, the panels are slices of it
+ * (every tensor of a run lives in the pool), else aligned host memory.
  */
 #include "devices/cpu/cpu_ops.h"
+#include "devices/cpu/cpu_profile.h"
 #include "devices/cpu/quant_dot.h"
+#include "het/pool.h"
 #include "sched/device_impl.h"
 
 #include <hwloc.h>
@@ -25,8 +31,11 @@ struct cpu_context {
     size_t                  wsize;
     struct het_tensor     **packed_t;   /* weights whose t->extra we own      */
     void                  **packed;     /* load-time weight panels (t->extra) */
+    struct het_slice       *packed_sl;  /* their pool slices (size 0: host memory) */
     int                     n_packed, cap_packed;
+    het_pool               *pool;       /* panels go here once a pool is registered */
     size_t                  packed_bytes;
+    struct het_cpu_profile *profile;    /* HET_CPU_PROFILE set: per-node times */
 };
 
 static int physical_cores(void)
@@ -71,12 +80,16 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
 
     int failed = -1;
     enum het_status failed_st = HET_OK;
+    struct het_cpu_profile *prof = c->profile;
+    const double t_split = prof ? het_cpu_profile_now_us(prof) : 0.0;
+    double t_nodes = 0.0;
 #pragma omp parallel num_threads(c->n_threads)
     {
         struct het_compute_params p = {
             .ith = omp_get_thread_num(), .nth = omp_get_num_threads(),
             .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa,
         };
+        double t0 = prof && p.ith == 0 ? het_cpu_profile_now_us(prof) : 0.0;
         for (int i = 0; i < n; i++) {
             enum het_status s = het_cpu_compute(&p, nodes[i]);
             if (s != HET_OK) {
@@ -84,8 +97,15 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
                 if (failed < 0 || i < failed) { failed = i; failed_st = s; }
             }
 #pragma omp barrier
+            if (prof && p.ith == 0) {
+                const double t1 = het_cpu_profile_now_us(prof);
+                het_cpu_profile_add(prof, nodes[i], t1 - t0);
+                t_nodes += t1 - t0;
+                t0 = t1;
+            }
         }
     }
+    if (prof) het_cpu_profile_add_split(prof, het_cpu_profile_now_us(prof) - t_split - t_nodes);
     if (failed >= 0) {
         const struct het_tensor *t = nodes[failed];
         return het_error_set(err, failed_st, "cpu: %s '%s' (%s x %s) failed: %s", het_op_name(t->op), t->name,
@@ -95,36 +115,88 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
     return HET_OK;
 }
 
+/* Should weight t of w[0..n) be repacked (size bytes)? Compact panel forms
+ * (no bigger than the file's blocks) always pay off. The larger forms do
+ * not for the largest matrices (embedding/output), which are then streamed
+ * as stored: there the bigger copy costs more bandwidth than it saves. An
+ * embedding table with a separate output matrix is only gathered from. */
+static bool cpu_should_pack(const struct het_tensor *t, size_t size, struct het_tensor *const *w, int n)
+{
+    const bool embd = !strcmp(t->name, "token_embd.weight");
+    if (embd) {
+        for (int i = 0; i < n; i++)
+            if (!strcmp(w[i]->name, "output.weight")) return false;
+    }
+    const bool big = embd || !strcmp(t->name, "output.weight");
+    return !big || size <= het_nbytes(t) + het_nbytes(t) / 16 + 4096;
+}
+
+/* Room for one weight's panels: a pool slice when a pool is registered. */
+static enum het_status panel_alloc(struct cpu_context *c, size_t size, const struct het_tensor *t, void **buf,
+                                   struct het_slice *sl, het_error *err)
+{
+    if (c->pool) {
+        enum het_status st = het_pool_alloc(c->pool, size, 0, sl, err);
+        if (st != HET_OK) {
+            if (err) het_error_prefix(err, "cpu: panels of '%s'", t->name);
+            return st;
+        }
+        *buf = het_pool_ptr(c->pool, sl->offset);
+        return HET_OK;
+    }
+    *buf = aligned_alloc(64, (size + 63) & ~(size_t)63);
+    if (!*buf) return het_error_set(err, HET_ERR_NOMEM, "cpu: cannot allocate %zu bytes to repack '%s'", size, t->name);
+    return HET_OK;
+}
+
+static void panel_free(struct cpu_context *c, void *buf, struct het_slice sl)
+{
+    if (sl.size) het_pool_release(c->pool, sl, NULL);
+    else free(buf);
+}
+
+/* The pool is the CPU's own memory: nothing to import; keep it for panels. */
+static enum het_status cpu_register_pool(het_device *dev, het_pool *pool, het_error *err)
+{
+    struct cpu_context *c = dev->context;
+    if (c->pool && c->pool != pool && c->n_packed)
+        return het_error_set(err, HET_ERR_INVALID, "cpu: weights already repacked into another memory pool");
+    c->pool = pool;
+    return HET_OK;
+}
+
 /* Repack matmul weights once into the kernels' panel layout, so every
- * matmul (decode included) runs the panel kernels without per-call packing.
- * The largest matrices (embedding/output) are streamed as stored: for them
- * the bigger packed copy costs more bandwidth than it saves. */
+ * matmul (decode included) runs the panel kernels without per-call packing. */
 static enum het_status cpu_prepare_weights(het_device *dev, struct het_tensor *const *w, int n, het_error *err)
 {
     struct cpu_context *c = dev->context;
     for (int i = 0; i < n; i++) {
         struct het_tensor *t = w[i];
-        if (t->ne[1] <= 1 || t->extra || !strcmp(t->name, "token_embd.weight") || !strcmp(t->name, "output.weight"))
-            continue;
+        if (t->ne[1] <= 1 || t->extra) continue;
         size_t size = het_cpu_mul_mat_repack_size(t, c->isa);
-        if (!size) continue;
+        if (!size || !cpu_should_pack(t, size, w, n)) continue;
         if (c->n_packed == c->cap_packed) {
             int cap = c->cap_packed ? 2 * c->cap_packed : 64;
             void **np = realloc(c->packed, (size_t)cap * sizeof *np);
             if (np) c->packed = np;
             struct het_tensor **nt = realloc(c->packed_t, (size_t)cap * sizeof *nt);
             if (nt) c->packed_t = nt;
-            if (!np || !nt) return het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory repacking weights");
+            struct het_slice *ns = realloc(c->packed_sl, (size_t)cap * sizeof *ns);
+            if (ns) c->packed_sl = ns;
+            if (!np || !nt || !ns) return het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory repacking weights");
             c->cap_packed = cap;
         }
-        void *buf = aligned_alloc(64, (size + 63) & ~(size_t)63);
-        if (!buf) return het_error_set(err, HET_ERR_NOMEM, "cpu: cannot allocate %zu bytes to repack '%s'", size, t->name);
-        enum het_status st = het_cpu_mul_mat_repack(t, c->isa, buf, size);
+        struct het_slice sl = { 0, 0 };
+        void *buf = NULL;
+        enum het_status st = panel_alloc(c, size, t, &buf, &sl, err);
+        if (st != HET_OK) return st;
+        st = het_cpu_mul_mat_repack(t, c->isa, buf, size);
         if (st != HET_OK) {
-            free(buf);
+            panel_free(c, buf, sl);
             return het_error_set(err, st, "cpu: repacking '%s' (%s) failed", t->name, het_type_name(t->type));
         }
         c->packed_t[c->n_packed] = t;
+        c->packed_sl[c->n_packed] = sl;
         c->packed[c->n_packed++] = buf;
         c->packed_bytes += size;
         t->extra = buf;
@@ -139,11 +211,13 @@ static void cpu_free(het_device *dev)
     /* the model outlives its devices: detach our panels from its tensors */
     for (int i = 0; i < c->n_packed; i++) {
         if (c->packed_t[i]->extra == c->packed[i]) c->packed_t[i]->extra = NULL;
-        free(c->packed[i]);
+        panel_free(c, c->packed[i], c->packed_sl[i]);
     }
     free(c->packed);
     free(c->packed_t);
+    free(c->packed_sl);
     free(c->wdata);
+    het_cpu_profile_free(c->profile);
     free(c);
 }
 
@@ -155,6 +229,7 @@ static const struct het_device_i cpu_iface = {
     /* .run_split          = */ cpu_run_split,
     /* .sync               = */ NULL, /* run_split is synchronous */
     /* .free               = */ cpu_free,
+    /* .register_pool      = */ cpu_register_pool,
 };
 
 het_device *het_cpu_device_init(int n_threads, het_error *err)
@@ -167,8 +242,10 @@ het_device *het_cpu_device_init(int n_threads, het_error *err)
     c->n_threads = n_threads > 0 ? n_threads : physical_cores();
     het_cpu_features_detect(&c->features);
     c->isa = het_cpu_isa_select(&c->features);
+    c->profile = het_cpu_profile_new();
     het_device *dev = het_device_new(&cpu_iface, HET_DEVICE_CPU, "cpu", c);
     if (!dev) {
+        het_cpu_profile_free(c->profile);
         free(c);
         het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory");
         return NULL;

@@ -14,6 +14,11 @@
  *     all of M streams past them in L2-sized chunks. When the device packed
  *     a at load time (a->extra, het_cpu_mul_mat_repack) the panels are used
  *     as they are, for every M: decode then runs at about 3x the GEMV rate.
+ *     For q4_0 / q8_0 / q6_K the panels are compact (the file's bytes).
+ *   - or, for many rows of b (prefill) where the level has wide kernels,
+ *     expands pairs of compact panels into wide byte panels (thread
+ *     scratch, one K chunk at a time so a wide panel stays in L1 while the
+ *     rows of b stream past it) and runs the 16-row wide kernel.
  * Float a (F32/F16/BF16): b rows are used in place when contiguous (else
  * gathered to wdata first) and multiplied 2 weight rows x 4 b rows at a time.
  */
@@ -27,6 +32,15 @@
 /* Activation bytes per M chunk (kept in L2 while the panels stream past). */
 #define HET_MM_CHUNK_BYTES      (192u << 10)
 #define HET_MM_PANEL_ROWS_MAX   16
+/* Rows of b from which the wide kernels (when the level has them) run. */
+#define HET_MM_WIDE_MIN_M       8
+/* Wide panel bytes per K chunk. Measured on Zen 3: splitting K so a wide
+ * panel fits L1 loses more to the extra passes over dst than it gains;
+ * streaming it from L2 is fine. Only very long rows are split. */
+#define HET_MM_WIDE_CHUNK_BYTES (128u << 10)
+/* Wide panel bytes expanded at once per thread (kept in L2 over all M). */
+#define HET_MM_WIDE_GROUP_BYTES (256u << 10)
+#define HET_MM_WIDE_GROUP_MAX   64
 
 static size_t het_mm_align(size_t x) { return (x + 63) & ~(size_t)63; }
 
@@ -53,6 +67,14 @@ struct het_mm_plan {
     int64_t panel_group;      /* panels packed at once per thread                  */
     struct het_panel_layout pl;
     const uint8_t  *prepacked;    /* panels packed at load time (a->extra), or NULL */
+    bool            use_wide;     /* wide kernels over expanded panel pairs         */
+    int             xcols;        /* b rows per wide call                           */
+    int64_t         x_kcb;        /* blocks per K chunk                             */
+    int64_t         x_group;      /* wide items expanded at once per thread         */
+    size_t          x_bytes;      /* one wide item's chunk                          */
+    het_xexpand_fn  xexpand_fn;
+    het_xpanel_fn   xpanel_fn;
+    het_panels_fn   panels_fn;    /* runs of panels, or NULL                        */
     het_panel_fn    panel_fn;
     het_qgemv_fn    gemv_fn;
     het_fdot_fn     fdot_fn;
@@ -69,11 +91,11 @@ static const struct het_mm_kernels *het_mm_level(enum het_cpu_isa isa)
 }
 
 /* The panel kernel for type at isa: the level decides first, then the
- * type's preferred kind. False when there is none. */
-static bool het_mm_pick_panel(enum het_type type, enum het_cpu_isa isa, int64_t K, het_panel_fn *fn,
-                              struct het_panel_layout *pl)
+ * type's preferred kind. NULL when there is none, else the level's table. */
+static const struct het_mm_kernels *het_mm_pick_panel(enum het_type type, enum het_cpu_isa isa, int64_t K,
+                                                      het_panel_fn *fn, struct het_panel_layout *pl)
 {
-    enum het_panel_kind kinds[2];
+    enum het_panel_kind kinds[3];
     const int nk = het_panel_kinds(type, kinds);
     for (int lv = (int)isa; lv >= 0; lv--) {
         const struct het_mm_kernels *k = het_mm_level((enum het_cpu_isa)lv);
@@ -81,10 +103,10 @@ static bool het_mm_pick_panel(enum het_type type, enum het_cpu_isa isa, int64_t 
             if (!k->panel[kinds[i]]) continue;
             *fn = k->panel[kinds[i]];
             het_panel_layout_init(pl, kinds[i], k->panel_rows, K);
-            return true;
+            return k;
         }
     }
-    return false;
+    return NULL;
 }
 
 /* Resolve each kernel from the highest level that has it. */
@@ -101,7 +123,20 @@ static void het_mm_resolve(struct het_mm_plan *p, enum het_cpu_isa isa)
         if (!p->fdot_fn) p->fdot_fn = p->a_gather ? k->fdot[HET_TYPE_F32] : k->fdot[t];
     }
     p->panel_fn = NULL;
-    if (p->quantized && !het_mm_pick_panel(t, isa, p->K, &p->panel_fn, &p->pl)) p->panel_fn = NULL;
+    p->panels_fn = NULL;
+    p->xexpand_fn = NULL;
+    p->xpanel_fn = NULL;
+    const struct het_mm_kernels *k = p->quantized ? het_mm_pick_panel(t, isa, p->K, &p->panel_fn, &p->pl) : NULL;
+    if (!k) {
+        p->panel_fn = NULL;
+        return;
+    }
+    p->panels_fn = k->panels[p->pl.kind];
+    if (k->xpanel[p->pl.kind] && k->xexpand[p->pl.kind]) {
+        p->xexpand_fn = k->xexpand[p->pl.kind];
+        p->xpanel_fn = k->xpanel[p->pl.kind];
+        p->xcols = k->xcols;
+    }
 }
 
 /* a's load-time panels when a->extra holds ones that match a and the plan. */
@@ -132,6 +167,27 @@ static bool het_mm_shapes_ok(const struct het_tensor *dst)
     return tr && a->ne[0] % tr->blck_size == 0 && a->ne[0] % HET_Q8R_BLOCK == 0 && a->nb[0] == tr->type_size;
 }
 
+/* Wide path: K chunk, group size and per-thread scratch (the group's wide
+ * chunks, after the group's compact panels when a is not prepacked). */
+static size_t het_mm_wide_plan(struct het_mm_plan *p, int nth, size_t tb)
+{
+    const size_t xblk = het_xpanel_blk_bytes(p->pl.R);
+    p->x_kcb = (int64_t)(HET_MM_WIDE_CHUNK_BYTES / xblk);
+    if (p->x_kcb < 1) p->x_kcb = 1;
+    if (p->x_kcb > p->pl.nb) p->x_kcb = p->pl.nb;
+    p->x_bytes = het_mm_align(xblk * (size_t)p->x_kcb);
+    const int64_t np = (p->N + p->pl.R - 1) / p->pl.R;
+    const int64_t items = p->B2 * p->B3 * ((np + 1) / 2);
+    const int64_t per_thread = (items + nth - 1) / nth;
+    int64_t group = (int64_t)(HET_MM_WIDE_GROUP_BYTES / p->x_bytes);
+    if (group < 1) group = 1;
+    if (group > HET_MM_WIDE_GROUP_MAX) group = HET_MM_WIDE_GROUP_MAX;
+    p->x_group = per_thread < group ? per_thread : group;
+    size_t need = p->x_bytes * (size_t)p->x_group;
+    if (!p->prepacked) need += 2 * het_mm_align(p->pl.bytes) * (size_t)p->x_group;
+    return need > tb ? need : tb;
+}
+
 /* Fill plan for node at kernel level isa with nth threads. */
 static void het_mm_plan_init(struct het_mm_plan *p, struct het_tensor *dst, enum het_cpu_isa isa, int nth)
 {
@@ -160,7 +216,10 @@ static void het_mm_plan_init(struct het_mm_plan *p, struct het_tensor *dst, enum
         if (p->b_gather) tb = het_mm_align((size_t)p->K * sizeof(float));
         p->prepacked = het_mm_prepacked(p);
         p->use_panel = p->prepacked || (p->panel_fn && p->M >= het_panel_min_m(p->pl.kind));
-        if (p->use_panel && !p->prepacked) {
+        p->use_wide = p->use_panel && p->xpanel_fn && p->M >= HET_MM_WIDE_MIN_M;
+        if (p->use_wide) {
+            tb = het_mm_wide_plan(p, nth, tb);
+        } else if (p->use_panel && !p->prepacked) {
             /* panels of this thread's share, at most the budget's worth */
             const int64_t items = p->B2 * p->B3 * ((p->N + p->pl.R - 1) / p->pl.R);
             int64_t per_thread = (items + nth - 1) / nth;
@@ -332,6 +391,41 @@ static void het_mm_panel_run(const struct het_mm_plan *p, const struct het_compu
     }
 }
 
+/* Prepacked panels [lo, hi) against all of M (<= 4 rows: decode) with the
+ * level's run kernel, straight into dst rows; false when that does not
+ * apply (the caller then goes panel by panel). */
+static bool het_mm_panel_runs(const struct het_mm_plan *p, const struct het_compute_params *cp, int64_t lo,
+                              int64_t hi)
+{
+    const struct het_tensor *d = p->dst;
+    if (!p->prepacked || !p->panels_fn || p->M > 4 || d->nb[0] != sizeof(float) || d->nb[1] % sizeof(float))
+        return false;
+    const int R = p->pl.R;
+    const int64_t np = (p->N + R - 1) / R;
+    const size_t pstride = het_mm_align(p->pl.bytes);
+    for (int64_t it = lo; it < hi;) {
+        const int64_t bi = it / np, i2 = bi % p->B2, i3 = bi / p->B2;
+        /* a run: panels of one batch, all full */
+        int64_t end = (bi + 1) * np < hi ? (bi + 1) * np : hi;
+        if ((end - bi * np) * R > p->N) end--;
+        const uint8_t *act[4];
+        for (int c = 0; c < p->M; c++) act[c] = het_mm_act(p, cp, c, i2, i3);
+        if (end > it) {
+            const int64_t ab = (i3 / p->r3) * p->a->ne[2] + i2 / p->r2;
+            float *out = (float *)((char *)d->data + (it % np) * R * d->nb[0] + i2 * d->nb[2] + i3 * d->nb[3]);
+            p->panels_fn(&p->pl, p->prepacked + (size_t)(ab * np + it % np) * pstride, pstride, end - it, act,
+                         (int)p->M, out, d->nb[1] / sizeof(float));
+            it = end;
+        }
+        if (it < hi && (it % np + 1) * R > p->N) { /* the batch's last, partial panel */
+            const int64_t ab = (i3 / p->r3) * p->a->ne[2] + i2 / p->r2;
+            het_mm_panel_run(p, cp, p->prepacked + (size_t)(ab * np + it % np) * pstride, it, 0, p->M);
+            it++;
+        }
+    }
+    return true;
+}
+
 static void het_mm_panels(const struct het_mm_plan *p, const struct het_compute_params *cp)
 {
     const int R = p->pl.R;
@@ -348,6 +442,7 @@ static void het_mm_panels(const struct het_mm_plan *p, const struct het_compute_
     } else {
         het_mm_range(items, cp->ith, cp->nth, &lo, &hi);
     }
+    if (!split_m && het_mm_panel_runs(p, cp, lo, hi)) return;
     uint8_t *scratch = het_mm_thread_scratch(p, cp);
     const size_t pstride = het_mm_align(p->pl.bytes);
     const int64_t mc = het_mm_chunk_rows(p->act_row_bytes);
@@ -371,6 +466,113 @@ static void het_mm_panels(const struct het_mm_plan *p, const struct het_compute_
                     panel = p->prepacked + (size_t)(ab * np + it % np) * pstride;
                 }
                 het_mm_panel_run(p, cp, panel, it, m0, m1);
+            }
+        }
+    }
+}
+
+/* ---- quantised wide panels (batches) --------------------------------------------- */
+
+/* Compact panel ip of dst batch bi: prepacked, or packed into buf now. */
+static const uint8_t *het_mm_compact_panel(const struct het_mm_plan *p, int64_t bi, int64_t ip, uint8_t *buf)
+{
+    const int R = p->pl.R;
+    const int64_t np = (p->N + R - 1) / R;
+    if (ip >= np) return NULL;
+    const int64_t i2 = bi % p->B2, i3 = bi / p->B2;
+    if (p->prepacked) {
+        const int64_t ab = (i3 / p->r3) * p->a->ne[2] + i2 / p->r2;
+        return p->prepacked + (size_t)(ab * np + ip) * het_mm_align(p->pl.bytes);
+    }
+    const int64_t n0 = ip * R;
+    const int nr = p->N - n0 < R ? (int)(p->N - n0) : R;
+    het_panel_pack(p->a->type, &p->pl, het_mm_a_row(p, n0, i2, i3), p->a->nb[1], nr, buf);
+    return buf;
+}
+
+/* dst rows n0.. (nr of them) of b row m: = or += out[0..nr) */
+static void het_mm_put(const struct het_mm_plan *p, int64_t n0, int nr, int64_t m, int64_t i2, int64_t i3,
+                       const float *out, bool add)
+{
+    const struct het_tensor *d = p->dst;
+    char *o = (char *)d->data + n0 * d->nb[0] + m * d->nb[1] + i2 * d->nb[2] + i3 * d->nb[3];
+    if (d->nb[0] == sizeof(float)) {
+        float *f = (float *)(void *)o;
+        if (add) for (int r = 0; r < nr; r++) f[r] += out[r];
+        else memcpy(f, out, (size_t)nr * sizeof(float));
+        return;
+    }
+    for (int r = 0; r < nr; r++) {
+        float v = out[r];
+        if (add) {
+            float old;
+            memcpy(&old, o + r * d->nb[0], sizeof old);
+            v += old;
+        }
+        memcpy(o + r * d->nb[0], &v, sizeof v);
+    }
+}
+
+/* One wide item (rows n0.. of batch bi, K blocks [kb0, kb1)) against b rows
+ * [m0, m1). */
+static void het_mm_wide_run(const struct het_mm_plan *p, const struct het_compute_params *cp, const uint8_t *xp,
+                            int64_t bi, int64_t n0, int64_t kb0, int64_t kb1, int64_t m0, int64_t m1)
+{
+    const int64_t i2 = bi % p->B2, i3 = bi / p->B2;
+    const int rows = 2 * p->pl.R;
+    const int nr = p->N - n0 < rows ? (int)(p->N - n0) : rows;
+    const size_t koff = (size_t)kb0 * p->ql.bs;
+    float out[3 * 2 * HET_MM_PANEL_ROWS_MAX];
+    for (int64_t m = m0; m < m1; m += p->xcols) {
+        const int nc = m1 - m < p->xcols ? (int)(m1 - m) : p->xcols;
+        const uint8_t *act[3];
+        for (int c = 0; c < nc; c++) act[c] = het_mm_act(p, cp, m + c, i2, i3) + koff;
+        p->xpanel_fn(p->pl.R, kb1 - kb0, xp, act, nc, out);
+        for (int c = 0; c < nc; c++) het_mm_put(p, n0, nr, m + c, i2, i3, out + c * rows, kb0 > 0);
+    }
+}
+
+static void het_mm_wide(const struct het_mm_plan *p, const struct het_compute_params *cp)
+{
+    const int R = p->pl.R;
+    const int64_t np = (p->N + R - 1) / R, nx = (np + 1) / 2;
+    const int64_t items = p->B2 * p->B3 * nx;
+    const bool split_m = items < 4 * (int64_t)cp->nth;
+    int64_t lo = 0, hi = items, mlo = 0, mhi = p->M;
+    if (split_m) {
+        const int64_t q = p->xcols;
+        het_mm_range((p->M + q - 1) / q, cp->ith, cp->nth, &mlo, &mhi);
+        mlo *= q;
+        mhi = mhi * q < p->M ? mhi * q : p->M;
+        if (mlo >= mhi) return;
+    } else {
+        het_mm_range(items, cp->ith, cp->nth, &lo, &hi);
+        if (lo >= hi) return;
+    }
+    uint8_t *xs = het_mm_thread_scratch(p, cp);
+    uint8_t *cs = xs + p->x_bytes * (size_t)p->x_group;   /* compact panels when not prepacked */
+    const size_t cstride = het_mm_align(p->pl.bytes);
+    int64_t mc = (int64_t)(HET_MM_CHUNK_BYTES / ((size_t)p->x_kcb * p->ql.bs)) / p->xcols * p->xcols;
+    if (mc < p->xcols) mc = p->xcols;
+    for (int64_t g0 = lo; g0 < hi; g0 += p->x_group) {
+        const int64_t g1 = g0 + p->x_group < hi ? g0 + p->x_group : hi;
+        const uint8_t *src[2 * HET_MM_WIDE_GROUP_MAX];
+        for (int64_t it = g0; it < g1; it++) {
+            const int64_t bi = it / nx, ip = 2 * (it % nx);
+            uint8_t *buf = cs + (size_t)(2 * (it - g0)) * cstride;
+            src[2 * (it - g0)] = het_mm_compact_panel(p, bi, ip, buf);
+            src[2 * (it - g0) + 1] = het_mm_compact_panel(p, bi, ip + 1, buf + cstride);
+        }
+        for (int64_t kb0 = 0; kb0 < p->pl.nb; kb0 += p->x_kcb) {
+            const int64_t kb1 = kb0 + p->x_kcb < p->pl.nb ? kb0 + p->x_kcb : p->pl.nb;
+            for (int64_t it = g0; it < g1; it++)
+                p->xexpand_fn(&p->pl, src[2 * (it - g0)], src[2 * (it - g0) + 1], kb0, kb1,
+                              xs + (size_t)(it - g0) * p->x_bytes);
+            for (int64_t m0 = mlo; m0 < mhi; m0 += mc) {
+                const int64_t m1 = m0 + mc < mhi ? m0 + mc : mhi;
+                for (int64_t it = g0; it < g1; it++)
+                    het_mm_wide_run(p, cp, xs + (size_t)(it - g0) * p->x_bytes, it / nx, (it % nx) * 2 * R, kb0,
+                                    kb1, m0, m1);
             }
         }
     }
@@ -451,6 +653,8 @@ enum het_status het_cpu_mul_mat(const struct het_compute_params *cp, struct het_
     }
     if (!p.quantized) {
         het_mm_float(&p, cp);
+    } else if (p.use_wide) {
+        het_mm_wide(&p, cp);
     } else if (p.use_panel) {
         het_mm_panels(&p, cp);
     } else {
@@ -467,7 +671,7 @@ static bool het_mm_repack_layout(const struct het_tensor *a, enum het_cpu_isa is
     if (!a || het_mm_is_float_type(a->type) || a->ne[0] <= 0 || a->ne[0] % HET_Q8R_BLOCK != 0) return false;
     const struct het_type_traits *tr = het_type_get_traits(a->type);
     if (!tr || a->ne[0] % tr->blck_size != 0 || a->nb[0] != tr->type_size) return false;
-    return het_mm_pick_panel(a->type, isa, a->ne[0], fn, pl);
+    return het_mm_pick_panel(a->type, isa, a->ne[0], fn, pl) != NULL;
 }
 
 size_t het_cpu_mul_mat_repack_size(const struct het_tensor *a, enum het_cpu_isa isa)

@@ -11,12 +11,16 @@
 #include "devices/cpu/cpu_ops.h"
 #include "devices/cpu/vec.h"
 
-static float norm_rms_scale(int64_t n, const char *x, size_t sx, float eps)
+static float norm_rms_scale(enum het_cpu_isa isa, int64_t n, const char *x, size_t sx, float eps)
 {
     double sum = 0;
-    for (int64_t i = 0; i < n; i++) {
-        float v = *(const float *)(x + i * sx);
-        sum += (double)(v * v);
+    if (sx == sizeof(float)) {
+        sum = het_vec_sumsq_f64(isa, n, (const float *)x);
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            float v = *(const float *)(x + i * sx);
+            sum += (double)(v * v);
+        }
     }
     return 1.0f / sqrtf((float)(sum / (double)n) + eps);
 }
@@ -39,7 +43,7 @@ enum het_status het_cpu_rms_norm(const struct het_compute_params *p, struct het_
         het_vec_row_index(dst, r, &i1, &i2, &i3);
         char *ry = het_vec_row(dst, i1, i2, i3);
         const char *rx = het_vec_row(x, i1, i2, i3);
-        float s = norm_rms_scale(ne0, rx, x->nb[0], eps);
+        float s = norm_rms_scale(p->isa, ne0, rx, x->nb[0], eps);
         if (dense) {
             het_vec_scale_f32(ne0, (float *)ry, (const float *)rx, s);
             continue;

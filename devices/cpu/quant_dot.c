@@ -42,20 +42,25 @@ void het_q8r_quantize_scalar(const float *x, const struct het_q8r_layout *l, voi
         for (int j = 0; j < HET_Q8R_BLOCK; j++) amax = fmaxf(amax, fabsf(xb[j]));
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        int sum[2] = {0, 0};
+        int P[2][2] = {{0, 0}, {0, 0}}; /* [half][pair slot] */
         for (int j = 0; j < HET_Q8R_BLOCK; j++) {
             int q = het_nearest_int(xb[j] * id);
             q = q > 127 ? 127 : q < -127 ? -127 : q;
             qs[j] = (int8_t)q;
-            sum[j / 16] += q;
+            P[j / 16][(j / 2) % 2] += q;
             if (l->with_abs) row[(size_t)b * l->bs + 32 + j] = (uint8_t)abs(q);
         }
+        const int sum[2] = {P[0][0] + P[0][1], P[1][0] + P[1][1]};
+        const int sum32 = sum[0] + sum[1];
         struct het_q8r_meta m = {
-            .d = d, .s = d * (float)(sum[0] + sum[1]), .sum32 = sum[0] + sum[1],
+            .d = d, .s = d * (float)sum32, .sum32 = sum32,
             .sum16 = {(int16_t)sum[0], (int16_t)sum[1]},
+            .off8 = {(int16_t)(-8 * (P[0][0] + P[1][0])), (int16_t)(-8 * (P[0][1] + P[1][1]))},
+            .off32 = {{(int16_t)(-32 * P[0][0]), (int16_t)(-32 * P[0][1])},
+                      {(int16_t)(-32 * P[1][0]), (int16_t)(-32 * P[1][1])}},
         };
+        memset(row + (size_t)b * l->bs + l->bs - 32, 0, 32);
         memcpy(row + (size_t)b * l->bs + l->bs - 32, &m, sizeof m);
-        memset(row + (size_t)b * l->bs + l->bs - 16, 0, 16);
     }
 }
 
@@ -183,9 +188,12 @@ bool het_panel_kind_of(enum het_type type, enum het_panel_kind *kind)
     }
 }
 
-int het_panel_kinds(enum het_type type, enum het_panel_kind kinds[2])
+int het_panel_kinds(enum het_type type, enum het_panel_kind kinds[3])
 {
     int n = 0;
+    if (type == HET_TYPE_Q4_0) kinds[n++] = HET_PANEL_Q40;
+    if (type == HET_TYPE_Q8_0) kinds[n++] = HET_PANEL_Q80;
+    if (type == HET_TYPE_Q6_K) kinds[n++] = HET_PANEL_Q6C;
     if (type == HET_TYPE_Q4_0 || type == HET_TYPE_Q4_1) kinds[n++] = HET_PANEL_U4N;
     if (het_panel_kind_of(type, &kinds[n])) n++;
     return n;
@@ -259,6 +267,21 @@ void het_panel_layout_init(struct het_panel_layout *l, enum het_panel_kind kind,
     l->kind = kind;
     l->R = R;
     l->nb = K / HET_Q8R_BLOCK;
+    l->grp = 1;
+    l->grp_bytes = 0;
+    if (het_panel_is_compact(kind)) {
+        const size_t r = (size_t)R;
+        const bool q6 = kind == HET_PANEL_Q6C;
+        l->off_d = l->off_c = l->off_sc = 0;
+        l->blk_bytes = (kind == HET_PANEL_Q40 ? 16 : kind == HET_PANEL_Q80 ? 32 : 24) * r;
+        l->grp = q6 ? 16 : 4;
+        /* quants, then per block 2R of half scales (Q6C) or of d */
+        l->grp_bytes = het_cpanel_d_off(l, l->grp) + 2 * r * (size_t)(q6 ? l->grp / 8 : l->grp);
+        const int64_t ng = (l->nb + l->grp - 1) / l->grp, last = het_cpanel_len(l, ng - 1);
+        l->bytes = (size_t)(ng - 1) * l->grp_bytes + het_cpanel_d_off(l, last) +
+                   2 * r * (size_t)(q6 ? (last + 7) / 8 : last);
+        return;
+    }
     l->off_d = (kind == HET_PANEL_U4N ? 16 : 32) * (size_t)R;
     l->off_c = l->off_d + 4 * (size_t)R;
     l->off_sc = l->off_c + 4 * (size_t)R;
@@ -369,12 +392,72 @@ static void het_panel_pack_nibbles(enum het_type type, const struct het_panel_la
     }
 }
 
+/* The fp16 scale of block b of a q4_0 / q8_0 row, or of super-block b/8
+ * of a q6_K row, as stored. */
+static uint16_t het_raw_d(enum het_type type, const void *row, int64_t b)
+{
+    uint16_t h;
+    if (type == HET_TYPE_Q4_0) memcpy(&h, (const het_block_q4_0 *)row + b, 2);
+    else if (type == HET_TYPE_Q8_0) memcpy(&h, (const het_block_q8_0 *)row + b, 2);
+    else memcpy(&h, (const uint8_t *)((const het_block_q6_k *)row + b / 8) + offsetof(het_block_q6_k, d), 2);
+    return h;
+}
+
+/* Q40 / Q80 / Q6C: quants per block from the common word form, then the
+ * scales as the file stores them. */
+static void het_panel_pack_compact(enum het_type type, const struct het_panel_layout *l, const void *rows,
+                                   size_t row_stride, int nrows, void *dst)
+{
+    const size_t R = (size_t)l->R;
+    uint8_t *out = dst;
+    memset(out, 0, l->bytes);
+    struct het_pblk blk;
+    for (int r = 0; r < nrows; r++) {
+        const uint8_t *row = (const uint8_t *)rows + (size_t)r * row_stride;
+        for (int64_t b = 0; b < l->nb; b++) {
+            const int64_t gi = b / l->grp, j = b % l->grp, len = het_cpanel_len(l, gi);
+            uint8_t *grp = out + (size_t)gi * l->grp_bytes;
+            uint8_t *pb = grp + (size_t)j * l->blk_bytes;
+            het_pblk_decode(type, row, b, &blk);
+            if (l->kind == HET_PANEL_Q80) {
+                for (int g = 0; g < 8; g++) memcpy(pb + (g * R + (size_t)r) * 4, &blk.w[g], 4);
+            } else {
+                for (int g = 0; g < 4; g++) {
+                    const uint32_t lo = blk.w[g] & 0x0F0F0F0Fu, hi = blk.w[g + 4] & 0x0F0F0F0Fu;
+                    const uint32_t v = lo | hi << 4;
+                    memcpy(pb + (g * R + (size_t)r) * 4, &v, 4);
+                }
+            }
+            if (l->kind == HET_PANEL_Q6C) {
+                for (int h = 0; h < 2; h++) {
+                    uint32_t v = 0;
+                    for (int i = 0; i < 4; i++) v |= ((blk.w[4 * h + i] >> 4) & 0x03030303u) << (2 * i);
+                    memcpy(pb + 16 * R + (h * R + (size_t)r) * 4, &v, 4);
+                }
+                int8_t sc[2] = {(int8_t)blk.sc[0], (int8_t)blk.sc[1]};
+                memcpy(grp + het_cpanel_sc_off(l, len) + ((size_t)j * R + (size_t)r) * 2, sc, 2);
+                if (j % 8 == 0) {
+                    const uint16_t h = het_raw_d(type, row, b);
+                    memcpy(grp + het_cpanel_d_off(l, len) + ((size_t)(j / 8) * R + (size_t)r) * 2, &h, 2);
+                }
+            } else {
+                const uint16_t h = het_raw_d(type, row, b);
+                memcpy(grp + het_cpanel_d_off(l, len) + ((size_t)j * R + (size_t)r) * 2, &h, 2);
+            }
+        }
+    }
+}
+
 void het_panel_pack(enum het_type type, const struct het_panel_layout *l, const void *rows, size_t row_stride,
                     int nrows, void *dst)
 {
     const int R = l->R;
     if (l->kind == HET_PANEL_U4N) {
         het_panel_pack_nibbles(type, l, rows, row_stride, nrows, dst);
+        return;
+    }
+    if (het_panel_is_compact(l->kind)) {
+        het_panel_pack_compact(type, l, rows, row_stride, nrows, dst);
         return;
     }
     struct het_pblk blk;
@@ -397,12 +480,79 @@ void het_panel_pack(enum het_type type, const struct het_panel_layout *l, const 
     }
 }
 
+/* Row r, block b of a compact panel in common form (the formula kind is
+ * U4 for Q40 with c = 0: the kernels take the -8 off in integers). */
+static void het_compact_decode(const struct het_panel_layout *l, const uint8_t *panel, int r, int64_t b,
+                               struct het_qblk *o)
+{
+    const size_t R = (size_t)l->R;
+    const int64_t gi = b / l->grp, jb = b % l->grp, len = het_cpanel_len(l, gi);
+    const uint8_t *grp = het_cpanel_grp(l, panel, gi);
+    const uint8_t *pb = grp + (size_t)jb * l->blk_bytes;
+    for (int j = 0; j < 32; j++) {
+        const size_t at = (((size_t)(j / 4) % 4) * R + (size_t)r) * 4 + (size_t)(j % 4);
+        if (l->kind == HET_PANEL_Q80) {
+            o->q[j] = (int8_t)pb[((size_t)(j / 4) * R + (size_t)r) * 4 + (size_t)(j % 4)];
+            continue;
+        }
+        o->q[j] = j < 16 ? pb[at] & 15 : pb[at] >> 4;
+        if (l->kind == HET_PANEL_Q6C) {
+            const uint8_t qh = pb[16 * R + ((size_t)(j / 16) * R + (size_t)r) * 4 + (size_t)(j % 4)];
+            o->q[j] |= ((qh >> (2 * ((j % 16) / 4))) & 3) << 4;
+        }
+    }
+    uint16_t h;
+    const int64_t db = l->kind == HET_PANEL_Q6C ? jb / 8 : jb;
+    memcpy(&h, grp + het_cpanel_d_off(l, len) + ((size_t)db * R + (size_t)r) * 2, 2);
+    o->d = het_h2f(h);
+    o->c = 0.0f;
+    o->sc[0] = o->sc[1] = 0;
+    if (l->kind == HET_PANEL_Q6C) {
+        const int8_t *sc = (const int8_t *)(grp + het_cpanel_sc_off(l, len) + ((size_t)jb * R + (size_t)r) * 2);
+        o->sc[0] = sc[0];
+        o->sc[1] = sc[1];
+    }
+}
+
+static void het_panel_gemm_compact(const struct het_panel_layout *l, const void *panel, const uint8_t *const *a,
+                                   int nc, float *out)
+{
+    const int R = l->R;
+    const size_t bs = l->kind == HET_PANEL_Q80 ? HET_Q8R_BS_ABS : HET_Q8R_BS;
+    const enum het_panel_kind fk = l->kind == HET_PANEL_Q80 ? HET_PANEL_S8 : l->kind == HET_PANEL_Q6C ? HET_PANEL_U6
+                                                                                                     : HET_PANEL_U4;
+    struct het_qblk blk;
+    for (int c = 0; c < nc; c++)
+        for (int r = 0; r < R; r++) out[c * R + r] = 0.0f;
+    for (int64_t b = 0; b < l->nb; b++) {
+        for (int r = 0; r < R; r++) {
+            het_compact_decode(l, panel, r, b, &blk);
+            for (int c = 0; c < nc; c++) {
+                if (l->kind != HET_PANEL_Q40) {
+                    out[c * R + r] += het_qblk_dot(fk, &blk, a[c], bs, b);
+                    continue;
+                }
+                /* d * da * (sum(q*a) - 8*sum(a)), the sum in integers */
+                const int8_t *qa = het_q8r_qs(a[c], bs, b);
+                const struct het_q8r_meta *m = het_q8r_meta(a[c], bs, b);
+                int isum = -8 * m->sum32;
+                for (int j = 0; j < 32; j++) isum += blk.q[j] * qa[j];
+                out[c * R + r] += blk.d * m->d * (float)isum;
+            }
+        }
+    }
+}
+
 void het_panel_gemm_scalar(const struct het_panel_layout *l, const void *panel, const uint8_t *const *a, int nc,
                            float *out)
 {
     const int R = l->R;
     const size_t bs = l->kind == HET_PANEL_S8 ? HET_Q8R_BS_ABS : HET_Q8R_BS;
     struct het_qblk blk;
+    if (het_panel_is_compact(l->kind)) {
+        het_panel_gemm_compact(l, panel, a, nc, out);
+        return;
+    }
     for (int c = 0; c < nc; c++)
         for (int r = 0; r < R; r++) out[c * R + r] = 0.0f;
     for (int64_t b = 0; b < l->nb; b++) {
@@ -472,7 +622,8 @@ const struct het_mm_kernels het_mm_kernels_scalar = {
     .panel = {
         [HET_PANEL_U4] = het_panel_gemm_scalar, [HET_PANEL_U5] = het_panel_gemm_scalar,
         [HET_PANEL_S8] = het_panel_gemm_scalar, [HET_PANEL_U6] = het_panel_gemm_scalar,
-        [HET_PANEL_U4N] = het_panel_gemm_scalar,
+        [HET_PANEL_U4N] = het_panel_gemm_scalar, [HET_PANEL_Q40] = het_panel_gemm_scalar,
+        [HET_PANEL_Q80] = het_panel_gemm_scalar, [HET_PANEL_Q6C] = het_panel_gemm_scalar,
     },
     .panel_rows = 16,
 };

@@ -36,8 +36,13 @@
  *   +0        int8  qs[32]     round(x / d), |q| <= 127
  *   +32       uint8 ua[32]     |qs|, only in the 96-byte form (q8_0 weights)
  *   +bs-32    struct het_q8r_meta: d (amax/127), s = d*sum(qs), sum32 =
- *             sum(qs), sum16[2] = sums of each 16-element half
- * bs is 64, or 96 with ua; the rest of the block is padding. */
+ *             sum(qs), sum16[2] = sums of each 16-element half, and the
+ *             offsets the compact kernels start their s16 pair sums from:
+ *             with P[h][p] = sum of qs[j] over half h and pair slot p =
+ *             (j/2)%2 (the s16 lane vpmaddubsw puts element j in),
+ *             off8[p] = -8*(P[0][p] + P[1][p]) (q4_0's -8) and
+ *             off32[h][p] = -32*P[h][p] (q6_K's -32, per half block)
+ * bs is 64, or 96 with ua; the rest of the block is zero padding. */
 #define HET_Q8R_BS     64
 #define HET_Q8R_BS_ABS 96
 
@@ -46,6 +51,8 @@ struct het_q8r_meta {
     float   s;
     int32_t sum32;
     int16_t sum16[2];
+    int16_t off8[2];
+    int16_t off32[2][2];
 };
 
 struct het_q8r_layout {
@@ -85,29 +92,75 @@ void het_q8r_quantize_scalar(const float *x, const struct het_q8r_layout *l, voi
  *   float c[R]   per-row offset term, multiplied by the activation's s[b]
  *   int16 sc[3][R][2]   only for HET_PANEL_U6: sub-scale pairs (lo,lo),
  *                       (hi,hi) and (lo,hi) of the two 16-element halves
- * Row value = d * q + c (U4, U4N, U5), d * q (S8), d * sc_half * (q - 32) (U6). */
+ * Row value = d * q + c (U4, U4N, U5), d * q (S8), d * sc_half * (q - 32) (U6).
+ *
+ * The compact kinds take exactly the bytes of the file's blocks, so that
+ * decode (which streams every weight once per token) reads no more than
+ * the GGUF holds, in one forward stream (what the hardware prefetchers
+ * follow best). A panel is a run of groups of grp blocks (the last group
+ * may be shorter): the group's quants, blk_bytes per block, then its scales.
+ * Full groups are grp_bytes long, a multiple of 32.
+ *   Q40 (q4_0, grp 4): nib[4][R][4] per block as U4N; then fp16 d[4][R].
+ *               Value d*(q-8).
+ *   Q80 (q8_0, grp 4): q[8][R][4] per block as S8; then fp16 d[4][R].
+ *   Q6C (q6_K, grp 16 = two super-blocks): per block nib[4][R][4] (low 4
+ *               bits, as U4N) and qh[2][R][4] (byte k of row r in qh[h]
+ *               holds the top 2 bits of groups 4h..4h+3, group 4h+i at bits
+ *               2i); then int8 sc[16][R][2] (the two 16-element halves);
+ *               then fp16 d[2][R] (one per super-block).
+ *               Value d * sc_half * (q - 32). */
 enum het_panel_kind {
     HET_PANEL_U4 = 0, /* q in 0..15: q4_0, q4_1, q4_K                         */
     HET_PANEL_U5,     /* q in 0..31: q5_0, q5_1, q5_K                         */
     HET_PANEL_S8,     /* q in -127..127: q8_0 (c unused)                      */
     HET_PANEL_U6,     /* q in 0..63, int16 half-block scales: q6_K            */
     HET_PANEL_U4N,    /* U4 kept as nibbles (half the bytes): q4_0, q4_1      */
+    HET_PANEL_Q40,    /* compact q4_0                                         */
+    HET_PANEL_Q80,    /* compact q8_0                                         */
+    HET_PANEL_Q6C,    /* compact q6_K                                         */
     HET_PANEL_COUNT,
 };
 
 struct het_panel_layout {
     enum het_panel_kind kind;
     int     R;
-    int64_t nb;          /* 32-element blocks per row                 */
-    size_t  off_d, off_c, off_sc, blk_bytes;
-    size_t  bytes;       /* whole panel                                */
+    int64_t nb;          /* 32-element blocks per row                          */
+    size_t  off_d, off_c, off_sc, blk_bytes;  /* per-block offsets (non-compact) */
+    int64_t grp;         /* compact kinds: blocks per group                     */
+    size_t  grp_bytes;   /* compact kinds: bytes of a full group                */
+    size_t  bytes;       /* whole panel                                         */
 };
+
+static inline bool het_panel_is_compact(enum het_panel_kind k)
+{
+    return k == HET_PANEL_Q40 || k == HET_PANEL_Q80 || k == HET_PANEL_Q6C;
+}
+
+/* Compact panels: blocks in group gi, and where the group's quants, half
+ * scales (Q6C) and fp16 d start. */
+static inline int64_t het_cpanel_len(const struct het_panel_layout *l, int64_t gi)
+{
+    const int64_t left = l->nb - gi * l->grp;
+    return left < l->grp ? left : l->grp;
+}
+static inline const uint8_t *het_cpanel_grp(const struct het_panel_layout *l, const void *panel, int64_t gi)
+{
+    return (const uint8_t *)panel + (size_t)gi * l->grp_bytes;
+}
+static inline size_t het_cpanel_sc_off(const struct het_panel_layout *l, int64_t len)
+{
+    return (size_t)len * l->blk_bytes;
+}
+static inline size_t het_cpanel_d_off(const struct het_panel_layout *l, int64_t len)
+{
+    return (size_t)len * (l->blk_bytes + (l->kind == HET_PANEL_Q6C ? 2 * (size_t)l->R : 0));
+}
 
 /* The panel kind whose formula the type follows (U4 for U4N types); false
  * when the type has no panel form. */
 bool het_panel_kind_of(enum het_type type, enum het_panel_kind *kind);
 /* Panel kinds the type can be packed as, preferred first; returns the count. */
-int het_panel_kinds(enum het_type type, enum het_panel_kind kinds[2]);
+int het_panel_kinds(enum het_type type, enum het_panel_kind kinds[3]);
 /* Smallest M for which the kind's panel kernel beats the row GEMV. */
 int het_panel_min_m(enum het_panel_kind kind);
 void het_panel_layout_init(struct het_panel_layout *l, enum het_panel_kind kind, int R, int64_t K);
@@ -117,6 +170,23 @@ void het_panel_pack(enum het_type type, const struct het_panel_layout *l, const 
 /* Scalar panel kernel: out[c*R + r] = dot(row r, activation c), c < nc. */
 void het_panel_gemm_scalar(const struct het_panel_layout *l, const void *panel, const uint8_t *const *a, int nc,
                            float *out);
+
+/* ---- wide panels (batch matmuls) ----------------------------------------------
+ * For many activation rows (prefill) the SIMD levels run a wider tile from
+ * panels expanded at run time: two compact panels (2R rows) become one wide
+ * panel of byte quants, per block q[8][2R][4] then float d[2R] (blk_bytes
+ * 64R + 8R), so the kernel needs no unpacking and each activation broadcast
+ * feeds 2R rows. Q40 expands to unsigned quants 0..15 (the -8 is taken off
+ * through the activation's off8), Q80 to signed ones. A kernel table entry
+ * xexpand/xpanel exists only where the level has such a kernel. */
+static inline size_t het_xpanel_blk_bytes(int R) { return 72 * (size_t)R; }
+/* Expand block range [b0, b1) of compact panels p0 and p1 (p1 NULL: zero
+ * rows) into dst (block b0 first). */
+typedef void (*het_xexpand_fn)(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,
+                               int64_t b1, void *dst);
+/* Wide panel of blocks [0, nb) against nc (1..xcols) q8r rows a[c] whose
+ * pointers are already at the first block: out[c*2R + r] = dot. */
+typedef void (*het_xpanel_fn)(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out);
 
 /* ---- load-time repacking -----------------------------------------------------
  * The CPU device may pack a weight once (het_cpu_mul_mat_repack into a buffer
@@ -151,6 +221,10 @@ typedef void (*het_qgemv_fn)(int64_t K, const void *w, const uint8_t *const *a, 
 /* Packed panel against nc (1..4) q8r rows: out[c*R + r]. */
 typedef void (*het_panel_fn)(const struct het_panel_layout *l, const void *panel, const uint8_t *const *a, int nc,
                              float *out);
+/* np consecutive panels (stride bytes apart) against nc (1..4) q8r rows:
+ * out[c*ldo + p*R + r] (every panel full: R rows). */
+typedef void (*het_panels_fn)(const struct het_panel_layout *l, const void *panel, size_t stride, int64_t np,
+                              const uint8_t *const *a, int nc, float *out, size_t ldo);
 /* nr (1..2) float-type weight rows against nc (1..4) F32 rows: out[r*4 + c]. */
 typedef void (*het_fdot_fn)(int64_t K, const void *const *w, int nr, const float *const *x, int nc, float *out);
 typedef void (*het_quantize_fn)(const float *x, const struct het_q8r_layout *l, void *dst);
@@ -160,7 +234,11 @@ struct het_mm_kernels {
     het_qgemv_fn    gemv[HET_TYPE_COUNT];    /* quantised types               */
     het_fdot_fn     fdot[HET_TYPE_COUNT];    /* F32, F16, BF16                */
     het_panel_fn    panel[HET_PANEL_COUNT];  /* NULL: no panel kernel         */
+    het_panels_fn   panels[HET_PANEL_COUNT]; /* runs of panels (NULL: loop)   */
     int             panel_rows;              /* R of the panels               */
+    het_xexpand_fn  xexpand[HET_PANEL_COUNT]; /* compact kinds with a wide    */
+    het_xpanel_fn   xpanel[HET_PANEL_COUNT];  /* kernel (NULL: none)          */
+    int             xcols;                   /* activation rows per wide call */
 };
 
 /* Kernel tables per ISA level. A NULL entry means "use the level below";

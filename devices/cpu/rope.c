@@ -43,9 +43,21 @@ static void rope_apply_chunk(const struct rope_args *a, int64_t i2, int64_t i3, 
                              int n, const float *cs, const float *sn)
 {
     const size_t sx = a->x->nb[0], sy = a->y->nb[0];
+    const bool dense = sx == sizeof(float) && sy == sizeof(float);
     for (int64_t h = h0; h < h1; h++) {
         const char *rx = het_vec_row(a->x, h, i2, i3);
         char *ry = het_vec_row(a->y, h, i2, i3);
+        if (dense && a->neox) { /* pairs (i, i + n_dims/2): two contiguous runs */
+            const float *x0 = (const float *)rx + i0, *x1 = x0 + a->n_dims / 2;
+            float *y0 = (float *)ry + i0, *y1 = y0 + a->n_dims / 2;
+#pragma omp simd
+            for (int k = 0; k < n; k++) {
+                const float u = x0[k], v = x1[k];
+                y0[k] = u * cs[k] - v * sn[k];
+                y1[k] = u * sn[k] + v * cs[k];
+            }
+            continue;
+        }
         for (int k = 0; k < n; k++) {
             int64_t e0, e1;
             rope_pair(a, i0 + k, &e0, &e1);

@@ -26,6 +26,7 @@ float het_vec_max_f32_avx2(int64_t n, const float *x);
 float het_vec_exp_sum_f32_avx2(int64_t n, float *y, const float *x, float m);
 void  het_vec_f16_to_f32_avx2(int64_t n, float *y, const uint16_t *x);
 void  het_vec_f32_to_f16_avx2(int64_t n, uint16_t *y, const float *x);
+double het_vec_sumsq_f64_avx2(int64_t n, const float *x);
 
 static inline bool het_vec_use_avx2(enum het_cpu_isa isa) { return isa >= HET_CPU_ISA_AVX2; }
 
@@ -96,6 +97,16 @@ static inline float het_vec_exp_sum_f32(enum het_cpu_isa isa, int64_t n, float *
     double sum = 0;
     for (int64_t i = 0; i < n; i++) { y[i] = expf(x[i] - m); sum += y[i]; }
     return (float)sum;
+}
+
+/* sum of x[i]*x[i], the float squares added in double (the AVX2 twin keeps
+ * several partial sums: same terms, another order) */
+static inline double het_vec_sumsq_f64(enum het_cpu_isa isa, int64_t n, const float *x)
+{
+    if (het_vec_use_avx2(isa)) return het_vec_sumsq_f64_avx2(n, x);
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    return sum;
 }
 
 /* ---- type conversion of contiguous runs ---------------------------------- */

@@ -37,6 +37,20 @@ static enum het_status npu_register_memory(het_device *dev, void *base, size_t s
     return npu_hw_register(c->hw, base, size, err);
 }
 
+/* The scheduler's pool: registered like any region (the hardware path maps
+ * it as a user-page BO; the emulator needs nothing), and from now on the
+ * home of repacked weights (npu_weights.c), unless the caller chose one. */
+static enum het_status npu_register_pool(het_device *dev, struct het_pool *pool, het_error *err)
+{
+    struct npu_ctx *c = dev->context;
+    enum het_status st = npu_register_memory(dev, het_pool_base(pool), het_pool_size(pool), HET_MEMORY_STATE, err);
+    if (st == HET_OK && !c->pool) c->pool = pool;
+    if (st == HET_OK && c->hw)
+        snprintf(dev->pool_import, sizeof dev->pool_import, "%s (bound when weights are)",
+                 het_pool_dmabuf_fd(pool) >= 0 ? "dma-buf via DRM PRIME" : "user-page BO");
+    return st;
+}
+
 static void npu_unregister_memory(het_device *dev, void *base)
 {
     struct npu_ctx *c = dev->context;
@@ -88,6 +102,7 @@ static const struct het_device_i npu_iface = {
     /* .run_split          = */ npu_run_split,
     /* .sync               = */ NULL,  /* run_split waits for its commands */
     /* .free               = */ npu_free,
+    /* .register_pool      = */ npu_register_pool,
 };
 
 /* ---- construction --------------------------------------------------------------- */

@@ -3,7 +3,8 @@
  *
  * Creates the logical device with the one compute queue het uses, enables
  * VK_EXT_external_memory_host when the driver has it (zero-copy import of
- * the scheduler's host regions), works out the limits every encoder obeys
+ * the scheduler's host regions) and VK_EXT_external_memory_dma_buf (import
+ * of a dma-buf backed memory pool), works out the limits every encoder obeys
  * (descriptor range, allocation size, offset alignment) and owns the small
  * always-present objects: command pool/buffer, fence, a dummy buffer for
  * unused bindings. Also the buffer allocation helpers used elsewhere.
@@ -132,10 +133,15 @@ static enum het_status create_device(struct het_vk_ctx *ctx, het_error *err)
         .queueCount = 1,
         .pQueuePriorities = &prio,
     };
-    const char *exts[2];
+    const char *exts[4];
     uint32_t n_ext = 0;
     bool want_import = ctx->info.external_memory_host && !ctx->opt.no_import;
+    bool want_dmabuf = ctx->info.dma_buf && !ctx->opt.no_import;   /* the extension requires _fd */
     if (want_import) exts[n_ext++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
+    if (want_dmabuf) {
+        exts[n_ext++] = VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME;
+        exts[n_ext++] = VK_EXT_EXTERNAL_MEMORY_DMA_BUF_EXTENSION_NAME;
+    }
     VkDeviceCreateInfo dci = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
         .queueCreateInfoCount = 1,
@@ -153,6 +159,9 @@ static enum het_status create_device(struct het_vk_ctx *ctx, het_error *err)
         ctx->get_host_ptr_props = (PFN_vkGetMemoryHostPointerPropertiesEXT)vkGetDeviceProcAddr(
             ctx->device, "vkGetMemoryHostPointerPropertiesEXT");
     ctx->import_ok = want_import && ctx->get_host_ptr_props;
+    if (want_dmabuf)
+        ctx->get_fd_props = (PFN_vkGetMemoryFdPropertiesKHR)vkGetDeviceProcAddr(ctx->device, "vkGetMemoryFdPropertiesKHR");
+    ctx->dmabuf_ok = want_dmabuf && ctx->get_fd_props;
 
     uint32_t nq = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(ctx->phys, &nq, NULL);

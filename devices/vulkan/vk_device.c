@@ -26,6 +26,13 @@ static enum het_status vk_register_memory(het_device *dev, void *base, size_t si
     return het_vk_region_add(ctx, base, size, kind, err);
 }
 
+static enum het_status vk_register_pool(het_device *dev, het_pool *pool, het_error *err)
+{
+    struct het_vk_ctx *ctx = het_vk_ctx_of(dev);
+    if (ctx->lost) return het_error_set(err, HET_ERR_DEVICE_LOST, "vulkan: device lost earlier");
+    return het_vk_pool_add(ctx, pool, err);
+}
+
 static void vk_unregister_memory(het_device *dev, void *base)
 {
     het_vk_region_remove(het_vk_ctx_of(dev), base);
@@ -72,6 +79,7 @@ static const struct het_device_i vk_iface = {
     .run_split = vk_run_split,
     .sync = vk_sync,
     .free = vk_free,
+    .register_pool = vk_register_pool,
 };
 
 static const char *type_name(enum het_vulkan_device_type t)

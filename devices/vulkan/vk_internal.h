@@ -24,6 +24,7 @@
 
 #include <vulkan/vulkan.h>
 
+#include "het/pool.h"
 #include "het/vulkan.h"
 #include "sched/device_impl.h"
 
@@ -126,6 +127,7 @@ struct het_vk_region {
     size_t               asize; /* covers [base, base+size) from abase        */
     enum het_memory_kind kind;
     bool                 imported; /* else mirrored: explicit copies           */
+    VkDeviceMemory       dmabuf_mem; /* a dma-buf import every chunk's buffer is bound into, else none */
     size_t               stride;   /* chunk k starts at k*stride               */
     int                  n_chunks;
     struct het_vk_chunk *chunks;
@@ -158,6 +160,7 @@ struct het_vk_ctx {
     uint32_t         qfamily;
     VkPhysicalDeviceMemoryProperties memprops;
     PFN_vkGetMemoryHostPointerPropertiesEXT get_host_ptr_props;
+    PFN_vkGetMemoryFdPropertiesKHR          get_fd_props;   /* dma-buf import, when enabled */
 
     /* limits and capabilities in force */
     uint64_t max_bind;      /* one descriptor's range (<= 4 GiB - 4)             */
@@ -169,6 +172,7 @@ struct het_vk_ctx {
     uint32_t max_wg;        /* workgroup invocations (and x size) allowed        */
     bool     gemm_ok;       /* the 256-invocation, 17 KB-shared GEMM kernel fits */
     bool     import_ok;     /* external_memory_host usable                        */
+    bool     dmabuf_ok;     /* external_memory_dma_buf (+ _fd) enabled            */
     bool     use_subgroup;  /* subgroup arithmetic kernels                        */
     bool     timestamps;
     double   ts_period_ns;
@@ -238,6 +242,10 @@ void            het_vk_buffer_release(struct het_vk_ctx *ctx, VkBuffer *buf, VkD
 enum het_status het_vk_region_add(struct het_vk_ctx *ctx, void *base, size_t size, enum het_memory_kind kind,
                                   het_error *err);
 void            het_vk_region_remove(struct het_vk_ctx *ctx, void *base);
+/* The whole pool as one region: its dma-buf imported when the pool has one
+ * and the device takes dma-bufs, else its pages (host pointer), else a
+ * mirror with counted copies. Says which in ctx->dev->pool_import. */
+enum het_status het_vk_pool_add(struct het_vk_ctx *ctx, het_pool *pool, het_error *err);
 void            het_vk_regions_free(struct het_vk_ctx *ctx);
 /* Bind [lo, lo+size) for a kernel. In mirrored regions a read queues an
  * upload (unless this split already wrote the span) and a write queues a

@@ -9,6 +9,12 @@
  * once, and each split uploads the spans it reads and downloads the spans it
  * writes (vk_exec.c does the copies; every byte counts in copied_bytes).
  *
+ * The memory pool (het/pool.h) is one such region, registered once. When
+ * its backing is a dma-buf and the device has VK_EXT_external_memory_dma_buf
+ * the dma-buf itself is imported (one VkDeviceMemory, the chunks' buffers
+ * bound into it at their offsets); otherwise its pages go the host-pointer
+ * way above, and failing that the mirror.
+ *
  * A region larger than one allocation is cut into chunks. For imported and
  * read-only regions consecutive chunks overlap by a window of max_span bytes
  * or more, so any operand of at most max_span bytes lies wholly inside one
@@ -18,9 +24,11 @@
  */
 #include "devices/vulkan/vk_internal.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define STAGING_CHUNK (64u << 20) /* blocking uploads go through this much at a time */
 
@@ -35,6 +43,8 @@ static void chunk_destroy(struct het_vk_ctx *ctx, struct het_vk_chunk *c)
 static void region_destroy(struct het_vk_ctx *ctx, struct het_vk_region *r)
 {
     for (int i = 0; i < r->n_chunks; i++) chunk_destroy(ctx, &r->chunks[i]);
+    if (r->dmabuf_mem) vkFreeMemory(ctx->device, r->dmabuf_mem, NULL);
+    r->dmabuf_mem = VK_NULL_HANDLE;
     free(r->chunks);
     r->chunks = NULL;
     r->n_chunks = 0;
@@ -155,7 +165,10 @@ static enum het_status mirror_region(struct het_vk_ctx *ctx, struct het_vk_regio
             het_error_prefix(err, "vulkan: mirror of a %zu-byte region", rg->size);
             return st;
         }
-        /* Only the registered bytes are read from the host. */
+        /* Only weights are uploaded here (once); every split uploads the
+         * spans of other kinds it reads (note_mirror), so uploading them now
+         * would only copy bytes twice. Only the registered bytes are read. */
+        if (rg->kind != HET_MEMORY_WEIGHTS) continue;
         size_t lo = rg->base - rg->abase, hi = lo + rg->size;
         size_t a = c->start > lo ? c->start : lo;
         size_t b = c->start + c->size < hi ? c->start + c->size : hi;
@@ -200,8 +213,72 @@ static bool try_import(struct het_vk_ctx *ctx, struct het_vk_region *rg)
     return true;
 }
 
-enum het_status het_vk_region_add(struct het_vk_ctx *ctx, void *base, size_t size, enum het_memory_kind kind,
-                                  het_error *err)
+/* Buffers for every chunk of rg, importable from a dma-buf; the memory
+ * types all of them accept, or 0. */
+static uint32_t dmabuf_buffers(struct het_vk_ctx *ctx, struct het_vk_region *rg)
+{
+    uint32_t bits = ~0u;
+    for (int i = 0; i < rg->n_chunks && bits; i++) {
+        struct het_vk_chunk *c = &rg->chunks[i];
+        VkExternalMemoryBufferCreateInfo ebci = {
+            .sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
+            .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_DMA_BUF_BIT_EXT,
+        };
+        VkBufferCreateInfo bci = {
+            .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+            .pNext = &ebci,
+            .size = c->size,
+            .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                     VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+            .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+        };
+        if (vkCreateBuffer(ctx->device, &bci, NULL, &c->buf) != VK_SUCCESS) {
+            c->buf = VK_NULL_HANDLE;
+            return 0;
+        }
+        VkMemoryRequirements req;
+        vkGetBufferMemoryRequirements(ctx->device, c->buf, &req);
+        if (req.size > c->size || (req.alignment && c->start % req.alignment)) return 0;
+        bits &= req.memoryTypeBits;
+    }
+    return bits;
+}
+
+/* Import the dma-buf fd behind [base, base+size) (its offset 0 is base) as
+ * one allocation and bind every chunk's buffer into it. Nothing is left
+ * behind on failure; the fd stays the caller's (Vulkan gets a duplicate). */
+static bool try_import_dmabuf(struct het_vk_ctx *ctx, struct het_vk_region *rg, int fd)
+{
+    const VkExternalMemoryHandleTypeFlagBits ht = VK_EXTERNAL_MEMORY_HANDLE_TYPE_DMA_BUF_BIT_EXT;
+    VkMemoryFdPropertiesKHR fdp = { .sType = VK_STRUCTURE_TYPE_MEMORY_FD_PROPERTIES_KHR };
+    if (ctx->get_fd_props(ctx->device, ht, fd, &fdp) != VK_SUCCESS) return false;
+    if (plan_chunks(ctx, rg, true, NULL) != HET_OK) return false;
+    int mt = het_vk_memtype(ctx, dmabuf_buffers(ctx, rg) & fdp.memoryTypeBits, 0, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    int dup_fd = mt < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    VkResult r = VK_ERROR_FEATURE_NOT_PRESENT;
+    if (dup_fd >= 0) {
+        VkImportMemoryFdInfoKHR imp = { .sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR, .handleType = ht,
+                                        .fd = dup_fd };
+        VkMemoryAllocateInfo mai = { .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &imp,
+                                     .allocationSize = rg->asize, .memoryTypeIndex = (uint32_t)mt };
+        r = vkAllocateMemory(ctx->device, &mai, NULL, &rg->dmabuf_mem);
+        if (r != VK_SUCCESS) {
+            rg->dmabuf_mem = VK_NULL_HANDLE;
+            close(dup_fd);   /* a failed import does not take the fd */
+        }
+    }
+    for (int i = 0; r == VK_SUCCESS && i < rg->n_chunks; i++)
+        r = vkBindBufferMemory(ctx->device, rg->chunks[i].buf, rg->dmabuf_mem, rg->chunks[i].start);
+    if (r != VK_SUCCESS) {
+        region_destroy(ctx, rg);
+        return false;
+    }
+    rg->imported = true;
+    return true;
+}
+
+/* Room for one more region after checking that [base, base+size) overlaps none. */
+static enum het_status region_slot(struct het_vk_ctx *ctx, void *base, size_t size, het_error *err)
 {
     if (!base || size == 0) return het_error_set(err, HET_ERR_INVALID, "vulkan: register_memory of an empty region");
     for (int i = 0; i < ctx->n_regions; i++) {
@@ -219,6 +296,40 @@ enum het_status het_vk_region_add(struct het_vk_ctx *ctx, void *base, size_t siz
         ctx->regions = p;
         ctx->cap_regions = cap;
     }
+    return HET_OK;
+}
+
+enum het_status het_vk_pool_add(struct het_vk_ctx *ctx, het_pool *pool, het_error *err)
+{
+    void *base = het_pool_base(pool);
+    size_t size = het_pool_size(pool);
+    int fd = het_pool_dmabuf_fd(pool);
+    if (fd >= 0 && ctx->dmabuf_ok) {
+        enum het_status st = region_slot(ctx, base, size, err);
+        if (st != HET_OK) return st;
+        /* the dma-buf starts at the pool's base: no rounding to the host-pointer alignment */
+        struct het_vk_region rg = { .base = base, .size = size, .abase = base, .asize = size,
+                                    .kind = HET_MEMORY_STATE };
+        if (try_import_dmabuf(ctx, &rg, fd)) {
+            ctx->regions[ctx->n_regions++] = rg;
+            snprintf(ctx->dev->pool_import, sizeof ctx->dev->pool_import, "dma-buf import");
+            return HET_OK;
+        }
+    }
+    enum het_status st = het_vk_region_add(ctx, base, size, HET_MEMORY_STATE, err);
+    if (st != HET_OK) return st;
+    const bool imported = ctx->regions[ctx->n_regions - 1].imported;
+    snprintf(ctx->dev->pool_import, sizeof ctx->dev->pool_import, "%s%s",
+             imported ? "host-pointer import" : "mirrored (explicit copies, counted)",
+             fd >= 0 && !ctx->dmabuf_ok ? "; no dma-buf import on this device" : "");
+    return HET_OK;
+}
+
+enum het_status het_vk_region_add(struct het_vk_ctx *ctx, void *base, size_t size, enum het_memory_kind kind,
+                                  het_error *err)
+{
+    enum het_status st = region_slot(ctx, base, size, err);
+    if (st != HET_OK) return st;
     struct het_vk_region rg = { .base = base, .size = size, .kind = kind };
     rg.abase = (uint8_t *)align_down((uintptr_t)base, ctx->import_align);
     rg.asize = align_up((size_t)((uint8_t *)base + size - rg.abase), ctx->import_align);

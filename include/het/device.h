@@ -43,6 +43,10 @@ struct het_device_stats {
     double   busy_us;        /* wall time spent in run+sync, microseconds    */
 };
 void het_device_get_stats(const het_device *dev, struct het_device_stats *out);
+/* How the device reaches the memory pool it holds: "dma-buf import",
+ * "host-pointer import", "mirrored (explicit copies, counted)", "CPU mapping
+ * (nothing to import)", ...; "" when it holds none. */
+const char *het_device_pool_import(const het_device *dev);
 
 /* CPU device. n_threads <= 0: physical cores (hwloc). */
 het_device *het_cpu_device_init(int n_threads, het_error *err);

@@ -2,9 +2,10 @@
  * model.h — a loaded model, and a context that evaluates tokens with it.
  *
  * Lifetimes follow llama2.c's split: het_model_config (hyperparameters) and
- * the weights (tensors pointing into the mapped GGUF) live as long as the
- * het_model; per-request state (KV cache, graph, logits) lives in a
- * het_context, several of which may share one model.
+ * the weights (tensors pointing into the mapped GGUF, or into one slice of a
+ * shared memory pool) live as long as the het_model; per-request state (KV
+ * cache, graph, logits) lives in a het_context, several of which may share
+ * one model.
  */
 #ifndef HET_MODEL_H
 #define HET_MODEL_H
@@ -15,6 +16,7 @@
 
 #include "het/gguf.h"
 #include "het/graph.h"
+#include "het/pool.h"
 #include "het/sched.h"
 #include "het/status.h"
 #include "het/tokenizer.h"
@@ -53,7 +55,20 @@ typedef struct het_model het_model;
 
 /* Load a GGUF model (mmap; weights are not copied). NULL on error. */
 het_model *het_model_load(const char *path, het_error *err);
-void       het_model_free(het_model *m);   /* NULL is a no-op */
+/* Load, then copy every weight into one slice of pool (het_model_place_in_pool).
+ * pool NULL: same as het_model_load. */
+het_model *het_model_load_into(const char *path, het_pool *pool, het_error *err);
+void       het_model_free(het_model *m);   /* NULL is a no-op; gives the pool slice back */
+
+/* Copy the weights' bytes out of the mapped file into one slice of pool (the
+ * tensors keep their offsets relative to each other, so every GGUF alignment
+ * holds) and point the tensors there. Call before het_model_prepare; the
+ * pool must outlive the model. HET_ERR_NOMEM (model unchanged) when the
+ * pool has no room; HET_ERR_INVALID when the weights are already in a pool
+ * or already prepared. */
+enum het_status het_model_place_in_pool(het_model *m, het_pool *pool, het_error *err);
+/* The pool holding the weights, or NULL (they are used from the mapped file). */
+het_pool       *het_model_pool(const het_model *m);
 
 const struct het_model_config *het_model_get_config(const het_model *m);
 const het_tokenizer           *het_model_tokenizer(const het_model *m);
@@ -77,6 +92,9 @@ struct het_context_params {
     int32_t    n_seq;     /* sequences (0: 1)                                        */
     het_sched *sched;     /* device set to run on (not owned)                        */
     bool       kv_f32;    /* F32 KV cache instead of F16 (exact comparisons)        */
+    het_pool  *pool;      /* KV caches as slices of this pool (not owned; normally
+                             the scheduler's); NULL: host memory registered with
+                             every device                                          */
 };
 
 het_context *het_context_init(het_model *m, const struct het_context_params *p, het_error *err);

@@ -20,6 +20,17 @@
  * Times are microseconds. A prediction that came from an unmeasured default
  * or a roofline guess is flagged HET_PLAN_UNMEASURED, so every output can
  * say so.
+ *
+ * Accuracy budget: a lossy device (the NPU: int8 activations) changes the
+ * output a little. Given a budget (mean KL per position, het/accuracy.h)
+ * and a sensitivity table (KL per group of nodes, measured or estimated),
+ * the planner first plans freely, then, if the predicted KL of what it put
+ * on lossy devices exceeds the budget, keeps the groups with the best time
+ * saved per unit of KL there until the budget is spent and re-plans with
+ * the others kept off every lossy device (flagged HET_PLAN_ACCURACY). The
+ * KL of groups is taken as additive. Pins and single:DEV are explicit and
+ * are never overridden (their KL still counts); alternate ignores the
+ * budget.
  */
 #ifndef HET_PLAN_H
 #define HET_PLAN_H
@@ -71,6 +82,24 @@ struct het_plan_device {
     const het_profile *profile;   /* NULL: costs unknown (predictions 0, flagged unmeasured) */
     bool               disabled;  /* excluded (failed earlier): never planned on             */
 };
+/* Is device d of params lossy? (its profile describes an NPU, or bit d of params->lossy_mask) */
+struct het_plan_params;
+bool het_plan_device_lossy(const struct het_plan_params *params, int d);
+
+/* Estimated KL per position of one matmul on a lossy device, for nodes no
+ * sensitivity group covers: above what was measured with int8 per-row
+ * activations on the test models (0.5-1e-4 per layer matmul of the tiny
+ * ones, 1.5e-5 for their logits; KL of several nodes adds up to less than
+ * their sum), so predictions from it err high. A measured table replaces it
+ * (docs/accuracy.md). */
+#define HET_PLAN_DEFAULT_NODE_KL 2e-4
+
+struct het_sensitivity; /* het/accuracy.h */
+struct het_plan_accuracy {
+    double budget_kl;                    /* mean KL per position allowed; NAN or < 0: no cap        */
+    const struct het_sensitivity *sens;  /* (optional) KL per group of nodes                        */
+    double node_kl;                      /* a lossy node no group matches; 0: HET_PLAN_DEFAULT_NODE_KL */
+};
 
 /* Default hand-off from a to b when a's profile did not measure it (µs). */
 #define HET_PLAN_DEFAULT_HANDOFF_US 20.0
@@ -90,12 +119,16 @@ struct het_plan_params {
     int                           n_pins;
     bool                          strict;     /* a fallback (pin/single not honoured) is an error */
     bool                          overlap;    /* the executor overlaps independent splits      */
+    /* (optional) predict the KL of the placement and, with a budget, cap lossy devices */
+    const struct het_plan_accuracy *accuracy;
+    uint32_t                      lossy_mask; /* bit d: device d approximates (beside NPU profiles) */
 };
 
 enum het_plan_node_flag {
     HET_PLAN_PINNED     = 1u << 0, /* placed by a pin                              */
     HET_PLAN_FALLBACK   = 1u << 1, /* the policy's/pin's device cannot run it      */
     HET_PLAN_UNMEASURED = 1u << 2, /* its prediction is a default or roofline guess */
+    HET_PLAN_ACCURACY   = 1u << 3, /* kept off the lossy devices by the accuracy budget */
 };
 
 struct het_plan_node {
@@ -105,6 +138,8 @@ struct het_plan_node {
     double  pred_us;                       /* the node on its device                         */
     double  enter_us;                      /* split start + hand-off charged before it (0 inside a split) */
     double  alt_us[HET_PLAN_MAX_DEVICES];  /* the node on each device; NAN: cannot run there */
+    double  kl;                            /* predicted KL it adds where it runs (0 off lossy devices) */
+    int16_t group;                         /* its sensitivity group, -1 none (accuracy given)  */
 };
 
 struct het_plan_split {
@@ -122,6 +157,9 @@ struct het_plan {
     int                    n_fallbacks;
     int                    n_unmeasured;   /* nodes whose prediction is a default/guess        */
     const char            *method;         /* "dp", "list", "alternate"                          */
+    double                 pred_kl;        /* predicted KL per position (NAN: no accuracy given) */
+    double                 budget_kl;      /* the budget applied (NAN: none)                     */
+    int                    n_kept;         /* nodes kept off lossy devices by the budget         */
     int                    cap_nodes;      /* allocated entries of nodes and splits (internal)   */
 };
 

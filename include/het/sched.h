@@ -14,6 +14,14 @@
  * (error, timeout, device lost), the graph is re-planned without it and run
  * again on the others: the request completes, the event is logged and
  * counted.
+ *
+ * Memory: with params.pool set, the scheduler registers that pool once with
+ * every device of the set (one import of the whole region each) and carves
+ * the activations' scratch out of it, so every tensor a graph touches lies
+ * in memory all devices share and a hand-off between devices copies
+ * nothing. The executor enforces the coherency rules of memory/README.md at
+ * each hand-off. Without a pool, scratch is host memory registered with
+ * every device.
  */
 #ifndef HET_SCHED_H
 #define HET_SCHED_H
@@ -25,6 +33,7 @@
 #include "het/device.h"
 #include "het/graph.h"
 #include "het/plan.h"
+#include "het/pool.h"
 #include "het/profile.h"
 #include "het/status.h"
 
@@ -62,13 +71,22 @@ struct het_sched_params {
     /* (optional) log callback for fallbacks and decisions; NULL = silent (counted) */
     void (*log)(void *user, const char *line);
     void                *log_user;
+    /* (optional) the shared memory pool (not owned; must outlive the
+     * scheduler and the devices, which may keep repacked weights in it).
+     * Registered with every device at init (a device that refuses it fails
+     * init); scratch becomes a slice of it. */
+    het_pool            *pool;
 };
 
 het_sched *het_sched_init(const struct het_sched_params *params, het_error *err);
 void       het_sched_free(het_sched *s);   /* NULL is a no-op; does not free devices */
 
-/* Make a host region usable by every device of the set (weights, KV cache). */
+/* Make a host region usable by every device of the set (weights, KV cache).
+ * A region inside the scheduler's pool is already usable: nothing to do.
+ * One that straddles the pool's edge is HET_ERR_INVALID. */
 enum het_status het_sched_register_memory(het_sched *s, void *base, size_t size, int kind, het_error *err);
+/* The pool given at init, or NULL. */
+het_pool *het_sched_pool(const het_sched *s);
 
 /* Assign storage to every node and to leaf tensors without data. */
 enum het_status het_sched_alloc_graph(het_sched *s, het_graph *g, het_error *err);
@@ -97,7 +115,7 @@ const het_profile *het_sched_profile(const het_sched *s, int i);
 struct het_sched_stats {
     size_t   scratch_peak_bytes;   /* scratch needed with lifetime reuse       */
     size_t   scratch_naive_bytes;  /* sum of all intermediates, no reuse       */
-    size_t   scratch_reserved;     /* bytes of the scratch region              */
+    size_t   scratch_reserved;     /* bytes of the scratch region (pool slice)  */
     uint64_t n_fallbacks;          /* nodes run off the policy's device        */
     uint64_t n_graphs;
     int      last_n_splits;
@@ -107,6 +125,8 @@ struct het_sched_stats {
     double   last_plan_us;         /* wall time of the last plan built, µs     */
     double   last_pred_us;         /* predicted time of the last graph run     */
     uint32_t disabled_devices;     /* bit i: device i failed and is excluded   */
+    uint64_t n_handoffs;           /* consecutive splits on different devices  */
+    uint64_t n_host_syncs;         /* CPU access window opened/closed on the pool */
 };
 void het_sched_get_stats(const het_sched *s, struct het_sched_stats *out);
 int         het_sched_n_devices(const het_sched *s);

@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "devices/cpu/arch/avx2/panel_compact_avx2.h"
 #include "devices/cpu/quant_dot.h"
 #include "model/quant_impl.h"
 
@@ -93,8 +94,12 @@ static void het_q8r_quantize_avx2(const float *x, const struct het_q8r_layout *l
         __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, idv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
         __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, idv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
         __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, idv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        const int32_t lo = het_hsum_epi32(_mm256_add_epi32(i0, i1));
-        const int32_t hi = het_hsum_epi32(_mm256_add_epi32(i2, i3));
+        /* pair-slot sums per half: hadd leaves [h0 slot0, h0 slot1, h1 slot0,
+         * h1 slot1] in each 128-bit lane (elements 0-3 / 4-7 of each 8) */
+        const __m256i ps = _mm256_hadd_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+        int32_t P[4];
+        _mm_storeu_si128((__m128i *)P, _mm_add_epi32(_mm256_castsi256_si128(ps), _mm256_extracti128_si256(ps, 1)));
+        const int32_t lo = P[0] + P[1], hi = P[2] + P[3];
         /* pack 32 x i32 -> 32 x i8; the packs work per 128-bit lane, so
          * restore element order with one dword permute */
         __m256i w01 = _mm256_packs_epi32(i0, i1), w23 = _mm256_packs_epi32(i2, i3);
@@ -105,9 +110,11 @@ static void het_q8r_quantize_avx2(const float *x, const struct het_q8r_layout *l
         if (l->with_abs) _mm256_storeu_si256((__m256i *)(blk + 32), _mm256_abs_epi8(q));
         struct het_q8r_meta m = {
             .d = d, .s = d * (float)(lo + hi), .sum32 = lo + hi, .sum16 = {(int16_t)lo, (int16_t)hi},
+            .off8 = {(int16_t)(-8 * (P[0] + P[2])), (int16_t)(-8 * (P[1] + P[3]))},
+            .off32 = {{(int16_t)(-32 * P[0]), (int16_t)(-32 * P[1])}, {(int16_t)(-32 * P[2]), (int16_t)(-32 * P[3])}},
         };
+        memset(blk + l->bs - 32, 0, 32);
         memcpy(blk + l->bs - 32, &m, sizeof m);
-        memset(blk + l->bs - 16, 0, 16);
     }
 }
 
@@ -628,7 +635,15 @@ const struct het_mm_kernels het_mm_kernels_avx2 = {
     .panel = {
         [HET_PANEL_U4] = het_panel_u4_avx2, [HET_PANEL_U5] = het_panel_u5_avx2,
         [HET_PANEL_S8] = het_panel_s8_avx2, [HET_PANEL_U6] = het_panel_u6_avx2,
-        [HET_PANEL_U4N] = het_panel_u4n_avx2,
+        [HET_PANEL_U4N] = het_panel_u4n_avx2, [HET_PANEL_Q40] = het_panel_q40_avx2,
+        [HET_PANEL_Q80] = het_panel_q80_avx2, [HET_PANEL_Q6C] = het_panel_q6c_avx2,
+    },
+    .panels = {
+        [HET_PANEL_Q40] = het_panels_q40_avx2, [HET_PANEL_Q80] = het_panels_q80_avx2,
+        [HET_PANEL_Q6C] = het_panels_q6c_avx2,
     },
     .panel_rows = 8,
+    .xexpand = {[HET_PANEL_Q40] = het_xexpand_q40_avx2, [HET_PANEL_Q80] = het_xexpand_q80_avx2},
+    .xpanel = {[HET_PANEL_Q40] = het_xpanel_q40_avx2, [HET_PANEL_Q80] = het_xpanel_q80_avx2},
+    .xcols = 3,
 };
