@@ -21,7 +21,7 @@ echo "== tests under ASan + UBSan"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHET_WERROR=ON -DHET_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    HET_TEST_SANITIZE=1 ctest --output-on-failure -j"$jobs")
+    LSAN_OPTIONS=suppressions="$PWD/../tests/lsan.supp" HET_TEST_SANITIZE=1 ctest --output-on-failure -j"$jobs")
 
 echo "== fuzz the GGUF reader (60 s)"
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHET_FUZZ=ON -DHET_VULKAN=OFF >/dev/null

@@ -403,7 +403,8 @@ het_batcher *het_batcher_init(const struct het_batcher_params *p, het_error *err
         het_batcher_free(b);
         return NULL;
     }
-    struct het_context_params cp = { .n_ctx = p->n_ctx, .n_seq = b->n_par, .sched = p->sched };
+    struct het_context_params cp = { .n_ctx = p->n_ctx, .n_seq = b->n_par, .sched = p->sched,
+                                      .pool = het_sched_pool(p->sched) }; /* KV caches in the shared pool */
     b->ctx = het_context_init(p->model, &cp, err);
     if (!b->ctx) {
         het_batcher_free(b);
