@@ -3,8 +3,9 @@
  * position KL(p_ref || p_test) of the softmaxes, computed in double from
  * log-softmaxes so that tiny differences are not lost to rounding, and
  * top-1 agreement; and evaluating a token sequence on a context to get the
- * logits of every position (one batch, or one token per eval so that the
- * decode graphs and their placement are the ones exercised).
+ * logits of every position, in chunks of a chosen size so that the graphs
+ * (and their placement) are the ones a plan was made for: one token per
+ * eval for decode, the planned batch for prefill.
  */
 #include "het/accuracy.h"
 
@@ -77,7 +78,7 @@ void het_accuracy_compare(const float *ref, const float *test, int32_t n_pos, in
 }
 
 enum het_status het_accuracy_logits(het_context *ctx, int32_t n_vocab, const int32_t *tokens, int32_t n,
-                                    bool one_by_one, float *out, het_error *err)
+                                    int32_t chunk, float *out, het_error *err)
 {
     if (n <= 0 || n_vocab <= 0)
         return het_error_set(err, HET_ERR_INVALID, "accuracy: %d tokens of a %d-token vocabulary", n, n_vocab);
@@ -85,26 +86,20 @@ enum het_status het_accuracy_logits(het_context *ctx, int32_t n_vocab, const int
         return het_error_set(err, HET_ERR_INVALID, "accuracy: %d tokens do not fit the context (n_ctx %d)", n,
                              het_context_n_ctx(ctx));
     het_context_reset(ctx);
-    const size_t row = (size_t)n_vocab * sizeof(float);
-    int32_t n_out = 0;
-    if (!one_by_one) {
-        enum het_status st = het_context_eval(ctx, tokens, n, true, err);
-        if (st != HET_OK) return st;
-        const float *l = het_context_logits(ctx, &n_out);
-        if (!l || n_out != n)
-            return het_error_set(err, HET_ERR_INVALID, "accuracy: %d rows of logits for %d tokens", n_out, n);
-        memcpy(out, l, (size_t)n * row);
-        return HET_OK;
-    }
-    for (int32_t i = 0; i < n; i++) {
-        enum het_status st = het_context_eval(ctx, tokens + i, 1, false, err);
+    if (chunk <= 0 || chunk > n) chunk = n;
+    for (int32_t i = 0; i < n; i += chunk) {
+        const int32_t m = n - i < chunk ? n - i : chunk;
+        enum het_status st = het_context_eval(ctx, tokens + i, m, true, err);
         if (st != HET_OK) {
-            het_error_prefix(err, "accuracy: position %d", i);
+            het_error_prefix(err, "accuracy: positions %d..%d", i, i + m - 1);
             return st;
         }
+        int32_t n_out = 0;
         const float *l = het_context_logits(ctx, &n_out);
-        if (!l || n_out < 1) return het_error_set(err, HET_ERR_INVALID, "accuracy: no logits at position %d", i);
-        memcpy(out + (size_t)i * (size_t)n_vocab, l + (size_t)(n_out - 1) * (size_t)n_vocab, row);
+        if (!l || n_out != m)
+            return het_error_set(err, HET_ERR_INVALID, "accuracy: %d rows of logits for %d tokens at position %d",
+                                 n_out, m, i);
+        memcpy(out + (size_t)i * (size_t)n_vocab, l, (size_t)m * (size_t)n_vocab * sizeof(float));
     }
     return HET_OK;
 }

@@ -160,8 +160,8 @@ static void run_text(const char *label, struct side *cpu, struct side *npu, int 
     const int32_t nv = het_model_get_config(cpu->model)->n_vocab;
     float *a = malloc((size_t)n * nv * sizeof *a), *b = malloc((size_t)n * nv * sizeof *b);
     het_error err = { 0 };
-    CHECK(het_accuracy_logits(cpu->ctx, nv, ids, n, false, a, &err) == HET_OK, "%s cpu: %s", label, err.msg);
-    CHECK(het_accuracy_logits(npu->ctx, nv, ids, n, false, b, &err) == HET_OK, "%s npu: %s", label, err.msg);
+    CHECK(het_accuracy_logits(cpu->ctx, nv, ids, n, 0, a, &err) == HET_OK, "%s cpu: %s", label, err.msg);
+    CHECK(het_accuracy_logits(npu->ctx, nv, ids, n, 0, b, &err) == HET_OK, "%s npu: %s", label, err.msg);
     check_placement(label, npu);
     struct het_accuracy r;
     het_accuracy_compare(a, b, n, nv, &r, NULL, NULL);

@@ -117,7 +117,7 @@ static bool setup(struct planrun *r)
         hr_error(&r->o, "--accuracy/--sensitivity run the model: %s is not present (simulated)", r->names[r->n_real]);
         return false;
     }
-    if (r->want_acc && !hr_accuracy_open(&r->acc, &r->o, &r->po, r->s.model, !r->prefill)) return false;
+    if (r->want_acc && !hr_accuracy_open(&r->acc, &r->o, &r->po, r->s.model, r->n_tok)) return false;
     return new_context(r, &err);
 }
 

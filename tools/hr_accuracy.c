@@ -21,12 +21,12 @@ static const char default_text[] =
     "a big, red ball. She wanted to play with it, but it was too high.\nLily's mom said\n";
 
 bool hr_accuracy_open(struct hr_accuracy *a, const struct hr_opts *o, const struct hr_plan_opts *po, het_model *m,
-                      bool one_by_one)
+                      int32_t chunk)
 {
     memset(a, 0, sizeof *a);
     a->o = o;
     a->model = m;
-    a->one_by_one = one_by_one;
+    a->chunk = chunk;
     a->budget = NAN;
     if (po->accuracy_budget) {
         char *end;
@@ -73,19 +73,19 @@ void hr_accuracy_close(struct hr_accuracy *a)
 /* ---------------------------------------------------------------------------
  * running the text                                                          */
 
-static bool logits_on(struct hr_accuracy *a, het_sched *s, bool one_by_one, float *out)
+static bool logits_on(struct hr_accuracy *a, het_sched *s, int32_t chunk, float *out)
 {
     het_error err = { 0 };
     struct het_context_params cp = { .n_ctx = a->n + 8, .sched = s };
     het_context *ctx = het_context_init(a->model, &cp, &err);
-    bool ok = ctx && het_accuracy_logits(ctx, a->n_vocab, a->tokens, a->n, one_by_one, out, &err) == HET_OK;
+    bool ok = ctx && het_accuracy_logits(ctx, a->n_vocab, a->tokens, a->n, chunk, out, &err) == HET_OK;
     if (!ok) hr_error(a->o, "--accuracy: %s", err.msg);
     het_context_free(ctx);
     return ok;
 }
 
 /* the CPU alone, in its own session (own model mapping, own device) */
-static bool reference(struct hr_accuracy *a, bool one_by_one, float *out)
+static bool reference(struct hr_accuracy *a, int32_t chunk, float *out)
 {
     struct hr_opts ro = *a->o;
     ro.device = "cpu";
@@ -98,7 +98,7 @@ static bool reference(struct hr_accuracy *a, bool one_by_one, float *out)
     if (ok) {
         het_model *keep = a->model;
         a->model = s.model;
-        ok = logits_on(a, s.sched, one_by_one, out);
+        ok = logits_on(a, s.sched, chunk, out);
         a->model = keep;
     }
     hr_session_close(&s);
@@ -107,7 +107,7 @@ static bool reference(struct hr_accuracy *a, bool one_by_one, float *out)
 
 static bool ensure_ref(struct hr_accuracy *a)
 {
-    if (!a->have_ref) a->have_ref = reference(a, a->one_by_one, a->ref);
+    if (!a->have_ref) a->have_ref = reference(a, a->chunk, a->ref);
     return a->have_ref;
 }
 
@@ -115,7 +115,7 @@ bool hr_accuracy_eval(struct hr_accuracy *a, het_sched *sched)
 {
     if (!ensure_ref(a)) return false;
     het_sched_set_dry_run(sched, false);
-    if (!logits_on(a, sched, a->one_by_one, a->test)) return false;
+    if (!logits_on(a, sched, a->chunk, a->test)) return false;
     het_accuracy_compare(a->ref, a->test, a->n, a->n_vocab, &a->res, a->kl, a->top);
     a->evaluated = true;
     return true;
@@ -184,7 +184,7 @@ static bool measure_group(struct hr_accuracy *a, const struct hr_acc_devices *d,
         hr_error(a->o, "--sensitivity: %s", err.msg);
         return false;
     }
-    bool ok = logits_on(a, s, false, a->test);
+    bool ok = logits_on(a, s, 0, a->test);
     if (ok) het_accuracy_compare(a->ref_batch, a->test, a->n, a->n_vocab, res, NULL, NULL);
     het_sched_free(s);
     return ok;
@@ -198,7 +198,7 @@ static bool measure_table(struct hr_accuracy *a, const het_graph *g, const struc
     }
     if (!a->ref_batch) {
         a->ref_batch = malloc((size_t)a->n * (size_t)a->n_vocab * sizeof *a->ref_batch);
-        if (!a->ref_batch || !reference(a, false, a->ref_batch)) return false;
+        if (!a->ref_batch || !reference(a, 0, a->ref_batch)) return false;
     }
     char cls[HET_SENSITIVITY_MAX][64];
     int count[HET_SENSITIVITY_MAX];
@@ -313,8 +313,8 @@ void hr_accuracy_print(const struct hr_accuracy *a, const struct het_plan *plan)
     printf("accuracy:\n");
     print_prediction(a, plan);
     if (!a->evaluated) return;
-    printf("  %d positions (%s) vs the CPU alone:\n", a->n,
-           a->one_by_one ? "one token per eval, decode graphs" : "one batch, a prefill graph");
+    if (a->chunk == 1) printf("  %d positions (one token per eval: decode graphs) vs the CPU alone:\n", a->n);
+    else printf("  %d positions (prefill graphs of %d tokens) vs the CPU alone:\n", a->n, a->chunk < a->n ? a->chunk : a->n);
     printf("  %5s %-14s %-14s %-14s %5s %10s\n", "pos", "token", "cpu top-1", "plan top-1", "agree", "KL");
     for (int p = 0; p < a->n; p++) {
         char t[16], r[16], s[16];
@@ -369,7 +369,8 @@ void hr_accuracy_json(const struct hr_accuracy *a, const struct het_plan *plan)
     }
     printf("]}");
     if (a->evaluated) {
-        printf(",\"positions\":%d,\"mode\":\"%s\",\"top1\":", a->n, a->one_by_one ? "decode" : "prefill");
+        printf(",\"positions\":%d,\"mode\":\"%s\",\"chunk\":%d,\"top1\":", a->n, a->chunk == 1 ? "decode" : "prefill",
+               a->chunk < a->n ? a->chunk : a->n);
         json_num(a->res.top1);
         printf(",\"n_agree\":%d,\"kl_mean\":", a->res.n_agree);
         json_num(a->res.kl_mean);

@@ -20,7 +20,7 @@ struct hr_accuracy {
     het_model  *model;            /* the plan's model (not owned)                 */
     int32_t    *tokens;           /* the text, BOS included                       */
     int32_t     n, n_vocab;
-    bool        one_by_one;       /* decode: one token per eval                   */
+    int32_t     chunk;            /* tokens per eval: 1 decode, the batch for prefill */
     float      *ref;              /* n x n_vocab, the CPU alone, in the eval's mode */
     bool        have_ref;
     float      *ref_batch;        /* the same as one batch (for measuring groups)  */
@@ -35,9 +35,10 @@ struct hr_accuracy {
     struct het_plan_accuracy pa;  /* what the planner gets                         */
 };
 
-/* Tokenize the text and parse the budget; one_by_one for decode plans. */
+/* Tokenize the text and parse the budget; chunk: tokens per eval (1 for
+ * decode plans, the planned batch for prefill). */
 bool hr_accuracy_open(struct hr_accuracy *a, const struct hr_opts *o, const struct hr_plan_opts *po, het_model *m,
-                      bool one_by_one);
+                      int32_t chunk);
 void hr_accuracy_close(struct hr_accuracy *a);
 
 /* The devices the sensitivity is measured on (a real device set). */

@@ -59,11 +59,11 @@ void het_accuracy_compare(const float *ref, const float *test, int32_t n_pos, in
                           struct het_accuracy *out, double *kl, int32_t *top);
 
 /* Evaluate tokens on ctx from an empty cache (ctx is reset) and copy every
- * position's logits into out (n x n_vocab floats). one_by_one: one token
- * per eval (decode graphs), else one eval of all n (a prefill graph). The
- * context needs n_ctx >= n. */
+ * position's logits into out (n x n_vocab floats), chunk tokens per eval:
+ * 1 gives decode graphs, more prefill graphs of that many tokens (the last
+ * one shorter), <= 0 one eval of all n. The context needs n_ctx >= n. */
 enum het_status het_accuracy_logits(het_context *ctx, int32_t n_vocab, const int32_t *tokens, int32_t n,
-                                    bool one_by_one, float *out, het_error *err);
+                                    int32_t chunk, float *out, het_error *err);
 
 /* ---------------------------------------------------------------------------
  * Sensitivity tables                                                        */
