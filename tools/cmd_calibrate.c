@@ -15,8 +15,7 @@
 
 #include "het/npu.h"
 
-#define CAL_FLAGS   "-t --device --devices --json -v"
-#define CAL_PFLAGS  "--quick --recalibrate --types --ops"
+#define CAL_FLAGS "-t --device --devices --json -v --quick --recalibrate --types --ops"
 
 static bool parse_types(const char *list, uint32_t *mask)
 {
@@ -45,7 +44,7 @@ static int open_devices(const struct hr_opts *o, het_device **devs, int max)
     char *save = NULL;
     for (char *tok = strtok_r(list, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save)) {
         het_error err = { 0 };
-        het_device *d = hr_open_device(tok, o->threads, &err);
+        het_device *d = hr_open_device(o, tok, HET_NPU_EMULATE, &err); /* its cost model needs no hardware */
         if (d) devs[n++] = d;
         else if (explicit) {
             hr_error(o, "device '%s': %s", tok, err.msg);
@@ -141,19 +140,9 @@ static void print_text(het_profile **prof, int n, bool ops)
 
 int cmd_calibrate(int argc, char **argv)
 {
-    struct hr_plan_opts po;
     struct hr_opts o;
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: hetrun calibrate [options]\n  %-22s %s\n  %-22s %s\n  %-22s %s\n  %-22s %s\n",
-                   "--device D", "calibrate one device (cpu, vulkan, vulkan:N, npu)", "--devices a,b",
-                   "calibrate these (default: cpu and vulkan when present)", "-t N", "CPU threads",
-                   "--json", "print the profiles as JSON");
-            hr_plan_flags_help(CAL_PFLAGS);
-            return 0;
-        }
-    if (!hr_take_plan_flags("calibrate", CAL_PFLAGS, &argc, argv, &po)) return 2;
     if (!hr_parse(&o, "calibrate", CAL_FLAGS, argc, argv)) return 2;
+    const struct hr_plan_opts po = o.plan;
     uint32_t types = 0;
     if (po.types && !parse_types(po.types, &types)) return 2;
     het_device *devs[8];

@@ -22,9 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLAN_FLAGS  "-m -p -f -t -c --device --devices --policy --npu --strict --no-bos --json -v"
-#define PLAN_PFLAGS "--phase --batch --past --measure --profile --pin --overlap --recalibrate --accuracy " \
-                    "--accuracy-budget --sensitivity"
+#define PLAN_FLAGS "-m -p -f -t -c --device --devices --policy --npu --strict --no-bos --json -v " \
+                   "--phase --batch --past --measure --profile --pin --overlap --recalibrate --accuracy " \
+                   "--accuracy-budget --sensitivity"
 #define MAXD        HET_PLAN_MAX_DEVICES
 
 struct planrun {
@@ -514,32 +514,16 @@ static void print_json(const struct planrun *r)
 /* ---------------------------------------------------------------------------
  * the command                                                               */
 
-static void usage(void)
-{
-    printf("usage: hetrun plan [options]\n"
-           "  -m FILE                GGUF model\n"
-           "  --device D, --devices a,b   device set (cpu, vulkan, vulkan:N, npu)\n"
-           "  --policy P             fastest (default) | first | single:DEV | alternate\n"
-           "  --strict               a fallback is an error\n"
-           "  --json                 one JSON object\n"
-           "  -t N, -c N, -v         threads, context, verbose\n");
-    hr_plan_flags_help(PLAN_PFLAGS);
-}
-
 int cmd_plan(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage();
-            return 0;
-        }
     struct planrun *r = calloc(1, sizeof *r);
     if (!r) return 1;
     int rc = 1;
-    if (!hr_take_plan_flags("plan", PLAN_PFLAGS, &argc, argv, &r->po) || !hr_parse(&r->o, "plan", PLAN_FLAGS, argc, argv)) {
+    if (!hr_parse(&r->o, "plan", PLAN_FLAGS, argc, argv)) {
         rc = 2;
         goto done;
     }
+    r->po = r->o.plan;
     if (!setup(r) || !run_plan(r, !r->want_acc)) goto done;
     if (r->want_acc && !run_accuracy(r)) goto done;
     if (r->o.json) {

@@ -7,7 +7,7 @@
 
 #include <stdlib.h>
 
-#define RUN_FLAGS "-m -p -f -n --temp --top-k --top-p --seed -t -c --device --devices --policy --npu --strict --no-bos --stats -v --long-model --long-threshold --long-devices --long-ctx --gpu-times"
+#define RUN_FLAGS "-m -p -f -n --temp --top-k --top-p --seed -t -c --device --devices --policy --npu --strict --no-bos --stats -v --long-model --long-threshold --long-devices --long-ctx --gpu-times --profile --pin --recalibrate --overlap"
 
 static void put_piece(const het_tokenizer *tok, int32_t id)
 {

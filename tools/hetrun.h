@@ -12,6 +12,7 @@
 
 #include "het/device.h"
 #include "het/model.h"
+#include "het/npu.h"
 #include "het/plan.h"
 #include "het/pool.h"
 #include "het/profile.h"
@@ -86,6 +87,10 @@ struct hr_session {
     uint64_t     fallback_lines;
 };
 bool hr_session_open(struct hr_session *s, const struct hr_opts *o, bool need_ctx);
+/* One device from a spec: "cpu", "vulkan", "vulkan:N", "npu" or "npu:MODE".
+ * The NPU's mode: the spec's, else --npu, else $HET_NPU, else npu_default. */
+het_device *hr_open_device(const struct hr_opts *o, const char *spec, enum het_npu_mode npu_default,
+                           het_error *err);
 void hr_session_close(struct hr_session *s);
 /* Tokenize the prompt (-p or -f), adding BOS as the model says unless --no-bos. */
 bool hr_tokenize_prompt(const struct hr_session *s, const struct hr_opts *o, int32_t **ids, int32_t *n);

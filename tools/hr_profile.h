@@ -14,7 +14,7 @@
 #include "het/profile.h"
 #include "het/sched.h"
 
-/* Flags the shared parser does not know (taken out of argv first). */
+/* Planning and calibration options; parsed with every other flag by hr_parse (tools/options.c). */
 struct hr_plan_opts {
     const char *phase;        /* --phase prefill|decode (default decode)          */
     int         batch;        /* --batch N: prefill tokens (default 128)          */
@@ -33,13 +33,7 @@ struct hr_plan_opts {
     const char *sensitivity;  /* --sensitivity FILE|measure: KL per node group    */
 };
 
-/* Remove the flags listed in `allowed` (space-separated) from argv and fill
- * po; prints an error and returns false on a bad value. */
-bool hr_take_plan_flags(const char *cmd, const char *allowed, int *argc, char **argv, struct hr_plan_opts *po);
-void hr_plan_flags_help(const char *allowed);
 
-/* "cpu", "vulkan", "vulkan:N", "npu" / "npu:emulate" / "npu:hw" */
-het_device *hr_open_device(const char *spec, int threads, het_error *err);
 
 /* Progress bar on stderr (user: const char * prefix). */
 void hr_progress(void *user, double fraction, const char *what);

@@ -67,12 +67,31 @@ static const struct flag flags[] = {
     { "--parallel",     K_INT,   F(parallel),    1, 1024, "serve: sequences batched together (default 4)" },
     { "--queue",        K_INT,   F(queue),       1, 1 << 20, "serve: requests that may wait for a slot; more get 503 (default 64)" },
     { "--max-conns",    K_INT,   F(max_conns),   1, 65536, "serve: open connections; more get 503 (default 64)" },
-    { "--batch",        K_INT,   F(batch),       1, 1 << 20, "serve: prompt tokens per batch step (default 512)" },
+    { "--batch",        K_INT,   F(batch),       1, 1 << 20, "serve: prompt tokens per batch step (default 512); plan: prefill tokens (default 128)" },
     { "--long-model",   K_STR,   F(long_model),  0, 0,   "model for long prompts (routing by prompt length)" },
     { "--long-threshold", K_INT, F(long_threshold), 1, 1 << 24, "prompt tokens from which --long-model serves (default: derived from a start-up calibration)" },
     { "--long-devices", K_STR,   F(long_devices), 0, 0,  "device set of --long-model (default: as --device/--devices)" },
     { "--long-ctx",     K_INT,   F(long_ctx),    1, 1 << 24, "context length of --long-model (default: min(its train ctx, 4096))" },
     { "--long-parallel", K_INT,  F(long_parallel), 1, 1024, "serve: sequences of the long route (default: --parallel)" },
+    /* planning and calibration (struct hr_plan_opts); plan's --batch is the one above */
+    { "--phase",        K_STR,   F(plan.phase),  0, 0,   "plan: prefill | decode (default decode)" },
+    { "--past",         K_INT,   F(plan.past),   1, 1 << 20, "plan: decode: tokens already in the cache (default 128)" },
+    { "--measure",      K_BOOL,  F(plan.measure), 0, 0,  "plan: run the plan and add measured us per node and in total" },
+    { "--profile",      K_STR,   F(plan.profile), 0, 0,  "profile file(s), comma-separated; devices not present are simulated;"
+                                                         " 'default': unmeasured defaults, no calibration (also HET_CALIBRATE=0)" },
+    { "--pin",          K_STR,   F(plan.pin),    0, 0,   "PATTERN=DEVICE[,...]: glob on node or op name" },
+    { "--overlap",      K_BOOL,  F(plan.overlap), 0, 0,  "overlap independent splits on different devices" },
+    { "--quick",        K_BOOL,  F(plan.quick),  0, 0,   "calibrate: quick calibration (seconds)" },
+    { "--recalibrate",  K_BOOL,  F(plan.recalibrate), 0, 0, "measure again even if a profile is cached" },
+    { "--ops",          K_BOOL,  F(plan.ops),    0, 0,   "per op class: achieved GB/s and GFLOP/s beside the roofline" },
+    { "--plot",         K_STR,   F(plan.plot),   0, 0,   "write measured-vs-model PNG curves into this folder (gnuplot)" },
+    { "--types",        K_STR,   F(plan.types),  0, 0,   "calibrate: matmul weight types, e.g. q4_0,q8_0,f16" },
+    { "--accuracy",     K_BOOL,  F(plan.accuracy), 0, 0, "plan: evaluate a text (-p/-f, default a built-in one) on the CPU alone and"
+                                                         " with the plan: per-position top-1 agreement, KL(p_cpu || p_plan)" },
+    { "--accuracy-budget", K_STR, F(plan.accuracy_budget), 0, 0, "plan: KL: keep lossy devices (the NPU: int8 activations) to"
+                                                         " node groups whose predicted mean KL per position stays under KL" },
+    { "--sensitivity",  K_STR,   F(plan.sensitivity), 0, 0, "plan: FILE | measure: KL per node group for the budget (default:"
+                                                         " the cached measurement, else an estimate); measure runs each group on the NPU" },
 };
 #undef F
 
@@ -133,7 +152,7 @@ static bool set_value(struct hr_opts *o, const struct flag *f, const char *flagn
     case K_INT: {
         long x = strtol(v, &end, 10);
         if (errno || *end || end == v || x < f->lo || x > f->hi) {
-            hr_error(o, "%s: '%s' is not an integer in [%g, %g]", flagname, v, f->lo, f->hi);
+            hr_error(o, "%s: '%s' is not an integer in [%.0f, %.0f]", flagname, v, f->lo, f->hi);
             return false;
         }
         *(int *)dst = (int)x;
@@ -164,18 +183,9 @@ static bool set_value(struct hr_opts *o, const struct flag *f, const char *flagn
     return false;
 }
 
-/* the placement/planning flags hr_profile.c owns, per command */
-static const char *plan_flags_for(const char *cmd)
-{
-    if (!strcmp(cmd, "bench")) return "--profile --pin --recalibrate --overlap --ops";
-    if (!strcmp(cmd, "run") || !strcmp(cmd, "logits")) return "--profile --pin --recalibrate --overlap";
-    return "";
-}
-
 bool hr_parse(struct hr_opts *o, const char *cmd, const char *allowed, int argc, char **argv)
 {
     memset(o, 0, sizeof *o);
-    if (!hr_take_plan_flags(cmd, plan_flags_for(cmd), &argc, argv, &o->plan)) return false;
     o->cmd = cmd;
     o->n_predict = -1;
     o->temp = 0.8f;
@@ -185,13 +195,13 @@ bool hr_parse(struct hr_opts *o, const char *cmd, const char *allowed, int argc,
     o->pp = 512;
     o->tg = 128;
     o->reps = 3;
+    o->plan.past = 128;
     o->port = 8080;
     o->argv_rest = argv + argc;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             print_help(cmd, allowed);
-            hr_plan_flags_help(plan_flags_for(cmd));
             exit(0);
         }
         if (a[0] != '-' || !a[1]) {
@@ -239,6 +249,12 @@ bool hr_parse(struct hr_opts *o, const char *cmd, const char *allowed, int argc,
             o->pp = (int)x;
         }
         if (o->n_predict >= 0) o->tg = o->n_predict;
+    }
+    /* --batch: plan's prefill tokens (default 128), serve's tokens per step (its own default) */
+    o->plan.batch = o->batch ? o->batch : 128;
+    if (o->plan.phase && strcmp(o->plan.phase, "prefill") && strcmp(o->plan.phase, "decode")) {
+        hr_error(o, "--phase: '%s' (expected prefill or decode)", o->plan.phase);
+        return false;
     }
     if (o->device && o->devices) {
         hr_error(o, "--device and --devices are exclusive");

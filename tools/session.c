@@ -19,17 +19,20 @@
 #define HR_VULKAN 1
 #endif
 
-/* The NPU: --npu, else $HET_NPU, else the hardware. The repack cache is
- * keyed by the model file's path, size and mtime. */
-static het_device *open_npu(const struct hr_opts *o, het_error *err)
+/* The NPU: the spec's ":MODE", else --npu, else $HET_NPU, else npu_default.
+ * The repack cache is keyed by the model file's path, size and mtime. */
+static het_device *open_npu(const struct hr_opts *o, const char *spec_mode, enum het_npu_mode npu_default,
+                            het_error *err)
 {
     enum het_npu_mode mode = HET_NPU_OFF;
-    if (o->npu) {
+    if (spec_mode) {
+        if (het_npu_parse_mode(spec_mode, &mode, err) != HET_OK) return NULL;
+    } else if (o->npu) {
         if (het_npu_parse_mode(o->npu, &mode, err) != HET_OK) return NULL;
     } else if (het_npu_mode_from_env(&mode, err) != HET_OK) {
         return NULL;
     }
-    if (mode == HET_NPU_OFF) mode = HET_NPU_HARDWARE;
+    if (mode == HET_NPU_OFF) mode = npu_default;
     struct het_npu_params p;
     het_npu_params_default(&p, mode);
     char key[4200]; /* copied by the device */
@@ -42,10 +45,12 @@ static het_device *open_npu(const struct hr_opts *o, het_error *err)
     return het_npu_device_init_params(&p, err);
 }
 
-static het_device *open_device(const struct hr_opts *o, const char *spec, het_error *err)
+het_device *hr_open_device(const struct hr_opts *o, const char *spec, enum het_npu_mode npu_default,
+                           het_error *err)
 {
     if (!strcmp(spec, "cpu")) return het_cpu_device_init(o->threads, err);
-    if (!strcmp(spec, "npu")) return open_npu(o, err);
+    if (!strncmp(spec, "npu", 3) && (!spec[3] || spec[3] == ':'))
+        return open_npu(o, spec[3] ? spec + 4 : NULL, npu_default, err);
     if (!strncmp(spec, "vulkan", 6)) {
 #ifdef HR_VULKAN
         int index = -1;
@@ -67,7 +72,7 @@ static het_device *open_device(const struct hr_opts *o, const char *spec, het_er
         return NULL;
 #endif
     }
-    het_error_set(err, HET_ERR_INVALID, "unknown device '%s' (devices: cpu, vulkan, vulkan:N, npu)", spec);
+    het_error_set(err, HET_ERR_INVALID, "unknown device '%s' (devices: cpu, vulkan, vulkan:N, npu, npu:MODE)", spec);
     return NULL;
 }
 
@@ -94,7 +99,7 @@ static bool open_devices(struct hr_session *s, const struct hr_opts *o)
             hr_error(o, "--devices: too many devices");
             return false;
         }
-        het_device *d = open_device(o, tok, &err);
+        het_device *d = hr_open_device(o, tok, HET_NPU_HARDWARE, &err);
         if (!d) {
             hr_error(o, "device '%s': %s", tok, err.msg);
             return false;
