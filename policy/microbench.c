@@ -12,6 +12,8 @@
  */
 #include "policy/microbench.h"
 
+#include "sched/clock.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +21,6 @@
 
 #define ALIGN 256
 
-double het_mbench_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
 
@@ -216,16 +212,16 @@ static enum het_status time_fn(const struct run_fn *f, const struct het_mbench_t
     double v[256];
     enum het_status st = run_once(f, err); /* warm-up: first touch, pipelines, caches */
     int n = 0, max = t->max_reps < 256 ? t->max_reps : 256;
-    double start = het_mbench_now_us();
+    double start = het_now_us();
     while (st == HET_OK && n < max) {
-        double t0 = het_mbench_now_us();
+        double t0 = het_now_us();
         st = run_once(f, err);
-        v[n++] = het_mbench_now_us() - t0;
+        v[n++] = het_now_us() - t0;
         if (n >= t->min_reps) {
             double tmp[256], sp;
             memcpy(tmp, v, (size_t)n * sizeof *v);
             median_spread(tmp, n, &sp);
-            if (sp <= t->target_spread || het_mbench_now_us() - start > t->budget_us) break;
+            if (sp <= t->target_spread || het_now_us() - start > t->budget_us) break;
         }
     }
     if (st != HET_OK) return st;

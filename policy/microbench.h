@@ -43,6 +43,5 @@ enum het_status het_mbench_time_split(het_device *dev, struct het_mbench *mb, in
 enum het_status het_mbench_time_handoff(het_device *a, het_device *b, struct het_mbench *mb, int na, int nb,
                                         const struct het_mbench_timing *t, double *us, double *spread,
                                         het_error *err);
-double          het_mbench_now_us(void);
 
 #endif /* HET_MICROBENCH_H */

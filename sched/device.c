@@ -8,18 +8,11 @@
 #include "sched/device_impl.h"
 
 #include "het/pool.h"
+#include "sched/clock.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdio.h>
-#include <time.h>
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
 
 het_device *het_device_new(const struct het_device_i *iface, enum het_device_kind kind, const char *name,
                            void *context)
@@ -81,9 +74,9 @@ static void forward_copies(het_device *dev)
 
 enum het_status het_device_run_split(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err)
 {
-    double t0 = now_us();
+    double t0 = het_now_us();
     enum het_status st = dev->iface.run_split(dev, nodes, n, err);
-    dev->stats.busy_us += now_us() - t0;
+    dev->stats.busy_us += het_now_us() - t0;
     forward_copies(dev);
     if (st == HET_OK) {
         dev->stats.n_splits++;
@@ -97,9 +90,9 @@ enum het_status het_device_run_split(het_device *dev, struct het_tensor *const *
 enum het_status het_device_sync(het_device *dev, het_error *err)
 {
     if (!dev->iface.sync) return HET_OK;
-    double t0 = now_us();
+    double t0 = het_now_us();
     enum het_status st = dev->iface.sync(dev, err);
-    dev->stats.busy_us += now_us() - t0;
+    dev->stats.busy_us += het_now_us() - t0;
     forward_copies(dev);
     if (st != HET_OK && err) het_error_prefix(err, "%s", dev->name);
     return st;

@@ -25,16 +25,12 @@
  */
 #include "sched/sched_impl.h"
 
+#include "sched/clock.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
 
 /* ---------------------------------------------------------------------------
  * address ranges                                                            */
@@ -174,10 +170,10 @@ static enum het_status execute_measured(het_sched *s, het_graph *g, const struct
     enum het_status st = grow_times(s, plan->n_nodes, err);
     for (int i = 0; st == HET_OK && i < plan->n_nodes; i++) {
         int d = plan->nodes[i].device;
-        double t0 = now_us();
+        double t0 = het_now_us();
         st = run(s, d, nodes + i, 1, failed, err);
         if (st == HET_OK) st = wait_device(s, d, failed, err);
-        s->node_us[i] = now_us() - t0;
+        s->node_us[i] = het_now_us() - t0;
     }
     return st;
 }

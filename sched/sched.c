@@ -21,6 +21,8 @@
 
 #include "sched/alloc.h"
 
+#include "sched/clock.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,12 +40,6 @@ void het_sched_log(het_sched *s, const char *fmt, ...)
     s->params.log(s->params.log_user, line);
 }
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
 
 static enum het_status check_params(const struct het_sched_params *params, het_error *err)
 {
@@ -313,9 +309,9 @@ static enum het_status build_plan(het_sched *s, const het_graph *g, struct het_p
         .policy = pol, .single = single, .pins = s->pins, .n_pins = s->params.n_pins,
         .strict = strict, .overlap = s->params.overlap && !s->measure,
     };
-    double t0 = now_us();
+    double t0 = het_now_us();
     enum het_status st = het_plan_build(&pp, g, out, err);
-    s->stats.last_plan_us = now_us() - t0;
+    s->stats.last_plan_us = het_now_us() - t0;
     s->stats.n_plans++;
     return st;
 }

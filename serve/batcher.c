@@ -11,6 +11,8 @@
  */
 #include "serve/batcher.h"
 
+#include "sched/clock.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -66,12 +68,8 @@ struct het_batcher {
     struct het_batcher_stats stats;
 };
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+/* milliseconds on the library's monotonic clock */
+static double now_ms(void) { return het_now_us() / 1e3; }
 
 const char *het_finish_name(enum het_finish f)
 {

@@ -14,16 +14,14 @@
  */
 #include "het/serve.h"
 
+#include "sched/clock.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+/* milliseconds on the library's monotonic clock */
+static double now_ms(void) { return het_now_us() / 1e3; }
 
 /* prefill n synthetic tokens from an empty sequence 0, then time decode steps */
 static enum het_status measure(het_context *ctx, const int32_t *toks, int32_t n, int n_dec, double *prefill_ms,

@@ -20,6 +20,8 @@
 #include "devices/npu/npu_internal.h"
 #include "devices/npu/npu_manifest.h"
 
+#include "sched/clock.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,12 +67,6 @@ struct npu_hw {
     double              switch_us_sum;
 };
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
 
 static enum het_status lose(struct npu_hw *hw, enum het_status st)
 {
@@ -209,7 +205,7 @@ static enum het_status use_kernel(struct npu_hw *hw, int i, het_error *err)
     if (hw->cur == i) return HET_OK;
     struct hw_kernel *k = &hw->k[i];
     const struct npu_kernel_desc *kd = &hw->pack.k[i];
-    const double t0 = now_us();
+    const double t0 = het_now_us();
     enum het_status st = HET_OK;
     if (!k->loaded) {
         st = npu_kbin_load(kd, &k->bin, err);
@@ -230,7 +226,7 @@ static enum het_status use_kernel(struct npu_hw *hw, int i, het_error *err)
         return lose(hw, st);
     }
     hw->cur = i;
-    const double dt = now_us() - t0;
+    const double dt = het_now_us() - t0;
     hw->c->stats.kernel_switches++;
     hw->switch_us_sum += dt;
     if (hw->pack.switch_us < 0)   /* measured switch cost feeds the cost model */
