@@ -25,25 +25,10 @@ int cmd_tokenize(int argc, char **argv)
         het_gguf_close(g);
         return 1;
     }
-    const char *text = o.prompt ? o.prompt : "";
-    size_t len = 0;
-    char *owned = NULL;
-    if (o.prompt_file) {
-        FILE *f = fopen(o.prompt_file, "rb");
-        if (!f) {
-            hr_error(&o, "-f %s: cannot read the file", o.prompt_file);
-            goto fail;
-        }
-        fseek(f, 0, SEEK_END);
-        long sz = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        owned = malloc(sz > 0 ? (size_t)sz : 1);
-        len = owned ? fread(owned, 1, (size_t)(sz > 0 ? sz : 0), f) : 0;
-        fclose(f);
-        text = owned;
-    } else {
-        for (const char *p = text; *p; p++) len++;
-    }
+    size_t len;
+    char *owned;
+    const char *text = hr_prompt_text(&o, &len, &owned);
+    if (!text) goto fail;
     int32_t *ids = NULL, n = 0;
     if (het_tokenize(tok, text, len, !o.no_bos, true, &ids, &n, &err) != HET_OK) {
         hr_error(&o, "%s", err.msg);

@@ -92,6 +92,9 @@ bool hr_session_open(struct hr_session *s, const struct hr_opts *o, bool need_ct
 het_device *hr_open_device(const struct hr_opts *o, const char *spec, enum het_npu_mode npu_default,
                            het_error *err);
 void hr_session_close(struct hr_session *s);
+/* The prompt's bytes: -p, or the contents of -f (then *owned is the buffer
+ * to free). NULL, after one error line, when the file cannot be read. */
+const char *hr_prompt_text(const struct hr_opts *o, size_t *len, char **owned);
 /* Tokenize the prompt (-p or -f), adding BOS as the model says unless --no-bos. */
 bool hr_tokenize_prompt(const struct hr_session *s, const struct hr_opts *o, int32_t **ids, int32_t *n);
 void hr_print_stats(const struct hr_session *s, const struct hr_opts *o);

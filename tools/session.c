@@ -205,19 +205,25 @@ static char *read_file(const char *path, size_t *len)
     return buf;
 }
 
+const char *hr_prompt_text(const struct hr_opts *o, size_t *len, char **owned)
+{
+    *owned = NULL;
+    if (!o->prompt_file) {
+        const char *text = o->prompt ? o->prompt : "";
+        *len = strlen(text);
+        return text;
+    }
+    *owned = read_file(o->prompt_file, len);
+    if (!*owned) hr_error(o, "-f %s: cannot read the file", o->prompt_file);
+    return *owned;
+}
+
 bool hr_tokenize_prompt(const struct hr_session *s, const struct hr_opts *o, int32_t **ids, int32_t *n)
 {
-    const char *text = o->prompt ? o->prompt : "";
-    size_t len = strlen(text);
-    char *owned = NULL;
-    if (o->prompt_file) {
-        owned = read_file(o->prompt_file, &len);
-        if (!owned) {
-            hr_error(o, "-f %s: cannot read the file", o->prompt_file);
-            return false;
-        }
-        text = owned;
-    }
+    size_t len;
+    char *owned;
+    const char *text = hr_prompt_text(o, &len, &owned);
+    if (!text) return false;
     const het_tokenizer *tok = het_model_tokenizer(s->model);
     het_error err = { 0 };
     enum het_status st = het_tokenize(tok, text, len, false, true, ids, n, &err);
