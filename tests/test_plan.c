@@ -391,13 +391,6 @@ static het_graph *qwen3_like(int n_tok)
     return g;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static void test_plan_time(void)
 {
     struct fixture f;
@@ -415,10 +408,10 @@ static void test_plan_time(void)
         struct het_plan plan = { 0 };
         for (int ov = 0; ov < 2; ov++) {
             f.pp.overlap = ov;
-            double t0 = now_ms();
+            double t0 = het_test_now_ms();
             int reps = 20;
             for (int r = 0; r < reps; r++) CHECK(het_plan_build(&f.pp, g, &plan, &err) == HET_OK, "%s", err.msg);
-            double ms = (now_ms() - t0) / reps;
+            double ms = (het_test_now_ms() - t0) / reps;
             int per[3] = { 0 };
             for (int i = 0; i < plan.n_nodes; i++) per[plan.nodes[i].device]++;
             printf("%s, %d nodes, overlap %d: planned in %.3f ms (%s); predicted %.0f us, %d splits, "

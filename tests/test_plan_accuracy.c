@@ -282,13 +282,6 @@ static het_graph *qwen3_like(int n_tok)
     return g;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static void test_plan_time(void)
 {
     struct fixture f;
@@ -315,9 +308,9 @@ static void test_plan_time(void)
             const int reps = 20;
             double best = INFINITY, sum = 0;
             for (int r = 0; r < reps; r++) {
-                double t0 = now_ms();
+                double t0 = het_test_now_ms();
                 CHECK(het_plan_build(&f.pp, g, &plan, &err) == HET_OK, "%s", err.msg);
-                double ms = now_ms() - t0;
+                double ms = het_test_now_ms() - t0;
                 best = fmin(best, ms);
                 sum += ms;
             }

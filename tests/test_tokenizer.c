@@ -53,13 +53,6 @@ static char *read_file(const char *path, size_t *len)
     return buf;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static het_tokenizer *load_tokenizer(const char *path, het_gguf **g_out)
 {
     het_error err = { 0 };
@@ -265,9 +258,9 @@ static void test_qwen3(void)
         return;
     }
     het_gguf *g = NULL;
-    double t0 = now_ms();
+    double t0 = het_test_now_ms();
     het_tokenizer *t = load_tokenizer(path, &g);
-    double t1 = now_ms();
+    double t1 = het_test_now_ms();
     if (!t) return;
     printf("vocab-qwen3.gguf: %d tokens, tokenizer built in %.1f ms\n", (int)het_tokenizer_n_vocab(t), t1 - t0);
     CHECK(het_tokenizer_kind(t) == HET_TOKENIZER_BPE, "qwen3 kind");
@@ -304,9 +297,9 @@ static void test_qwen3(void)
     }
     int32_t *ids = NULL, n_ids = 0;
     het_error err = { 0 };
-    t0 = now_ms();
+    t0 = het_test_now_ms();
     CHECK(het_tokenize(t, text, k, false, false, &ids, &n_ids, &err) == HET_OK, "big text: %s", err.msg);
-    t1 = now_ms();
+    t1 = het_test_now_ms();
     size_t dlen;
     char *d = detokenize(t, ids, n_ids, &dlen);
     CHECK(d && dlen == k && memcmp(d, text, k) == 0, "big text round trip");

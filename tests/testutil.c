@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 struct het_test_state het_test;
 
@@ -93,4 +94,11 @@ double het_test_max_abs_diff(const float *a, const float *b, size_t n)
         if (d > m || d != d) m = d;
     }
     return m;
+}
+
+double het_test_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }

@@ -43,6 +43,9 @@ float    het_test_rand_uniform(float lo, float hi);
 float    het_test_rand_normal(void);
 void     het_test_fill_normal(float *x, size_t n, float scale);
 
+/* Milliseconds on CLOCK_MONOTONIC, for printing (tests never assert timings). */
+double het_test_now_ms(void);
+
 /* normalized mean squared error: sum (a-b)^2 / sum b^2 (b the reference) */
 double het_test_nmse(const float *a, const float *b, size_t n);
 double het_test_max_abs_diff(const float *a, const float *b, size_t n);
