@@ -3,7 +3,8 @@
  *
  * A split runs inside one OpenMP parallel region: every thread walks the
  * split's nodes, runs its share of each kernel and meets the others at a
- * barrier before the next node (kernels that need phases barrier inside).
+ * barrier before the next node (kernels that need phases barrier inside;
+ * cpu_sync.c says why it is not OpenMP's).
  * The thread count defaults to the number of physical cores (hwloc), since
  * SMT siblings share the SIMD units the kernels saturate.
  *
@@ -83,12 +84,16 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
     struct het_cpu_profile *prof = c->profile;
     const double t_split = prof ? het_cpu_profile_now_us(prof) : 0.0;
     double t_nodes = 0.0;
+    struct het_cpu_sync sync;
+    het_cpu_sync_init(&sync, c->n_threads);
 #pragma omp parallel num_threads(c->n_threads)
     {
         struct het_compute_params p = {
             .ith = omp_get_thread_num(), .nth = omp_get_num_threads(),
             .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa,
         };
+        /* the device barrier counts on getting every thread it was made for */
+        p.sync = p.nth == c->n_threads ? &sync : NULL;
         double t0 = prof && p.ith == 0 ? het_cpu_profile_now_us(prof) : 0.0;
         for (int i = 0; i < n; i++) {
             enum het_status s = het_cpu_compute(&p, nodes[i]);
@@ -96,7 +101,7 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
 #pragma omp critical(het_cpu_fail)
                 if (failed < 0 || i < failed) { failed = i; failed_st = s; }
             }
-#pragma omp barrier
+            het_cpu_barrier(&p);
             if (prof && p.ith == 0) {
                 const double t1 = het_cpu_profile_now_us(prof);
                 het_cpu_profile_add(prof, nodes[i], t1 - t0);

@@ -35,12 +35,24 @@ enum het_cpu_isa {
     HET_CPU_ISA_AVX512 = 2,
 };
 
+/* Barrier of the device's threads (cpu_sync.c): spins briefly, yields,
+ * then sleeps. */
+struct het_cpu_sync {
+    _Atomic int      arrived;
+    _Atomic unsigned phase;
+    _Atomic int      sleepers;
+    int              nth;
+};
+void het_cpu_sync_init(struct het_cpu_sync *s, int nth);
+void het_cpu_sync_wait(struct het_cpu_sync *s);
+
 struct het_compute_params {
     int              ith;    /* this thread's index, 0 <= ith < nth     */
     int              nth;    /* threads running the node                */
     void            *wdata;  /* shared per-node scratch                 */
     size_t           wsize;  /* its size in bytes                       */
     enum het_cpu_isa isa;    /* kernel level to use                     */
+    struct het_cpu_sync *sync; /* the threads' barrier; NULL: omp barrier */
 };
 
 void het_cpu_features_detect(struct het_cpu_features *f);
@@ -48,7 +60,8 @@ void het_cpu_features_detect(struct het_cpu_features *f);
 enum het_cpu_isa het_cpu_isa_select(const struct het_cpu_features *f);
 const char *het_cpu_isa_name(enum het_cpu_isa isa);
 
-/* Barrier across the nth threads of the current parallel region. */
+/* Barrier across the nth threads of the current parallel region (p->sync,
+ * or an OpenMP barrier when there is none). */
 void het_cpu_barrier(const struct het_compute_params *p);
 
 /* Scratch bytes node needs with nth threads (0 if none). */

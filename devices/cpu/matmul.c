@@ -14,11 +14,14 @@
  *     all of M streams past them in L2-sized chunks. When the device packed
  *     a at load time (a->extra, het_cpu_mul_mat_repack) the panels are used
  *     as they are, for every M: decode then runs at about 3x the GEMV rate.
- *     For q4_0 / q8_0 / q6_K the panels are compact (the file's bytes).
- *   - or, for many rows of b (prefill) where the level has wide kernels,
- *     expands pairs of compact panels into wide byte panels (thread
- *     scratch, one K chunk at a time so a wide panel stays in L1 while the
- *     rows of b stream past it) and runs the 16-row wide kernel.
+ *     For q4_0 / q8_0 / q6_K they are compact (no more bytes than the
+ *     file), and decode hands each thread's whole run of panels to one
+ *     kernel call that writes dst rows directly; or
+ *   - for many rows of b (prefill), where the level has wide kernels:
+ *     expands pairs of compact panels (load-time ones, or packed now) into
+ *     wide byte panels in thread scratch, a group at a time, and runs the
+ *     16-row x 3 wide kernel with all of M streaming past each panel (K is
+ *     cut into chunks only for very long rows).
  * Float a (F32/F16/BF16): b rows are used in place when contiguous (else
  * gathered to wdata first) and multiplied 2 weight rows x 4 b rows at a time.
  */
@@ -522,12 +525,20 @@ static void het_mm_wide_run(const struct het_mm_plan *p, const struct het_comput
     const int rows = 2 * p->pl.R;
     const int nr = p->N - n0 < rows ? (int)(p->N - n0) : rows;
     const size_t koff = (size_t)kb0 * p->ql.bs;
+    const struct het_tensor *d = p->dst;
+    /* full panels of a dense dst are written in place */
+    const bool direct = nr == rows && d->nb[0] == sizeof(float) && d->nb[1] % sizeof(float) == 0;
     float out[3 * 2 * HET_MM_PANEL_ROWS_MAX];
     for (int64_t m = m0; m < m1; m += p->xcols) {
         const int nc = m1 - m < p->xcols ? (int)(m1 - m) : p->xcols;
         const uint8_t *act[3];
         for (int c = 0; c < nc; c++) act[c] = het_mm_act(p, cp, m + c, i2, i3) + koff;
-        p->xpanel_fn(p->pl.R, kb1 - kb0, xp, act, nc, out);
+        if (direct) {
+            float *o = (float *)((char *)d->data + n0 * d->nb[0] + m * d->nb[1] + i2 * d->nb[2] + i3 * d->nb[3]);
+            p->xpanel_fn(p->pl.R, kb1 - kb0, xp, act, nc, o, d->nb[1] / sizeof(float), kb0 > 0);
+            continue;
+        }
+        p->xpanel_fn(p->pl.R, kb1 - kb0, xp, act, nc, out, (size_t)rows, false);
         for (int c = 0; c < nc; c++) het_mm_put(p, n0, nr, m + c, i2, i3, out + c * rows, kb0 > 0);
     }
 }

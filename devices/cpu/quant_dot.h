@@ -7,13 +7,16 @@
  * q8r row also carries per-block sums so that weights stored with an offset
  * (q4_0's -8, q4_1's min, the K-quants' mins) fold into one term per block.
  *
- * Two kernel shapes exist:
+ * Three kernel shapes exist:
  *   - GEMV: one weight row, read straight from the tensor, against 1..4
- *     activation rows (decode; memory bound).
+ *     activation rows (weights not repacked; memory bound).
  *   - panel GEMM: R weight rows repacked ("packed panel", R = 8 for AVX2, 16
  *     for AVX-512) so that one vector holds 4 consecutive k of R rows; a
  *     broadcast of 4 activation bytes then multiplies all R rows at once and
- *     each vector lane accumulates one row (prefill; compute bound).
+ *     each vector lane accumulates one row. With load-time panels this is
+ *     also decode's kernel; the compact kinds keep the file's byte count.
+ *   - wide panel GEMM: two compact panels expanded to bytes at run time, 2R
+ *     rows x 3 activation rows per call (prefill; compute bound).
  * Every kernel exists as a scalar reference here (quant_dot.c) and as SIMD
  * versions in arch/<isa>/, reached through struct het_mm_kernels.
  */
@@ -185,8 +188,10 @@ static inline size_t het_xpanel_blk_bytes(int R) { return 72 * (size_t)R; }
 typedef void (*het_xexpand_fn)(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,
                                int64_t b1, void *dst);
 /* Wide panel of blocks [0, nb) against nc (1..xcols) q8r rows a[c] whose
- * pointers are already at the first block: out[c*2R + r] = dot. */
-typedef void (*het_xpanel_fn)(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out);
+ * pointers are already at the first block: out[c*ldo + r] = dot (r < 2R),
+ * or += dot when accumulate. */
+typedef void (*het_xpanel_fn)(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,
+                              size_t ldo, bool accumulate);
 
 /* ---- load-time repacking -----------------------------------------------------
  * The CPU device may pack a weight once (het_cpu_mul_mat_repack into a buffer

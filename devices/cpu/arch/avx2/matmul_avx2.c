@@ -31,14 +31,6 @@ HET_INLINE float het_hsum_ps(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-HET_INLINE int32_t het_hsum_epi32(__m256i v)
-{
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
-}
-
 HET_INLINE float het_h2f_f16c(uint16_t h) { return _cvtsh_ss(h); }
 
 /* Keep v in a register at this point. Stops the compiler from re-associating

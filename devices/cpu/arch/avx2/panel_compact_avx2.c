@@ -295,17 +295,25 @@ void het_xexpand_q80_avx2(const struct het_panel_layout *l, const void *p0, cons
 
 /* ---- wide kernels: 16 rows x NC (1..3) ------------------------------------------- */
 
-HET_INLINE void het_x_store(__m256 acc[2][3], float *out, const int NC)
+/* 16 results per activation row to out + c*ldo, added to what is there
+ * when accumulate (K chunks after the first) */
+HET_INLINE void het_x_store(__m256 acc[2][3], float *out, size_t ldo, bool accumulate, const int NC)
 {
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) {
-        _mm256_storeu_ps(out + 16 * c, acc[0][c]);
-        _mm256_storeu_ps(out + 16 * c + 8, acc[1][c]);
+        float *o = out + ldo * (size_t)c;
+        if (accumulate) {
+            acc[0][c] = _mm256_add_ps(acc[0][c], _mm256_loadu_ps(o));
+            acc[1][c] = _mm256_add_ps(acc[1][c], _mm256_loadu_ps(o + 8));
+        }
+        _mm256_storeu_ps(o, acc[0][c]);
+        _mm256_storeu_ps(o + 8, acc[1][c]);
     }
 }
 
 /* unsigned byte quants, -8 from off8 (q4_0) */
-HET_INLINE void het_xu4_t(int64_t nb, const uint8_t *xp, const uint8_t *const *a, float *out, const int NC)
+HET_INLINE void het_xu4_t(int64_t nb, const uint8_t *xp, const uint8_t *const *a, float *out, size_t ldo,
+                          bool accumulate, const int NC)
 {
     const size_t bs = HET_Q8R_BS;
     const __m256i ones = _mm256_set1_epi16(1);
@@ -337,11 +345,12 @@ HET_INLINE void het_xu4_t(int64_t nb, const uint8_t *xp, const uint8_t *const *a
             acc[1][c] = het_fscale(acc[1][c], _mm256_madd_epi16(s1[c], ones), d1, da);
         }
     }
-    het_x_store(acc, out, NC);
+    het_x_store(acc, out, ldo, accumulate, NC);
 }
 
 /* signed byte quants (q8_0): |a| x sign(w, a) */
-HET_INLINE void het_xs8_t(int64_t nb, const uint8_t *xp, const uint8_t *const *a, float *out, const int NC)
+HET_INLINE void het_xs8_t(int64_t nb, const uint8_t *xp, const uint8_t *const *a, float *out, size_t ldo,
+                          bool accumulate, const int NC)
 {
     const size_t bs = HET_Q8R_BS_ABS;
     const __m256i ones = _mm256_set1_epi16(1);
@@ -374,17 +383,18 @@ HET_INLINE void het_xs8_t(int64_t nb, const uint8_t *xp, const uint8_t *const *a
             acc[1][c] = het_fscale(acc[1][c], s1[c], d1, da);
         }
     }
-    het_x_store(acc, out, NC);
+    het_x_store(acc, out, ldo, accumulate, NC);
 }
 
 #define HET_WIDE_DISPATCH(name, body)                                                                \
-    void name(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out)        \
+    void name(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out, size_t ldo, \
+              bool accumulate)                                                                       \
     {                                                                                                \
         (void)R;                                                                                     \
         switch (nc) {                                                                                \
-        case 1: body(nb, xp, a, out, 1); break;                                                      \
-        case 2: body(nb, xp, a, out, 2); break;                                                      \
-        default: body(nb, xp, a, out, 3); break;                                                     \
+        case 1: body(nb, xp, a, out, ldo, accumulate, 1); break;                                     \
+        case 2: body(nb, xp, a, out, ldo, accumulate, 2); break;                                     \
+        default: body(nb, xp, a, out, ldo, accumulate, 3); break;                                    \
         }                                                                                            \
     }
 

@@ -26,7 +26,9 @@ void het_xexpand_q40_avx2(const struct het_panel_layout *l, const void *p0, cons
                           void *dst);
 void het_xexpand_q80_avx2(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0, int64_t b1,
                           void *dst);
-void het_xpanel_q40_avx2(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out);
-void het_xpanel_q80_avx2(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out);
+void het_xpanel_q40_avx2(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out, size_t ldo,
+                         bool accumulate);
+void het_xpanel_q80_avx2(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out, size_t ldo,
+                         bool accumulate);
 
 #endif /* HET_CPU_PANEL_COMPACT_AVX2_H */
