@@ -9,12 +9,15 @@
  * whose scales are set to sane fp16 values; the reference dequantises them
  * with its own GGUF decoders.
  *
- * Each op suite runs on three device configurations:
- *   A  defaults (host-pointer import, subgroup reductions when reported)
+ * Each op suite runs on four device configurations:
+ *   A  defaults (host-pointer import, subgroup reductions when reported; on
+ *      a CPU-type device such as lavapipe the row-per-invocation matmul and
+ *      attention kernels)
  *   B  mirrored memory (explicit copies) + shared-memory reductions + 64 KiB
  *      descriptor ranges (forces MUL_MAT/GET_ROWS windows) + no GEMM kernel
- *      (M > 8 as GEMV column windows, the small-device path)
+ *      (M > 8 as GEMV column windows, the small-device path) + no row kernels
  *   C  import in 256 KiB overlapping chunks + 64 KiB descriptor ranges
+ *   D  defaults without the row kernels (the GPU kernels, with subgroups)
  * plus, on A, a real-size matrix larger than maxStorageBufferRange.
  *
  * Tolerances (per element: |got - ref| <= atol + rtol*|ref|, or NMSE):
@@ -696,7 +699,8 @@ static void ref_mul_mat(const struct het_tensor *w, const struct het_tensor *x, 
 static void test_mul_mat(struct env *e, const struct mm_case *c)
 {
     env_reset(e);
-    size_t wpad = c->w_padded ? (c->type == HET_TYPE_F16 ? 6 : 12) : 0; /* keeps element alignment */
+    /* padding keeps element alignment; 6 and 14 put rows at every even offset mod 8 */
+    size_t wpad = c->w_padded ? (c->type == HET_TYPE_F32 ? 12 : c->type == HET_TYPE_F16 ? 6 : 14) : 0;
     struct het_tensor *w = t_new_pad(e, c->type, c->K, c->N, c->B2w, c->B3w, wpad);
     fill_weights(w);
     struct het_tensor *x;
@@ -731,6 +735,8 @@ static void test_mul_mat_all(struct env *e)
         test_mul_mat(e, &(struct mm_case){ t, K, 67, 5, 1, 1, 1, 1, true, !q });         /* GEMV, 5 cols */
         test_mul_mat(e, &(struct mm_case){ t, K, 67, 37, 1, 1, 1, 1, false, !q });       /* GEMM */
         test_mul_mat(e, &(struct mm_case){ t, K, 29, 11, 2, 1, 6, 2, true, false });     /* GQA bcast */
+        test_mul_mat(e, &(struct mm_case){ t, K, 45, 1, 1, 1, 1, 1, false, true });      /* padded rows */
+        test_mul_mat(e, &(struct mm_case){ t, K, 45, 6, 1, 1, 1, 1, false, true });
     }
     /* plain types: K not a multiple of 8 or 32 */
     test_mul_mat(e, &(struct mm_case){ HET_TYPE_F32, 333, 45, 1, 1, 1, 1, 1, true, true });
@@ -1061,6 +1067,8 @@ static void run_suite(struct env *e, bool full)
     test_attn(e, &(struct attn_case){ HET_TYPE_F32, 80, 6, 3, 9, 40, 1, 1 });   /* cache < 64 KiB (B, C) */
     test_attn(e, &(struct attn_case){ HET_TYPE_F16, 32, 4, 2, 3, 6, 2, 2 });    /* batched K/V */
     test_attn(e, &(struct attn_case){ HET_TYPE_F16, 32, 4, 2, 3, 6, 3, 1 });    /* K/V shared by the batch */
+    test_attn(e, &(struct attn_case){ HET_TYPE_F16, 64, 4, 2, 19, 7, 1, 1 });   /* several token blocks */
+    test_attn(e, &(struct attn_case){ HET_TYPE_F32, 128, 2, 1, 11, 0, 1, 1 });
     test_chain(e, full);
     test_weight_region(e);
     test_errors(e);
@@ -1139,7 +1147,8 @@ int main(void)
     test_listing();
     run_config("A", NULL, true);
     run_config("B", &(struct het_vk_options){ .no_import = true, .no_subgroup = true, .no_gemm = true,
-                                              .max_bind = 64u << 10 }, true);
+                                              .no_rows = true, .max_bind = 64u << 10 }, true);
     run_config("C", &(struct het_vk_options){ .max_bind = 64u << 10, .max_alloc = 256u << 10 }, true);
+    run_config("D", &(struct het_vk_options){ .no_rows = true }, false);
     return het_test_finish();
 }

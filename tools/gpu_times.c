@@ -3,8 +3,8 @@
  * devices of a session (timestamp queries, het_vulkan_profiling_*), summed
  * per phase (bench: "pp512", "tg128"; run: "prefill", "decode") and printed
  * on stderr as totals per op class and the costliest nodes, the latter with
- * the layer number folded away ("ffn_down.7" counts as "ffn_down.*"), so one
- * line covers a weight's product in every layer.
+ * the layer number or node id folded away ("ffn_down.7" counts as
+ * "ffn_down.*"), so one line covers a weight's product in every layer.
  *
  * (Issue 3 calls this "--profile"; that name belongs to the planner's
  * profile files, see hr_profile.c.) Warm-up runs are drained and dropped.
@@ -47,13 +47,14 @@ void hr_gpu_times_begin(struct hr_gpu_times *g, struct hr_session *s, const stru
     if (!g->on) fprintf(stderr, "hetrun %s: --gpu-times: no Vulkan device with timestamps in this run\n", o->cmd);
 }
 
-/* "ffn_down.7" -> "ffn_down.*": a trailing .<digits> becomes .* */
+/* "ffn_down.7" -> "ffn_down.*", "rms_norm#412" -> "rms_norm#*": a trailing
+ * layer number or node id becomes * */
 static void fold_layer(const char *name, char *out, size_t cap)
 {
     snprintf(out, cap, "%s", name);
     size_t n = strlen(out), i = n;
     while (i > 0 && isdigit((unsigned char)out[i - 1])) i--;
-    if (i < n && i > 0 && out[i - 1] == '.' && i + 1 < cap) {
+    if (i < n && i > 0 && (out[i - 1] == '.' || out[i - 1] == '#') && i + 1 < cap) {
         out[i] = '*';
         out[i + 1] = 0;
     }

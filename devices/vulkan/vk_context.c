@@ -39,8 +39,7 @@ enum het_status het_vk_buffer_alloc(struct het_vk_ctx *ctx, VkDeviceSize size, V
     VkBufferCreateInfo bci = {
         .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
         .size = size,
-        .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                 VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+        .usage = het_vk_buffer_usage(ctx),
         .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
     };
     VkResult r = vkCreateBuffer(ctx->device, &bci, NULL, buf);
@@ -75,6 +74,13 @@ enum het_status het_vk_buffer_alloc(struct het_vk_ctx *ctx, VkDeviceSize size, V
         return het_vk_fail(ctx, r, err, "vkBindBufferMemory/vkMapMemory");
     }
     return HET_OK;
+}
+
+VkBufferUsageFlags het_vk_buffer_usage(const struct het_vk_ctx *ctx)
+{
+    VkBufferUsageFlags u = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                           VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    return ctx->use_rows ? u | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT : u;
 }
 
 void het_vk_buffer_release(struct het_vk_ctx *ctx, VkBuffer *buf, VkDeviceMemory *mem)
@@ -251,6 +257,7 @@ void het_vk_ctx_close(struct het_vk_ctx *ctx)
 {
     if (ctx->device) {
         vkDeviceWaitIdle(ctx->device);
+        het_vk_views_release(ctx);
         het_vk_regions_free(ctx);
         het_vk_pipelines_free(ctx);
         for (int i = 0; i < ctx->n_dpools; i++) vkDestroyDescriptorPool(ctx->device, ctx->dpools[i], NULL);

@@ -72,6 +72,17 @@ enum het_status het_vk_emit(struct het_vk_ctx *ctx, enum het_vk_kernel k, enum h
     return HET_OK;
 }
 
+enum het_status het_vk_emit_views(struct het_vk_ctx *ctx, enum het_vk_kernel k, enum het_type variant, int node,
+                                  const struct het_vk_operand *const ops[HET_VK_N_BIND],
+                                  const VkBufferView tview[HET_VK_N_TEXEL], const void *push, size_t push_size,
+                                  const uint32_t groups[3], het_error *err)
+{
+    enum het_status st = het_vk_emit(ctx, k, variant, node, ops, push, push_size, groups, err);
+    if (st == HET_OK)
+        for (int i = 0; i < HET_VK_N_TEXEL; i++) ctx->split.disp[ctx->split.n_disp - 1].tview[i] = tview[i];
+    return st;
+}
+
 enum het_status het_vk_bind_tensor(struct het_vk_ctx *ctx, const struct het_tensor *t, bool write,
                                    struct het_vk_operand *op, het_error *err)
 {
@@ -116,7 +127,7 @@ static enum het_status enc_eltwise(struct het_vk_ctx *ctx, struct het_tensor *no
     st = het_vk_flat_groups(ctx, (nelem(node) + wg - 1) / wg, groups, err);
     if (st != HET_OK) return st;
     const struct het_vk_operand *ops[HET_VK_N_BIND] = { &oa, b ? &ob : NULL, NULL, &od };
-    return het_vk_emit(ctx, k, HET_TYPE_F32, idx, ops, &pc, sizeof pc, groups, err);
+    return het_vk_emit(ctx, k, (enum het_type)pc.types, idx, ops, &pc, sizeof pc, groups, err); /* F16 bits */
 }
 
 /* ---- copies ---------------------------------------------------------------- */
@@ -144,7 +155,7 @@ static enum het_status enc_copy(struct het_vk_ctx *ctx, const struct het_tensor 
     st = het_vk_flat_groups(ctx, (nelem(src) + wg - 1) / wg, groups, err);
     if (st != HET_OK) return st;
     const struct het_vk_operand *ops[HET_VK_N_BIND] = { &oa, NULL, NULL, &od };
-    return het_vk_emit(ctx, HET_VK_K_COPY, HET_TYPE_F32, idx, ops, &pc, sizeof pc, groups, err);
+    return het_vk_emit(ctx, HET_VK_K_COPY, (enum het_type)pc.types, idx, ops, &pc, sizeof pc, groups, err);
 }
 
 /* ---- row kernels ---------------------------------------------------------------- */
@@ -170,7 +181,9 @@ static enum het_status enc_rms_norm(struct het_vk_ctx *ctx, struct het_tensor *n
     st = het_vk_flat_groups(ctx, nelem(node) / (uint64_t)node->ne[0], groups, err);
     if (st != HET_OK) return st;
     const struct het_vk_operand *ops[HET_VK_N_BIND] = { &oa, NULL, NULL, &od };
-    return het_vk_emit(ctx, HET_VK_K_RMS_NORM, HET_TYPE_F32, idx, ops, &pc, sizeof pc, groups, err);
+    /* CPU-type devices: a subgroup per row, no barrier (rms_norm_rows.comp) */
+    enum het_vk_kernel k = ctx->use_rows && ctx->use_subgroup ? HET_VK_K_RMS_NORM_ROWS : HET_VK_K_RMS_NORM;
+    return het_vk_emit(ctx, k, HET_TYPE_F32, idx, ops, &pc, sizeof pc, groups, err);
 }
 
 struct pc_softmax {
@@ -248,6 +261,27 @@ struct pc_attn {
     int32_t  n_past;
 };
 
+/* Whether attn_rows.comp (CPU-type devices) takes this attention: head
+ * size a multiple of 32 up to 256 whose rows split evenly into 16-byte
+ * texels over the subgroup, K and V of one type with unit element stride,
+ * their bases and rows 16-byte aligned in their bindings, their ranges
+ * viewable as texels. */
+static bool attn_rows_fit(const struct het_vk_ctx *ctx, const struct het_tensor *q, const struct het_tensor *k,
+                          const struct het_tensor *v, const struct het_vk_operand *ok, const struct het_vk_operand *ov)
+{
+    int64_t hd = q->ne[0];
+    if (!ctx->use_rows || hd % 32 || hd > HET_VK_ATTN_MAX_HD || k->type != v->type) return false;
+    size_t es = k->type == HET_TYPE_F16 ? 2 : 4;
+    if (k->nb[0] != es || v->nb[0] != es || (size_t)hd * es / 16 % ctx->info.subgroup_size) return false;
+    const struct het_tensor *kv[2] = { k, v };
+    const struct het_vk_operand *op[2] = { ok, ov };
+    for (int i = 0; i < 2; i++)
+        if (op[i]->off % 16 || kv[i]->nb[1] % 16 || kv[i]->nb[2] % 16 || kv[i]->nb[3] % 16 ||
+            !het_vk_texel_ok(ctx, op[i]))
+            return false;
+    return true;
+}
+
 static enum het_status enc_attn(struct het_vk_ctx *ctx, struct het_tensor *node, int idx, het_error *err)
 {
     const struct het_tensor *q = node->src[0], *k = node->src[1], *v = node->src[2];
@@ -272,9 +306,21 @@ static enum het_status enc_attn(struct het_vk_ctx *ctx, struct het_tensor *node,
         pc.d_nb[i] = u32(node->nb[i]);
     }
     uint32_t groups[3];
+    const struct het_vk_operand *ops[HET_VK_N_BIND] = { &oq, &ok, &ov, &od };
+    if (attn_rows_fit(ctx, q, k, v, &ok, &ov)) { /* a subgroup per workgroup, a query token per invocation */
+        uint64_t sg = ctx->info.subgroup_size, blocks = (pc.n_tok + sg - 1) / sg;
+        st = het_vk_flat_groups(ctx, blocks * pc.n_head * pc.n_batch, groups, err);
+        if (st != HET_OK) return st;
+        uint32_t code = (uint32_t)(q->ne[0] / 32 - 1) + (k->type == HET_TYPE_F16 ? 8u : 0u);
+        VkBufferView tv[HET_VK_N_TEXEL];
+        st = het_vk_texel_view(ctx, &ok, &tv[0], err);
+        if (st == HET_OK) st = het_vk_texel_view(ctx, &ov, &tv[1], err);
+        if (st != HET_OK) return st;
+        return het_vk_emit_views(ctx, HET_VK_K_ATTN_ROWS, (enum het_type)code, idx, ops, tv, &pc, sizeof pc, groups,
+                                 err);
+    }
     st = het_vk_flat_groups(ctx, (uint64_t)pc.n_head * pc.n_tok * pc.n_batch, groups, err);
     if (st != HET_OK) return st;
-    const struct het_vk_operand *ops[HET_VK_N_BIND] = { &oq, &ok, &ov, &od };
     return het_vk_emit(ctx, HET_VK_K_ATTN, HET_TYPE_F32, idx, ops, &pc, sizeof pc, groups, err);
 }
 

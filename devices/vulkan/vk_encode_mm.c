@@ -9,7 +9,9 @@
  * one dispatch per plane; each window is an independent smaller product
  * whose bindings start at the window, so the kernels need no window offsets.
  * M <= 8 uses the GEMV kernel (decode), larger M the tiled GEMM kernel, or
- * GEMV over 8-column windows on a device too small for the GEMM tile.
+ * GEMV over 8-column windows on a device too small for the GEMM tile. On
+ * CPU-type devices the row-per-invocation kernels (mul_mat_rows.glsl) take
+ * every product they can.
  * GET_ROWS binds the table in row windows; each window's dispatch copies the
  * ids that fall inside it.
  */
@@ -39,6 +41,35 @@ static int64_t window_count(int64_t total, size_t stride, size_t base, uint64_t 
 static size_t batch_extent(const struct het_tensor *t)
 {
     return (size_t)(t->ne[2] - 1) * t->nb[2] + (size_t)(t->ne[3] - 1) * t->nb[3];
+}
+
+/* Whether the row-per-invocation kernels (mul_mat_rows.glsl) take this
+ * product: K a multiple of their 128-weight step; src1 F32 with unit stride
+ * and columns at 16-byte aligned offsets in its binding; weights of a type
+ * they decode, rows at even byte offsets (F32: 4-byte aligned), plain types
+ * with unit element stride; both ranges viewable as texels. */
+static bool rows_fit(const struct het_vk_ctx *ctx, const struct het_tensor *a, const struct het_tensor *b,
+                     const struct het_vk_operand *oa, const struct het_vk_operand *ob)
+{
+    if (!ctx->use_rows || a->ne[0] % 128 || b->type != HET_TYPE_F32 || b->nb[0] != 4) return false;
+    if (ob->off % 16 || b->nb[1] % 16 || b->nb[2] % 16 || b->nb[3] % 16) return false;
+    if (!het_vk_texel_ok(ctx, oa) || !het_vk_texel_ok(ctx, ob)) return false;
+    size_t align = 2;
+    switch (a->type) {
+    case HET_TYPE_F32:
+        align = 4;
+        if (a->nb[0] != 4) return false;
+        break;
+    case HET_TYPE_F16:
+        if (a->nb[0] != 2) return false;
+        break;
+    case HET_TYPE_Q4_0:
+    case HET_TYPE_Q8_0:
+    case HET_TYPE_Q4_K:
+    case HET_TYPE_Q6_K: break;
+    default:            return false;
+    }
+    return oa->off % align == 0 && a->nb[1] % align == 0 && a->nb[2] % align == 0 && a->nb[3] % align == 0;
 }
 
 /* One independent sub-product: rows [n0, n0+nc) of src0, columns
@@ -88,6 +119,23 @@ static enum het_status mm_window_emit(struct het_vk_ctx *ctx, struct het_tensor 
     const struct het_vk_operand *ops[HET_VK_N_BIND] = { &oa, &ob, NULL, &od };
     uint64_t batches = (uint64_t)pc.B2 * pc.B3;
     uint32_t groups[3];
+    if (rows_fit(ctx, a, b, &oa, &ob)) {
+        enum het_vk_kernel k = w->mc == 1 ? HET_VK_K_MUL_MAT_ROWS1 : HET_VK_K_MUL_MAT_ROWSN;
+        uint64_t tm = w->mc == 1 ? 1 : HET_VK_ROWSN_TM, r = w->mc == 1 ? HET_VK_ROWS1_R : HET_VK_ROWSN_R;
+        uint64_t per = het_vk_kernel_wg(ctx, k) * r;
+        uint64_t gx = ((uint64_t)w->nc + per - 1) / per, gy = ((uint64_t)w->mc + tm - 1) / tm;
+        if (gx > ctx->max_groups[0] || gy > ctx->max_groups[1] || batches > ctx->max_groups[2])
+            return het_error_set(err, HET_ERR_UNSUPPORTED, "vulkan: mul_mat '%s' exceeds the dispatch limits",
+                                 d->name);
+        groups[0] = (uint32_t)gx;
+        groups[1] = (uint32_t)gy;
+        groups[2] = (uint32_t)batches;
+        VkBufferView tv[HET_VK_N_TEXEL];
+        st = het_vk_texel_view(ctx, &oa, &tv[0], err);
+        if (st == HET_OK) st = het_vk_texel_view(ctx, &ob, &tv[1], err);
+        if (st != HET_OK) return st;
+        return het_vk_emit_views(ctx, k, a->type, idx, ops, tv, &pc, sizeof pc, groups, err);
+    }
     if (w->mc <= HET_VK_GEMV_MAX_COLS && (b->ne[1] <= HET_VK_GEMV_MAX_COLS || !ctx->gemm_ok)) {
         uint64_t row_groups = (uint64_t)(w->nc + HET_VK_GEMV_ROWS - 1) / HET_VK_GEMV_ROWS;
         st = het_vk_flat_groups(ctx, row_groups * batches, groups, err);

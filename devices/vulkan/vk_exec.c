@@ -9,6 +9,10 @@
  * finishes the downloads and, when profiling, turns the timestamp written
  * after each node into per-node GPU times.
  *
+ * Texel-buffer views (the row kernels' second way into their sources) are
+ * created while encoding and destroyed when the next split starts, after
+ * the wait, or when the context closes.
+ *
  * Only one split is in flight: starting the next one waits for the previous
  * (its mirrored downloads must land in host memory before new uploads read
  * it). The wait is bounded; a device that does not answer is reported as
@@ -26,6 +30,7 @@
 
 void het_vk_split_free(struct het_vk_split *s)
 {
+    free(s->views);
     free(s->disp);
     free(s->up);
     free(s->down);
@@ -49,6 +54,7 @@ enum het_status het_vk_split_begin(struct het_vk_ctx *ctx, int n_nodes, het_erro
     if (ctx->lost) return het_error_set(err, HET_ERR_DEVICE_LOST, "vulkan: device lost earlier");
     enum het_status st = het_vk_wait(ctx, err);
     if (st != HET_OK) return st;
+    het_vk_views_release(ctx);
     struct het_vk_split *s = &ctx->split;
     s->n_disp = s->n_up = s->n_down = s->n_written = 0;
     s->staging_need = 0;
@@ -70,12 +76,15 @@ static enum het_status alloc_set(struct het_vk_ctx *ctx, VkDescriptorSet *set, h
             void *p = realloc(ctx->dpools, (size_t)(ctx->n_dpools + 1) * sizeof *ctx->dpools);
             if (!p) return het_error_set(err, HET_ERR_NOMEM, "vulkan: out of memory for descriptor pools");
             ctx->dpools = p;
-            VkDescriptorPoolSize ps = { VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, SETS_PER_POOL * HET_VK_N_BIND };
+            VkDescriptorPoolSize ps[2] = {
+                { VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, SETS_PER_POOL * HET_VK_N_BIND },
+                { VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, SETS_PER_POOL * HET_VK_N_TEXEL },
+            };
             VkDescriptorPoolCreateInfo pci = {
                 .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                 .maxSets = SETS_PER_POOL,
-                .poolSizeCount = 1,
-                .pPoolSizes = &ps,
+                .poolSizeCount = 2,
+                .pPoolSizes = ps,
             };
             VkResult r = vkCreateDescriptorPool(ctx->device, &pci, NULL, &ctx->dpools[ctx->n_dpools]);
             if (r != VK_SUCCESS) return het_vk_fail(ctx, r, err, "vkCreateDescriptorPool");
@@ -101,7 +110,19 @@ static enum het_status write_set(struct het_vk_ctx *ctx, const struct het_vk_dis
     enum het_status st = alloc_set(ctx, set, err);
     if (st != HET_OK) return st;
     VkDescriptorBufferInfo bi[HET_VK_N_BIND];
-    VkWriteDescriptorSet w[HET_VK_N_BIND];
+    VkWriteDescriptorSet w[HET_VK_N_BIND + HET_VK_N_TEXEL];
+    uint32_t n = HET_VK_N_BIND;
+    for (uint32_t i = 0; i < HET_VK_N_TEXEL; i++) {
+        if (!d->tview[i]) continue;
+        w[n++] = (VkWriteDescriptorSet){
+            .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+            .dstSet = *set,
+            .dstBinding = HET_VK_N_BIND + i,
+            .descriptorCount = 1,
+            .descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER,
+            .pTexelBufferView = &d->tview[i],
+        };
+    }
     for (uint32_t i = 0; i < HET_VK_N_BIND; i++) {
         bi[i] = (VkDescriptorBufferInfo){ d->bind[i].buf, d->bind[i].offset, d->bind[i].range };
         w[i] = (VkWriteDescriptorSet){
@@ -113,8 +134,47 @@ static enum het_status write_set(struct het_vk_ctx *ctx, const struct het_vk_dis
             .pBufferInfo = &bi[i],
         };
     }
-    vkUpdateDescriptorSets(ctx->device, HET_VK_N_BIND, w, 0, NULL);
+    vkUpdateDescriptorSets(ctx->device, n, w, 0, NULL);
     return HET_OK;
+}
+
+bool het_vk_texel_ok(const struct het_vk_ctx *ctx, const struct het_vk_operand *op)
+{
+    const struct het_vk_bind *b = &op->bind;
+    return b->range != VK_WHOLE_SIZE && b->offset % ctx->texel_align == 0 && (b->range + 15) / 16 <= ctx->texel_max;
+}
+
+enum het_status het_vk_texel_view(struct het_vk_ctx *ctx, const struct het_vk_operand *op, VkBufferView *out,
+                                  het_error *err)
+{
+    struct het_vk_split *s = &ctx->split;
+    if (s->n_views == s->cap_views) {
+        int cap = s->cap_views ? 2 * s->cap_views : 64;
+        void *p = realloc(s->views, (size_t)cap * sizeof *s->views);
+        if (!p) return het_error_set(err, HET_ERR_NOMEM, "vulkan: out of memory for texel views");
+        s->views = p;
+        s->cap_views = cap;
+    }
+    /* ranges end on an 8-byte boundary inside a page-aligned chunk, so one
+     * rounded up to the 16-byte texel stays inside the buffer */
+    VkBufferViewCreateInfo vci = {
+        .sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
+        .buffer = op->bind.buf,
+        .format = VK_FORMAT_R32G32B32A32_UINT,
+        .offset = op->bind.offset,
+        .range = (op->bind.range + 15) & ~(VkDeviceSize)15,
+    };
+    VkResult r = vkCreateBufferView(ctx->device, &vci, NULL, out);
+    if (r != VK_SUCCESS) return het_vk_fail(ctx, r, err, "vkCreateBufferView");
+    s->views[s->n_views++] = *out;
+    return HET_OK;
+}
+
+void het_vk_views_release(struct het_vk_ctx *ctx)
+{
+    struct het_vk_split *s = &ctx->split;
+    for (int i = 0; i < s->n_views; i++) vkDestroyBufferView(ctx->device, s->views[i], NULL);
+    s->n_views = 0;
 }
 
 static enum het_status ensure_queries(struct het_vk_ctx *ctx, uint32_t n, het_error *err)

@@ -13,7 +13,10 @@
  * buffers, bindings 0..2 sources and 3 destination, addressed in bytes
  * through uint words; shapes, byte strides and offsets travel as push
  * constants; workgroup size is specialization constant 0 and the kernel's
- * variant (operation or weight type) constant 1.
+ * variant (operation or weight type) constant 1. The row kernels of
+ * CPU-type devices also read two of their sources through uniform texel
+ * buffers (bindings 4, 5: RGBA32UI views of the same ranges), whose fetches
+ * such drivers gather far faster than storage-buffer loads.
  */
 #ifndef HET_VK_INTERNAL_H
 #define HET_VK_INTERNAL_H
@@ -35,6 +38,7 @@ struct het_vk_options {
     bool     no_import;   /* mirror every region in device memory (explicit copies)   */
     bool     no_subgroup; /* shared-memory reductions even where subgroups work        */
     bool     no_gemm;     /* mul_mat with M > 8 as GEMV column windows (small devices) */
+    bool     no_rows;     /* never the row-per-invocation kernels of CPU-type devices */
 };
 het_device *het_vk_device_init_opts(int index, const struct het_vk_options *opt, het_error *err);
 
@@ -50,12 +54,12 @@ bool het_vk_type_is_weight(enum het_type type); /* F32 F16 Q4_0 Q8_0 Q4_K Q6_K *
 
 /* ---- kernels -------------------------------------------------------------- */
 enum het_vk_kernel {
-    HET_VK_K_ADD = 0, /* eltwise.comp, op 0..4 in this order */
+    HET_VK_K_ADD = 0, /* eltwise.comp, op 0..4 in this order; variant: F16 bits (types) */
     HET_VK_K_MUL,
     HET_VK_K_SWIGLU,
     HET_VK_K_SCALE,
     HET_VK_K_SILU,
-    HET_VK_K_COPY,
+    HET_VK_K_COPY,        /* variant: F16 bits (types) */
     HET_VK_K_RMS_NORM,
     HET_VK_K_SOFTMAX,
     HET_VK_K_ROPE,
@@ -63,6 +67,10 @@ enum het_vk_kernel {
     HET_VK_K_GET_ROWS,    /* variant: src0 type */
     HET_VK_K_MUL_MAT_VEC, /* variant: src0 type */
     HET_VK_K_MUL_MAT,     /* variant: src0 type */
+    HET_VK_K_MUL_MAT_ROWS1, /* CPU-type devices, one column; variant: src0 type */
+    HET_VK_K_MUL_MAT_ROWSN, /* CPU-type devices, several columns; variant: src0 type */
+    HET_VK_K_ATTN_ROWS,     /* CPU-type devices; variant: head size / 32 - 1, +8 for F16 K/V */
+    HET_VK_K_RMS_NORM_ROWS, /* CPU-type devices: one subgroup per row */
     HET_VK_K_COUNT
 };
 #define HET_VK_N_TYPES  31 /* HET_TYPE_COUNT: pipeline table width */
@@ -72,9 +80,14 @@ enum het_vk_kernel {
 #define HET_VK_GEMM_TILE 64    /* mul_mat output tile (BN = BM)   */
 #define HET_VK_GEMM_WG   256
 #define HET_VK_GEMM_SHARED (2 * 64 * 33 * 4) /* bytes of shared memory mul_mat.comp uses */
+/* mul_mat_rows*.comp: output rows per invocation (R) and columns per pass (TM) */
+#define HET_VK_ROWS1_R   8
+#define HET_VK_ROWSN_R   16
+#define HET_VK_ROWSN_TM  8
 
 /* ---- one descriptor and one queued dispatch ------------------------------- */
 #define HET_VK_N_BIND    4
+#define HET_VK_N_TEXEL   2  /* texel-buffer bindings HET_VK_N_BIND.. (row kernels) */
 #define HET_VK_PUSH_WORDS 32 /* 128 bytes, the guaranteed minimum */
 
 struct het_vk_bind {
@@ -92,6 +105,7 @@ struct het_vk_operand {
 struct het_vk_dispatch {
     VkPipeline         pipe;
     struct het_vk_bind bind[HET_VK_N_BIND];
+    VkBufferView       tview[HET_VK_N_TEXEL]; /* VK_NULL_HANDLE: binding unused */
     uint32_t           push[HET_VK_PUSH_WORDS];
     uint32_t           push_size; /* bytes */
     uint32_t           groups[3];
@@ -145,6 +159,8 @@ struct het_vk_split {
     int                       n_nodes;
     struct het_vulkan_op_time *prof;   /* per node when profiling       */
     int                       cap_prof;
+    VkBufferView             *views;   /* texel views the split uses    */
+    int                       n_views, cap_views;
     bool                      timed;   /* timestamps were recorded      */
 };
 
@@ -174,6 +190,9 @@ struct het_vk_ctx {
     bool     import_ok;     /* external_memory_host usable                        */
     bool     dmabuf_ok;     /* external_memory_dma_buf (+ _fd) enabled            */
     bool     use_subgroup;  /* subgroup arithmetic kernels                        */
+    bool     use_rows;      /* row-per-invocation kernels (CPU-type devices)      */
+    uint64_t texel_align;   /* minTexelBufferOffsetAlignment                      */
+    uint64_t texel_max;     /* maxTexelBufferElements                             */
     bool     timestamps;
     double   ts_period_ns;
     uint64_t ts_mask;
@@ -237,6 +256,8 @@ enum het_status het_vk_buffer_alloc(struct het_vk_ctx *ctx, VkDeviceSize size, V
                                     VkMemoryPropertyFlags prefer, VkBuffer *buf, VkDeviceMemory *mem,
                                     void **map, het_error *err);
 void            het_vk_buffer_release(struct het_vk_ctx *ctx, VkBuffer *buf, VkDeviceMemory *mem);
+/* Usage flags of every buffer kernels bind (texel views where the row kernels run). */
+VkBufferUsageFlags het_vk_buffer_usage(const struct het_vk_ctx *ctx);
 
 /* ---- vk_memory.c ------------------------------------------------------------ */
 enum het_status het_vk_region_add(struct het_vk_ctx *ctx, void *base, size_t size, enum het_memory_kind kind,
@@ -286,6 +307,17 @@ enum het_status het_vk_emit(struct het_vk_ctx *ctx, enum het_vk_kernel k, enum h
 /* Lay out `total` workgroups over x and y (kernels use group_id()). */
 enum het_status het_vk_flat_groups(const struct het_vk_ctx *ctx, uint64_t total, uint32_t groups[3],
                                    het_error *err);
+/* het_vk_emit, with texel views for bindings 4, 5 (NULL entries: unused). */
+enum het_status het_vk_emit_views(struct het_vk_ctx *ctx, enum het_vk_kernel k, enum het_type variant, int node,
+                                  const struct het_vk_operand *const ops[HET_VK_N_BIND],
+                                  const VkBufferView tview[HET_VK_N_TEXEL], const void *push, size_t push_size,
+                                  const uint32_t groups[3], het_error *err);
+/* Whether op's range can be viewed as RGBA32UI texels (offset, size limits). */
+bool            het_vk_texel_ok(const struct het_vk_ctx *ctx, const struct het_vk_operand *op);
+/* An RGBA32UI view of op's range (its end rounded up to a texel), kept until
+ * the split has run. */
+enum het_status het_vk_texel_view(struct het_vk_ctx *ctx, const struct het_vk_operand *op, VkBufferView *out,
+                                  het_error *err);
 /* Bind tensor t (its whole span) as an operand. */
 enum het_status het_vk_bind_tensor(struct het_vk_ctx *ctx, const struct het_tensor *t, bool write,
                                    struct het_vk_operand *op, het_error *err);
@@ -297,5 +329,7 @@ enum het_status het_vk_split_submit(struct het_vk_ctx *ctx, het_error *err);
  * timestamps. */
 enum het_status het_vk_wait(struct het_vk_ctx *ctx, het_error *err);
 void            het_vk_split_free(struct het_vk_split *s);
+/* Destroy the texel views of the last split (it must have completed). */
+void            het_vk_views_release(struct het_vk_ctx *ctx);
 
 #endif /* HET_VK_INTERNAL_H */

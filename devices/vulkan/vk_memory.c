@@ -66,8 +66,7 @@ static VkResult import_chunk(struct het_vk_ctx *ctx, void *ptr, size_t size, str
         .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
         .pNext = &ebci,
         .size = size,
-        .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                 VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+        .usage = het_vk_buffer_usage(ctx),
         .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
     };
     r = vkCreateBuffer(ctx->device, &bci, NULL, &c->buf);
@@ -228,8 +227,7 @@ static uint32_t dmabuf_buffers(struct het_vk_ctx *ctx, struct het_vk_region *rg)
             .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
             .pNext = &ebci,
             .size = c->size,
-            .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                     VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+            .usage = het_vk_buffer_usage(ctx),
             .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
         };
         if (vkCreateBuffer(ctx->device, &bci, NULL, &c->buf) != VK_SUCCESS) {

@@ -1,26 +1,33 @@
 /*
  * vk_pipeline.c — compute pipelines, created once on first use and cached.
  *
- * All kernels share one descriptor set layout (four storage buffers) and one
+ * All kernels share one descriptor set layout (four storage buffers, plus
+ * two texel buffers only the row kernels of CPU-type devices use) and one
  * pipeline layout (128 bytes of push constants), so a dispatch record needs
- * only a pipeline, four buffer ranges and its push data. A pipeline is a
- * shader module plus two specialization constants: the workgroup size
- * (constant 0, from the table below) and the variant (constant 1: the
- * element-wise operation or the weight type). Kernels with reductions come
- * in two builds, with subgroup arithmetic and with shared memory only; the
- * device's reported subgroup support picks one.
+ * only a pipeline, four buffer ranges (two texel views) and its push data.
+ * A pipeline is a shader module plus specialization constants: the
+ * workgroup size (constant 0, from the table below), the variant (constant
+ * 1: the element-wise operation and F16 bits, or the weight type) and the
+ * device's subgroup size (constant 2, which the row kernels lay data out
+ * by). Kernels with reductions come in two builds, with subgroup arithmetic
+ * and with shared memory only; the device's reported subgroup support
+ * picks one. Whether the row kernels run is decided here too (rows_suit).
  */
 #include "devices/vulkan/vk_internal.h"
 
 #include "shaders/attn.spv.h"
+#include "shaders/attn_rows.spv.h"
 #include "shaders/attn_sg.spv.h"
 #include "shaders/copy.spv.h"
 #include "shaders/eltwise.spv.h"
 #include "shaders/get_rows.spv.h"
 #include "shaders/mul_mat.spv.h"
+#include "shaders/mul_mat_rows1.spv.h"
+#include "shaders/mul_mat_rowsn.spv.h"
 #include "shaders/mul_mat_vec.spv.h"
 #include "shaders/mul_mat_vec_sg.spv.h"
 #include "shaders/rms_norm.spv.h"
+#include "shaders/rms_norm_rows.spv.h"
 #include "shaders/rms_norm_sg.spv.h"
 #include "shaders/rope.spv.h"
 #include "shaders/softmax.spv.h"
@@ -54,6 +61,10 @@ static const struct kernel_desc kernels[HET_VK_K_COUNT] = {
     [HET_VK_K_GET_ROWS]    = { "get_rows",    SPV(get_rows),    { NULL, 0 },         128 },
     [HET_VK_K_MUL_MAT_VEC] = { "mul_mat_vec", SPV(mul_mat_vec), SPV(mul_mat_vec_sg), 64 },
     [HET_VK_K_MUL_MAT]     = { "mul_mat",     SPV(mul_mat),     { NULL, 0 },         HET_VK_GEMM_WG },
+    [HET_VK_K_MUL_MAT_ROWS1] = { "mul_mat_rows1", SPV(mul_mat_rows1), { NULL, 0 },     64 },
+    [HET_VK_K_MUL_MAT_ROWSN] = { "mul_mat_rowsn", SPV(mul_mat_rowsn), { NULL, 0 },     64 },
+    [HET_VK_K_ATTN_ROWS]     = { "attn_rows",     SPV(attn_rows),     { NULL, 0 },     0 /* one subgroup */ },
+    [HET_VK_K_RMS_NORM_ROWS] = { "rms_norm_rows", SPV(rms_norm_rows), { NULL, 0 },     0 /* one subgroup */ },
 };
 
 uint32_t het_vk_kernel_wg(const struct het_vk_ctx *ctx, enum het_vk_kernel k)
@@ -61,23 +72,52 @@ uint32_t het_vk_kernel_wg(const struct het_vk_ctx *ctx, enum het_vk_kernel k)
     /* Vulkan guarantees 128 invocations; only the element-wise kernels ask
      * for more, and they work with any power of two. */
     uint32_t wg = kernels[k].wg;
+    if (wg == 0) return ctx->info.subgroup_size;
     while (wg > ctx->max_wg && wg > 64 && k != HET_VK_K_MUL_MAT) wg /= 2;
     return wg;
 }
 
+/* The row-per-invocation kernels (mul_mat_rows.glsl, attn_rows.comp) suit
+ * implementations that run invocations as the SIMD lanes of a CPU, where a
+ * per-lane load is a loop over the lanes and a shuffle is a register
+ * permute, and texel fetches are gathered: a CPU-type device with subgroup
+ * shuffles in compute, a subgroup of 4..32 lanes and RGBA32UI uniform texel
+ * buffers. GPUs keep the cooperative kernels. */
+static bool rows_suit(struct het_vk_ctx *ctx)
+{
+    uint32_t sgs = ctx->info.subgroup_size;
+    if (ctx->opt.no_rows || ctx->info.type != HET_VULKAN_TYPE_CPU) return false;
+    if (sgs < 4 || sgs > 32 || (sgs & (sgs - 1)) || ctx->max_wg < 64) return false;
+    VkPhysicalDeviceSubgroupProperties sg = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES };
+    VkPhysicalDeviceProperties2 p2 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sg };
+    vkGetPhysicalDeviceProperties2(ctx->phys, &p2);
+    VkFormatProperties fp;
+    vkGetPhysicalDeviceFormatProperties(ctx->phys, VK_FORMAT_R32G32B32A32_UINT, &fp);
+    ctx->texel_align = p2.properties.limits.minTexelBufferOffsetAlignment;
+    ctx->texel_max = p2.properties.limits.maxTexelBufferElements;
+    const VkSubgroupFeatureFlags need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
+    return (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (sg.supportedOperations & need) == need &&
+           sg.subgroupSize == sgs && (fp.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
+           ctx->texel_align > 0;
+}
+
 enum het_status het_vk_pipelines_init(struct het_vk_ctx *ctx, het_error *err)
 {
-    VkDescriptorSetLayoutBinding b[HET_VK_N_BIND];
-    for (uint32_t i = 0; i < HET_VK_N_BIND; i++)
+    ctx->use_rows = rows_suit(ctx);
+    /* four storage buffers; two texel buffers that only the row kernels use
+     * (a set's descriptors need be valid only where a pipeline uses them) */
+    VkDescriptorSetLayoutBinding b[HET_VK_N_BIND + HET_VK_N_TEXEL];
+    for (uint32_t i = 0; i < HET_VK_N_BIND + HET_VK_N_TEXEL; i++)
         b[i] = (VkDescriptorSetLayoutBinding){
             .binding = i,
-            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            .descriptorType = i < HET_VK_N_BIND ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+                                                : VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER,
             .descriptorCount = 1,
             .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
         };
     VkDescriptorSetLayoutCreateInfo dci = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-        .bindingCount = HET_VK_N_BIND,
+        .bindingCount = HET_VK_N_BIND + HET_VK_N_TEXEL,
         .pBindings = b,
     };
     VkResult r = vkCreateDescriptorSetLayout(ctx->device, &dci, NULL, &ctx->dsl);
@@ -110,18 +150,26 @@ void het_vk_pipelines_free(struct het_vk_ctx *ctx)
     if (ctx->dsl) vkDestroyDescriptorSetLayout(ctx->device, ctx->dsl, NULL);
 }
 
+/* Kernels with one pipeline per small number given in `type`: a weight
+ * type, the F16 bits of element-wise ops and copies, or attn_rows' head-size
+ * code. */
+static bool typed(enum het_vk_kernel k)
+{
+    return k <= HET_VK_K_COPY || k == HET_VK_K_GET_ROWS || k == HET_VK_K_MUL_MAT_VEC || k == HET_VK_K_MUL_MAT ||
+           k == HET_VK_K_MUL_MAT_ROWS1 || k == HET_VK_K_MUL_MAT_ROWSN || k == HET_VK_K_ATTN_ROWS;
+}
+
 static uint32_t variant_of(enum het_vk_kernel k, enum het_type type)
 {
-    if (k <= HET_VK_K_SILU) return (uint32_t)(k - HET_VK_K_ADD);
-    if (k == HET_VK_K_GET_ROWS || k == HET_VK_K_MUL_MAT_VEC || k == HET_VK_K_MUL_MAT) return (uint32_t)type;
-    return 0;
+    if (k <= HET_VK_K_SILU) return (uint32_t)(k - HET_VK_K_ADD) + 8u * (uint32_t)type; /* eltwise.comp */
+    return typed(k) ? (uint32_t)type : 0;
 }
 
 enum het_status het_vk_pipeline_get(struct het_vk_ctx *ctx, enum het_vk_kernel k, enum het_type type,
                                     VkPipeline *out, het_error *err)
 {
     uint32_t variant = variant_of(k, type);
-    int slot = (k == HET_VK_K_GET_ROWS || k == HET_VK_K_MUL_MAT_VEC || k == HET_VK_K_MUL_MAT) ? (int)type : 0;
+    int slot = typed(k) ? (int)type : 0;
     if (slot < 0 || slot >= HET_VK_N_TYPES)
         return het_error_set(err, HET_ERR_UNSUPPORTED, "vulkan: no %s kernel for type %d", kernels[k].name, (int)type);
     if (ctx->pipes[k][slot]) {
@@ -142,12 +190,15 @@ enum het_status het_vk_pipeline_get(struct het_vk_ctx *ctx, enum het_vk_kernel k
             return het_vk_fail(ctx, r, err, "vkCreateShaderModule");
         }
     }
-    const uint32_t spec[2] = { het_vk_kernel_wg(ctx, k), variant };
-    const VkSpecializationMapEntry map[2] = {
+    /* 0: workgroup size, 1: variant, 2: subgroup size (the row kernels lay
+     * data out by it; other kernels do not declare it) */
+    const uint32_t spec[3] = { het_vk_kernel_wg(ctx, k), variant, ctx->info.subgroup_size };
+    const VkSpecializationMapEntry map[3] = {
         { .constantID = 0, .offset = 0, .size = 4 },
         { .constantID = 1, .offset = 4, .size = 4 },
+        { .constantID = 2, .offset = 8, .size = 4 },
     };
-    VkSpecializationInfo si = { .mapEntryCount = 2, .pMapEntries = map, .dataSize = sizeof spec, .pData = spec };
+    VkSpecializationInfo si = { .mapEntryCount = 3, .pMapEntries = map, .dataSize = sizeof spec, .pData = spec };
     VkComputePipelineCreateInfo pci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage = {

@@ -1,7 +1,8 @@
 #version 450
 // copy.comp — CPY and CONT: element k of src0 in logical row-major order goes
 // to element k of the destination (shapes may differ, element counts match),
-// converting between F32 and F16. Any strides on both sides.
+// converting between F32 and F16. Any strides on both sides. VARIANT =
+// types (bit0 src F16, bit2 dst F16), specialised like eltwise.comp's.
 #include "common.glsl"
 
 layout(push_constant) uniform PC {
@@ -10,7 +11,7 @@ layout(push_constant) uniform PC {
     uint d_ne0, d_ne1, d_ne2, d_ne3;
     uint d_nb0, d_nb1, d_nb2, d_nb3;
     uint a_off, d_off;
-    uint types; // bit0 src f16, bit2 dst f16
+    uint types; // as VARIANT (unused here)
     uint n;
 } p;
 
@@ -26,6 +27,6 @@ void main()
     uint d0 = r % p.d_ne0; r /= p.d_ne0;
     uint d1 = r % p.d_ne1; r /= p.d_ne1;
     uint d2 = r % p.d_ne2, d3 = r / p.d_ne2;
-    float v = LD_T(s0, (p.types & 1u) != 0u, p.a_off + a0 * p.a_nb0 + a1 * p.a_nb1 + a2 * p.a_nb2 + a3 * p.a_nb3);
-    st_t((p.types & 4u) != 0u, p.d_off + d0 * p.d_nb0 + d1 * p.d_nb1 + d2 * p.d_nb2 + d3 * p.d_nb3, v);
+    float v = LD_T(s0, (VARIANT & 1u) != 0u, p.a_off + a0 * p.a_nb0 + a1 * p.a_nb1 + a2 * p.a_nb2 + a3 * p.a_nb3);
+    st_t((VARIANT & 4u) != 0u, p.d_off + d0 * p.d_nb0 + d1 * p.d_nb1 + d2 * p.d_nb2 + d3 * p.d_nb3, v);
 }

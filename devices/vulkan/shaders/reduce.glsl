@@ -3,12 +3,16 @@
 // builds, chosen when the device reports subgroup arithmetic for compute)
 // each subgroup reduces in registers and one value per subgroup meets in
 // shared memory; otherwise a shared-memory tree (WG is a power of two).
+// With ONE_SUBGROUP as well (the workgroup is exactly one subgroup) the
+// subgroup's result is the answer: no shared memory, no barrier.
 
 shared float red_sh[WG];
 
 float wg_sum(float v)
 {
-#ifdef USE_SUBGROUP
+#if defined(USE_SUBGROUP) && defined(ONE_SUBGROUP)
+    return subgroupAdd(v);
+#elif defined(USE_SUBGROUP)
     v = subgroupAdd(v);
     if (subgroupElect()) red_sh[gl_SubgroupID] = v;
     barrier();
@@ -32,7 +36,9 @@ float wg_sum(float v)
 
 float wg_max(float v)
 {
-#ifdef USE_SUBGROUP
+#if defined(USE_SUBGROUP) && defined(ONE_SUBGROUP)
+    return subgroupMax(v);
+#elif defined(USE_SUBGROUP)
     v = subgroupMax(v);
     if (subgroupElect()) red_sh[gl_SubgroupID] = v;
     barrier();
