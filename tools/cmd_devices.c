@@ -16,9 +16,25 @@
 #define HR_VULKAN 1
 #endif
 
+/* The NPU: the amdxdna hardware when there is one (else why not), and the
+ * emulated NPU, which is always there and always says it is emulated. */
+static het_device *print_npu(void)
+{
+    het_error err = { 0 };
+    het_device *hw = het_npu_device_init(HET_NPU_HARDWARE, &err);
+    if (hw) printf("%-9s %s\n", het_device_name(hw), het_device_description(hw));
+    else printf("npu       hardware unavailable: %s\n", err.msg);
+    het_error eerr = { 0 };
+    het_device *emu = het_npu_device_init(HET_NPU_EMULATE, &eerr);
+    if (emu) printf("%-9s %s (use with --npu emulate or HET_NPU=emulate)\n", "npu", het_device_description(emu));
+    else printf("npu       emulation unavailable: %s\n", eerr.msg);
+    het_device_free(emu);
+    return hw;
+}
+
 /* A small pool made the way a run makes its own (HET_POOL order; the NPU
  * provides backing 1 when it runs on hardware). */
-static void print_pool(void)
+static void print_pool(het_device *npu)
 {
     struct het_pool_params p = { .size = 4u << 20, .name = "het-pool-probe" };
     het_error err = { 0 };
@@ -31,7 +47,6 @@ static void print_pool(void)
         printf("pool      HET_POOL: %s\n", err.msg);
         return;
     }
-    het_device *npu = het_npu_device_init(HET_NPU_HARDWARE, &err);
     if (npu) het_npu_pool_provider(npu, &p.npu);
     het_pool *pool = het_pool_init(&p, &err);
     if (pool) {
@@ -42,7 +57,6 @@ static void print_pool(void)
         printf("pool      unavailable: %s\n", err.msg);
     }
     het_pool_free(pool);
-    het_device_free(npu);
 }
 
 int cmd_devices(int argc, char **argv)
@@ -68,7 +82,8 @@ int cmd_devices(int argc, char **argv)
 #else
     printf("vulkan    not built (install libvulkan-dev and glslc, then rebuild)\n");
 #endif
-    printf("npu       not built yet (issue: NPU backend)\n");
-    print_pool();
+    het_device *npu = print_npu();
+    print_pool(npu);
+    het_device_free(npu);
     return 0;
 }
