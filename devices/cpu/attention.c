@@ -263,8 +263,13 @@ static void attn_tile_start(const struct attn_ctx *c, const struct attn_tile *t,
     const int64_t hd = c->pl.hd, hdp = c->pl.hdp, nr = t->nh * t->nt;
     for (int64_t r = 0; r < nr; r++) {
         float *qr = sc->q + r * hdp;
-        attn_load_row(c->isa, qr, attn_q_row(c, t, r), hd, c->q->nb[0], HET_TYPE_F32);
-        het_vec_scale_f32(hd, qr, qr, c->scale);
+        const char *src = attn_q_row(c, t, r);
+        if (c->q->nb[0] == sizeof(float) && (uintptr_t)src % sizeof(float) == 0) { /* one pass: scaled copy */
+            het_vec_scale_f32(hd, qr, (const float *)(const void *)src, c->scale);
+        } else {
+            attn_load_row(c->isa, qr, src, hd, c->q->nb[0], HET_TYPE_F32);
+            het_vec_scale_f32(hd, qr, qr, c->scale);
+        }
         memset(qr + hd, 0, (size_t)(hdp - hd) * sizeof(float));
         int64_t lim = t->t0 + r / t->nh + c->n_past + 1;
         sc->lim[r] = lim < 0 ? 0 : lim > c->pl.n_kv ? c->pl.n_kv : lim;
