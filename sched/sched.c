@@ -1,7 +1,7 @@
 /*
  * sched.c — the scheduler object: device set, profiles, scratch memory, the
- * plans (built by the planner, sched/plan.c, and cached per graph shape and
- * device set), and recovery when a device fails.
+ * plans (built by the planner, sched/plan.c, and cached per graph shape,
+ * device set and accuracy budget), and recovery when a device fails.
  *
  * Placement follows the configured policy through the planner: fastest
  * (predicted time from the profiles), first capable device, one device, or
@@ -307,7 +307,7 @@ static enum het_status build_plan(het_sched *s, const het_graph *g, struct het_p
     struct het_plan_params pp = {
         .devices = devs, .n_devices = s->n_devices, .supports = supports_cb, .supports_user = s,
         .policy = pol, .single = single, .pins = s->pins, .n_pins = s->params.n_pins,
-        .strict = strict, .overlap = s->params.overlap && !s->measure,
+        .strict = strict, .overlap = s->params.overlap && !s->measure, .accuracy = s->params.accuracy,
     };
     double t0 = het_now_us();
     enum het_status st = het_plan_build(&pp, g, out, err);
@@ -316,10 +316,27 @@ static enum het_status build_plan(het_sched *s, const het_graph *g, struct het_p
     return st;
 }
 
+/* The accuracy settings a plan was made under, for the cache key (0: none). */
+static uint64_t accuracy_key(const struct het_plan_accuracy *a)
+{
+    if (!a) return 0;
+    uint64_t b, k;
+    memcpy(&b, &a->budget_kl, sizeof b);
+    memcpy(&k, &a->node_kl, sizeof k);
+    return mix(mix(mix(0x9e3779b97f4a7c15ull, b), k), (uint64_t)(uintptr_t)a->sens);
+}
+
+void het_sched_set_accuracy(het_sched *s, const struct het_plan_accuracy *accuracy)
+{
+    s->params.accuracy = accuracy;
+    for (int i = 0; i < HET_PLAN_CACHE; i++) s->cache[i].key = 0; /* arrays kept for reuse */
+}
+
 /* The cached plan for g on the current device set, building it if needed. */
 static enum het_status get_plan(het_sched *s, const het_graph *g, const struct het_plan **out, het_error *err)
 {
-    uint64_t key = graph_key(g);
+    uint64_t key = mix(graph_key(g), accuracy_key(s->params.accuracy));
+    if (!key) key = 1;
     uint32_t set = s->disabled | (s->measure ? 1u << 31 : 0);
     for (int i = 0; i < HET_PLAN_CACHE; i++)
         if (s->cache[i].key == key && s->cache[i].disabled == set) {
@@ -367,6 +384,9 @@ enum het_status het_sched_compute(het_sched *s, het_graph *g, het_error *err)
         s->stats.n_graphs++;
         s->stats.last_n_splits = plan->n_splits;
         s->stats.n_fallbacks += (uint64_t)plan->n_fallbacks;
+        s->stats.n_accuracy_kept += (uint64_t)plan->n_kept;
+        s->stats.last_n_kept = plan->n_kept;
+        s->stats.last_pred_kl = plan->pred_kl;
         s->stats.last_pred_us = plan->total_us;
         s->last_graph = g;
         if (s->dry_run) return HET_OK;

@@ -5,11 +5,13 @@
  * budgets the groups with the best time saved per unit of KL (not simply
  * the cheapest in KL); pins, single:DEV and first; the default KL of nodes
  * no group matches; the planning time of a 28-layer graph with a budget
- * (printed, never asserted). Also the logits comparison (KL by hand, top-1,
+ * (printed, never asserted); the scheduler planning with a budget (its
+ * plan cache keyed on it). Also the logits comparison (KL by hand, top-1,
  * non-finite values) and sensitivity tables as JSON (round trip, errors).
  */
 #include "het/accuracy.h"
 #include "het/plan.h"
+#include "het/sched.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -408,6 +410,74 @@ static void test_sensitivity_json(void)
     CHECK(strstr(p1, "/tmp/het-cache-test/het/profiles/sensitivity-") == p1 && strcmp(p1, p2), "keyed: %s", p1);
 }
 
+static int count_on(const struct het_plan *p, int d)
+{
+    int n = 0;
+    for (int i = 0; i < p->n_nodes; i++) n += p->nodes[i].device == d;
+    return n;
+}
+
+/* The scheduler takes the budget (params.accuracy or het_sched_set_accuracy)
+ * and its plan cache keys on it. Two CPU devices, the second with an NPU
+ * profile (so the planner takes it as lossy and faster). */
+static void test_sched_budget(void)
+{
+    struct fixture f;
+    fixture_init(&f, false);
+    het_error err = { 0 };
+    het_device *dev[2] = { het_cpu_device_init(1, &err), het_cpu_device_init(1, &err) };
+    CHECK(dev[0] && dev[1], "cpu devices: %s", err.msg);
+    if (!dev[0] || !dev[1]) goto out;
+    het_graph *g = groups_graph();
+    static char never_read[64]; /* the CPU supports only matmuls with storage; planning reads none */
+    for (int i = 0; i < het_graph_n_nodes(g); i++) {
+        struct het_tensor *t = (struct het_tensor *)het_graph_node(g, i);
+        t->data = t->src[0]->data = t->src[1]->data = never_read;
+    }
+    struct het_sched_params sp = { .devices = dev, .n_devices = 2, .profiles = (const het_profile *const *)f.prof };
+    het_sched *s = het_sched_init(&sp, &err);
+    CHECK(s, "sched: %s", err.msg);
+    if (!s) goto out_g;
+    const struct het_plan *p = NULL;
+    struct het_sched_stats st;
+    CHECK(het_sched_plan(s, g, &p, &err) == HET_OK && count_on(p, 1) == 7 && isnan(p->pred_kl),
+          "no accuracy: all 7 on the lossy device (%d): %s", p ? count_on(p, 1) : -1, err.msg);
+    if (!p) goto out_s;
+    f.acc.budget_kl = 0;
+    het_sched_set_accuracy(s, &f.acc);
+    CHECK(het_sched_plan(s, g, &p, &err) == HET_OK && count_on(p, 1) == 0 && p->n_kept == 7 && p->pred_kl == 0,
+          "budget 0: nothing on the lossy device (%d, kept %d)", count_on(p, 1), p->n_kept);
+    CHECK(het_sched_plan(s, g, &p, &err) == HET_OK && count_on(p, 1) == 0, "budget 0 again");
+    het_sched_get_stats(s, &st);
+    CHECK(st.n_plans == 2 && st.n_plan_cache_hits == 1, "the same budget reuses the plan (%llu built, %llu hits)",
+          (unsigned long long)st.n_plans, (unsigned long long)st.n_plan_cache_hits);
+    f.acc.budget_kl = 1; /* changed in place: the cache keys on it */
+    CHECK(het_sched_plan(s, g, &p, &err) == HET_OK && count_on(p, 1) == 7 && p->n_kept == 0 && p->pred_kl > 0,
+          "budget 1: all 7 back on the lossy device (%d)", count_on(p, 1));
+    f.acc.budget_kl = 3e-3; /* a and b fit (2e-3 with d's 3e-4: 2.3e-3), c does not */
+    CHECK(het_sched_plan(s, g, &p, &err) == HET_OK && count_on(p, 1) == 5 && p->pred_kl <= 3e-3,
+          "budget 3e-3: c kept off (%d on the lossy device, KL %g)", count_on(p, 1), p->pred_kl);
+    het_sched_set_accuracy(s, NULL);
+    CHECK(het_sched_plan(s, g, &p, &err) == HET_OK && count_on(p, 1) == 7 && isnan(p->budget_kl),
+          "accuracy removed: all 7 on the lossy device");
+    het_sched_get_stats(s, &st);
+    CHECK(st.n_plans == 5, "each change re-planned (%llu built)", (unsigned long long)st.n_plans);
+out_s:
+    het_sched_free(s);
+    f.acc.budget_kl = 0;
+    sp.accuracy = &f.acc; /* given at init */
+    s = het_sched_init(&sp, &err);
+    CHECK(s && het_sched_plan(s, g, &p, &err) == HET_OK && count_on(p, 1) == 0, "params.accuracy, budget 0: %s",
+          err.msg);
+    het_sched_free(s);
+out_g:
+    het_graph_free(g);
+out:
+    het_device_free(dev[0]);
+    het_device_free(dev[1]);
+    fixture_free(&f);
+}
+
 int main(void)
 {
     test_compare();
@@ -415,5 +485,6 @@ int main(void)
     test_budget();
     test_first_policy();
     test_plan_time();
+    test_sched_budget();
     return het_test_finish();
 }

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define BENCH_FLAGS "-m -p -n -r -t -c --device --devices --policy --npu --strict --json --stats -v --gpu-times --profile --pin --recalibrate --overlap --ops"
+#define BENCH_FLAGS "-m -p -n -r -t -c --json --stats -v --gpu-times --ops " HR_PLACEMENT_FLAGS
 
 static int cmp_double(const void *a, const void *b)
 {

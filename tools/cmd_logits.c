@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LOGITS_FLAGS "-m -p -f -o -t -c --device --devices --policy --npu --strict --no-bos --stats -v --profile --pin --recalibrate --overlap"
+#define LOGITS_FLAGS "-m -p -f -o -t -c --no-bos --stats -v " HR_PLACEMENT_FLAGS
 
 static bool write_all(FILE *f, const void *p, size_t n) { return fwrite(p, 1, n, f) == n; }
 

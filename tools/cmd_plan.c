@@ -8,8 +8,8 @@
  * that are not present (simulation) and prints predicted tokens/s.
  * --accuracy runs a text on the CPU alone and with the plan and prints
  * top-1 agreement and KL per position (hr_accuracy.c); --accuracy-budget
- * plans with lossy devices capped, and the run honours it through pins on
- * the groups kept off them (the scheduler takes no budget itself).
+ * plans with lossy devices capped, and the scheduler that runs it (for
+ * --accuracy and --measure) plans with the same budget and table.
  *
  * The graph comes from a dry run of the context (the scheduler plans but
  * runs nothing), so it is exactly the graph `hetrun run` would execute.
@@ -22,9 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLAN_FLAGS "-m -p -f -t -c --device --devices --policy --npu --strict --no-bos --json -v " \
-                   "--phase --batch --past --measure --profile --pin --overlap --recalibrate --accuracy " \
-                   "--accuracy-budget --sensitivity"
+#define PLAN_FLAGS "-m -p -f -t -c --no-bos --json -v --phase --batch --past --measure --accuracy " \
+                   HR_PLACEMENT_FLAGS
 #define MAXD        HET_PLAN_MAX_DEVICES
 
 struct planrun {
@@ -46,8 +45,6 @@ struct planrun {
     double              eval_ms;             /* wall time of that eval                    */
     bool                want_acc;            /* --accuracy, --accuracy-budget or --sensitivity */
     struct hr_accuracy  acc;
-    struct het_plan_pin run_pins[HET_SCHED_MAX_PINS]; /* the scheduler's: user pins + budget's */
-    int                 n_run_pins;
     struct het_plan     sched_plan;          /* what the scheduler planned (budget check)  */
     int                 n_differ;            /* nodes where it differs from r->plan (-1: not compared) */
 };
@@ -64,8 +61,8 @@ static bool make_sched(struct planrun *r)
     if (!hr_policy_parse(r->o.policy, r->s.devices, r->s.n_devices, &sp)) return false;
     struct het_plan_pin real[HET_SCHED_MAX_PINS];
     int n = 0;
-    for (int i = 0; i < r->n_run_pins; i++)
-        if (r->run_pins[i].device < r->n_real) real[n++] = r->run_pins[i];
+    for (int i = 0; i < r->n_pins; i++)
+        if (r->pins[i].device < r->n_real) real[n++] = r->pins[i];
     sp.pins = real;
     sp.n_pins = n;
     het_error err = { 0 };
@@ -90,7 +87,9 @@ static bool new_context(struct planrun *r, het_error *err)
 
 static bool setup(struct planrun *r)
 {
-    if (!hr_session_open(&r->s, &r->o, false)) return false;
+    struct hr_opts so = r->o; /* the budget is applied below, to plan's own scheduler */
+    so.plan.accuracy_budget = so.plan.sensitivity = NULL;
+    if (!hr_session_open(&r->s, &so, false)) return false;
     r->n_real = r->s.n_devices;
     if (!hr_profiles_for(r->s.devices, r->n_real, &r->po, r->o.json, r->prof)) return false;
     r->n_dev = r->n_real + hr_profiles_extra(&r->po, r->s.devices, r->n_real, r->prof + r->n_real, MAXD - r->n_real);
@@ -105,8 +104,6 @@ static bool setup(struct planrun *r)
         hr_error(&r->o, "%s", err.msg);
         return false;
     }
-    memcpy(r->run_pins, r->pins, sizeof r->pins);
-    r->n_run_pins = r->n_pins;
     if (!make_sched(r)) return false;
     r->prefill = r->po.phase && !strcmp(r->po.phase, "prefill");
     r->n_tok = r->prefill ? r->po.batch : 1;
@@ -239,46 +236,13 @@ static struct hr_acc_devices acc_devices(const struct planrun *r)
     return d;
 }
 
-/* The scheduler's pins for the budgeted plan: the user's, then each group
- * kept off the lossy devices pinned to the device the plan gives it. */
-static bool budget_pins(struct planrun *r)
-{
-    memcpy(r->run_pins, r->pins, sizeof r->pins);
-    r->n_run_pins = r->n_pins;
-    for (int i = 0; i < r->plan.n_nodes; i++) {
-        const struct het_plan_node *pn = &r->plan.nodes[i];
-        if (!(pn->flags & HET_PLAN_ACCURACY)) continue;
-        const char *pat = pn->group >= 0 ? r->acc.sens.groups[pn->group].pattern : het_graph_node(r->g, i)->name;
-        int k = 0;
-        while (k < r->n_run_pins && strcmp(r->run_pins[k].pattern, pat)) k++;
-        if (k < r->n_run_pins) continue;
-        if (k == HET_SCHED_MAX_PINS) {
-            hr_error(&r->o, "--accuracy-budget: more than %d pins needed to run this plan (node groups kept off the "
-                     "lossy device); use a sensitivity table with fewer groups", HET_SCHED_MAX_PINS);
-            return false;
-        }
-        snprintf(r->run_pins[k].pattern, sizeof r->run_pins[k].pattern, "%s", pat);
-        r->run_pins[k].device = pn->device;
-        r->n_run_pins++;
-    }
-    return true;
-}
-
-/* After the first plan: get the sensitivity, plan with it (and the budget);
- * when the budget keeps groups off the lossy devices, rebuild the scheduler
- * with pins that say so; plan (and measure) again; evaluate the text. */
+/* After the first plan: get the sensitivity, give it (and the budget) to
+ * the scheduler, plan (and measure) again; evaluate the text. */
 static bool run_accuracy(struct planrun *r)
 {
     struct hr_acc_devices d = acc_devices(r);
     if (!hr_accuracy_sensitivity(&r->acc, &r->po, r->g, &d)) return false;
-    het_error err = { 0 };
-    if (!simulate(r, &err)) {
-        hr_error(&r->o, "%s", err.msg);
-        return false;
-    }
-    if (r->plan.n_kept > 0 && r->n_dev == r->n_real &&
-        (!budget_pins(r) || !make_sched(r) || !new_context(r, &err)))
-        return false;
+    het_sched_set_accuracy(r->s.sched, &r->acc.pa);
     if (!run_plan(r, true)) return false;
     return !r->po.accuracy || hr_accuracy_eval(&r->acc, r->s.sched);
 }

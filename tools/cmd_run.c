@@ -7,7 +7,8 @@
 
 #include <stdlib.h>
 
-#define RUN_FLAGS "-m -p -f -n --temp --top-k --top-p --seed -t -c --device --devices --policy --npu --strict --no-bos --stats -v --long-model --long-threshold --long-devices --long-ctx --gpu-times --profile --pin --recalibrate --overlap"
+#define RUN_FLAGS "-m -p -f -n --temp --top-k --top-p --seed -t -c --no-bos --stats -v --long-model --long-threshold " \
+                  "--long-devices --long-ctx --gpu-times " HR_PLACEMENT_FLAGS
 
 static void put_piece(const het_tokenizer *tok, int32_t id)
 {

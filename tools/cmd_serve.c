@@ -13,8 +13,8 @@
 #include "het/serve.h"
 
 #define SERVE_FLAGS                                                                                           \
-    "-m -n -t -c --device --devices --policy --strict --host --port --parallel --queue --max-conns --batch " \
-    "--long-model --long-threshold --long-devices --long-ctx --long-parallel -v"
+    "-m -n -t -c --host --port --parallel --queue --max-conns --batch --long-model --long-threshold " \
+    "--long-devices --long-ctx --long-parallel -v " HR_PLACEMENT_FLAGS
 
 static void log_line(void *user, const char *line)
 {

@@ -66,6 +66,11 @@ struct hr_opts {
     char      **argv_rest;
 };
 
+/* The placement flags every command that runs a model takes (run, logits,
+ * bench, plan, serve). */
+#define HR_PLACEMENT_FLAGS "--device --devices --policy --npu --strict --profile --pin --recalibrate --overlap " \
+                           "--accuracy-budget --sensitivity"
+
 /* Parse argv for cmd; allowed is a space-separated list of flags the command
  * takes. Prints one error line and returns false on a bad flag or value. */
 bool hr_parse(struct hr_opts *o, const char *cmd, const char *allowed, int argc, char **argv);
@@ -85,6 +90,9 @@ struct hr_session {
     het_model   *model;
     het_context *ctx;
     uint64_t     fallback_lines;
+    struct hr_budget *budget;  /* --accuracy-budget (hr_budget.c); NULL: none  */
+    struct het_device_stats stats_base[4]; /* device counters at the end of set-up
+                                              (the budget's measurement runs), not reported */
 };
 bool hr_session_open(struct hr_session *s, const struct hr_opts *o, bool need_ctx);
 /* One device from a spec: "cpu", "vulkan", "vulkan:N", "npu" or "npu:MODE".
@@ -98,6 +106,15 @@ const char *hr_prompt_text(const struct hr_opts *o, size_t *len, char **owned);
 /* Tokenize the prompt (-p or -f), adding BOS as the model says unless --no-bos. */
 bool hr_tokenize_prompt(const struct hr_session *s, const struct hr_opts *o, int32_t **ids, int32_t *n);
 void hr_print_stats(const struct hr_session *s, const struct hr_opts *o);
+
+/* hr_budget.c: --accuracy-budget for the session's scheduler (after the
+ * weights are prepared): takes the sensitivity table once (file, cache, or
+ * measured now and cached) and plans every graph with the budget; a set
+ * without a lossy device says once that the flag has no effect. */
+bool hr_budget_open(struct hr_session *s, const struct hr_opts *o);
+void hr_budget_free(struct hr_budget *b);   /* NULL is a no-op */
+/* --stats: one line; json: an "accuracy_budget":{...} member and a comma */
+void hr_budget_print_stats(const struct hr_session *s, const struct hr_opts *o, FILE *f, bool json);
 
 /* hr_pool.c: the session's pool (HET_POOL backing order or "off",
  * HET_POOL_MB size; default size estimated from the model), created after

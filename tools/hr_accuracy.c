@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* stories260K's reference continuation of "Once upon a time" (shared/reference/stories260K-1) */
 static const char default_text[] =
@@ -27,16 +28,7 @@ bool hr_accuracy_open(struct hr_accuracy *a, const struct hr_opts *o, const stru
     a->o = o;
     a->model = m;
     a->chunk = chunk;
-    a->budget = NAN;
-    if (po->accuracy_budget) {
-        char *end;
-        a->budget = strtod(po->accuracy_budget, &end);
-        if (*end || end == po->accuracy_budget || !(a->budget >= 0) || !isfinite(a->budget)) {
-            hr_error(o, "--accuracy-budget: '%s' is not a KL >= 0 (mean nats per position, e.g. 1e-3)",
-                     po->accuracy_budget);
-            return false;
-        }
-    }
+    a->budget = po->accuracy_budget ? po->budget_kl : NAN; /* parsed by hr_parse */
     struct hr_opts to = *o;
     if (!to.prompt && !to.prompt_file) to.prompt = default_text;
     struct hr_session tmp = { .model = m };
@@ -153,13 +145,18 @@ static int node_classes(const het_graph *g, const struct hr_acc_devices *d, char
     return n;
 }
 
-static void model_id(const char *path, char *buf, size_t size)
+/* The cache key of a sensitivity table: the model file (path, size, mtime)
+ * and the lossy device's description, which names its numerics (e.g. the
+ * NPU's activation format and group), so a table measured with other
+ * numerics is not reused. */
+static void model_id(const char *path, const struct hr_acc_devices *d, char *buf, size_t size)
 {
     struct stat st;
+    const char *desc = d && d->lossy >= 0 ? het_device_description(d->devices[d->lossy]) : "";
     if (path && stat(path, &st) == 0)
-        snprintf(buf, size, "%s:%lld:%lld", path, (long long)st.st_size, (long long)st.st_mtime);
+        snprintf(buf, size, "%s:%lld:%lld|%s", path, (long long)st.st_size, (long long)st.st_mtime, desc);
     else
-        snprintf(buf, size, "%s", path ? path : "");
+        snprintf(buf, size, "%s|%s", path ? path : "", desc);
 }
 
 static const char *base_name(const char *path)
@@ -208,8 +205,10 @@ static bool measure_table(struct hr_accuracy *a, const het_graph *g, const struc
     snprintf(a->sens.device, sizeof a->sens.device, "%s", het_device_name(d->devices[d->lossy]));
     a->sens.measured = true;
     a->sens.n_positions = a->n;
+    const bool tty = isatty(2);
+    const double t0 = hr_now_ms();
     for (int k = 0; k < n; k++) {
-        fprintf(stderr, "\rhet: sensitivity: %s alone on %s (%d/%d)      ", cls[k], a->sens.device, k + 1, n);
+        if (tty) fprintf(stderr, "\rhet: sensitivity: %s alone on %s (%d/%d)      ", cls[k], a->sens.device, k + 1, n);
         struct het_accuracy r;
         if (!measure_group(a, d, cls[k], &r)) return false;
         het_error err = { 0 };
@@ -218,17 +217,19 @@ static bool measure_table(struct hr_accuracy *a, const het_graph *g, const struc
             return false;
         }
     }
-    fprintf(stderr, "\n");
+    if (tty) fprintf(stderr, "\r%60s\r", "");
     snprintf(a->sens.label, sizeof a->sens.label, "measured: each group alone on %s, %d positions, vs %s alone",
              a->sens.device, a->n, "cpu");
     char id[4200], path[4096];
-    model_id(a->o->model, id, sizeof id);
+    model_id(a->o->model, d, id, sizeof id);
     het_error err = { 0 };
     snprintf(a->sens_source, sizeof a->sens_source, "measured now");
     if (het_sensitivity_cache_store(&a->sens, id, &err) != HET_OK)
         fprintf(stderr, "het: %s\n", err.msg);
     else if (het_sensitivity_cache_path(id, a->sens.device, path, sizeof path, &err) == HET_OK)
         snprintf(a->sens_source, sizeof a->sens_source, "measured now, stored in %s", path);
+    fprintf(stderr, "het: sensitivity: %d node groups measured on %s in %.1f s (%d positions, each group alone vs "
+            "the CPU alone); %s\n", n, a->sens.device, (hr_now_ms() - t0) / 1e3, a->n, a->sens_source);
     return true;
 }
 
@@ -252,23 +253,30 @@ bool hr_accuracy_sensitivity(struct hr_accuracy *a, const struct hr_plan_opts *p
                              const struct hr_acc_devices *d)
 {
     het_error err = { 0 };
-    if (po->sensitivity && strcmp(po->sensitivity, "measure")) {
-        if (het_sensitivity_load(po->sensitivity, &a->sens, &err) != HET_OK) {
+    const char *src = po->sensitivity;
+    if (src && strcmp(src, "measure") && strcmp(src, "estimate")) {
+        if (het_sensitivity_load(src, &a->sens, &err) != HET_OK) {
             hr_error(a->o, "--sensitivity: %s", err.msg);
             return false;
         }
-        snprintf(a->sens_source, sizeof a->sens_source, "%s", po->sensitivity);
+        snprintf(a->sens_source, sizeof a->sens_source, "%s", src);
         return true;
     }
-    if (po->sensitivity) return measure_table(a, g, d);
+    if (src && !strcmp(src, "measure")) return measure_table(a, g, d);
+    if (src && !strcmp(src, "estimate")) {
+        estimate_table(a, g, d);
+        return true;
+    }
     char id[4200], path[4096];
-    model_id(a->o->model, id, sizeof id);
+    model_id(a->o->model, d, id, sizeof id);
     const char *dev = d->lossy >= 0 ? het_device_name(d->devices[d->lossy]) : "npu";
     if (het_sensitivity_cache_path(id, dev, path, sizeof path, &err) == HET_OK &&
         het_sensitivity_load(path, &a->sens, &err) == HET_OK) {
         snprintf(a->sens_source, sizeof a->sens_source, "cached %s", path);
         return true;
     }
+    /* a budget is spent with a measured table; a prediction alone takes the estimate */
+    if (!isnan(a->budget) && d->lossy >= 0 && d->exact >= 0) return measure_table(a, g, d);
     estimate_table(a, g, d);
     return true;
 }

@@ -4,6 +4,7 @@
  * run, the comparison with the plan's placement per position, and the
  * sensitivity table the accuracy budget is spent with (a --sensitivity
  * file, the cached measurement, a measurement made now, or an estimate).
+ * The session of every other command uses the same table (hr_budget.c).
  */
 #ifndef HR_ACCURACY_H
 #define HR_ACCURACY_H
@@ -53,7 +54,10 @@ struct hr_acc_devices {
 
 /* Fill a->sens and a->pa for graph g: --sensitivity FILE, --sensitivity
  * measure (each class of nodes the lossy device runs, alone on it; stored
- * in the cache), the cached table, or an estimate per class. */
+ * in the cache; one line on stderr says how long it took), --sensitivity
+ * estimate (HET_PLAN_DEFAULT_NODE_KL per node); without the flag the
+ * cached table, else, with a budget to spend, a measurement now, else the
+ * estimate. */
 bool hr_accuracy_sensitivity(struct hr_accuracy *a, const struct hr_plan_opts *po, const het_graph *g,
                              const struct hr_acc_devices *d);
 

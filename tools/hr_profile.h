@@ -29,8 +29,9 @@ struct hr_plan_opts {
     const char *plot;         /* --plot DIR: measured-vs-model PNGs (gnuplot)     */
     const char *types;        /* --types q4_0,f16: matmul types to calibrate      */
     bool        accuracy;     /* --accuracy: top-1 and KL against the CPU alone   */
-    const char *accuracy_budget; /* --accuracy-budget KL: cap lossy devices       */
-    const char *sensitivity;  /* --sensitivity FILE|measure: KL per node group    */
+    const char *accuracy_budget; /* --accuracy-budget KL: cap lossy devices (NULL: none) */
+    double      budget_kl;    /* its value, parsed by hr_parse (NAN: none)        */
+    const char *sensitivity;  /* --sensitivity FILE|measure|estimate: KL per node group */
 };
 
 

@@ -88,10 +88,10 @@ static const struct flag flags[] = {
     { "--types",        K_STR,   F(plan.types),  0, 0,   "calibrate: matmul weight types, e.g. q4_0,q8_0,f16" },
     { "--accuracy",     K_BOOL,  F(plan.accuracy), 0, 0, "plan: evaluate a text (-p/-f, default a built-in one) on the CPU alone and"
                                                          " with the plan: per-position top-1 agreement, KL(p_cpu || p_plan)" },
-    { "--accuracy-budget", K_STR, F(plan.accuracy_budget), 0, 0, "plan: KL: keep lossy devices (the NPU: int8 activations) to"
-                                                         " node groups whose predicted mean KL per position stays under KL" },
-    { "--sensitivity",  K_STR,   F(plan.sensitivity), 0, 0, "plan: FILE | measure: KL per node group for the budget (default:"
-                                                         " the cached measurement, else an estimate); measure runs each group on the NPU" },
+    { "--accuracy-budget", K_STR, F(plan.accuracy_budget), 0, 0, "KL: keep lossy devices (the NPU: int8 activations) to node groups whose"
+                                                         " predicted mean KL per position (nats) stays under KL; 0: no lossy device" },
+    { "--sensitivity",  K_STR,   F(plan.sensitivity), 0, 0, "FILE | measure | estimate: KL per node group for --accuracy-budget (default:"
+                                                         " the cached measurement, else measured now and cached)" },
 };
 #undef F
 
@@ -183,6 +183,27 @@ static bool set_value(struct hr_opts *o, const struct flag *f, const char *flagn
     return false;
 }
 
+/* --accuracy-budget KL (a number >= 0) and --sensitivity (FILE, measure, estimate; a file is read later) */
+static bool parse_accuracy(struct hr_opts *o)
+{
+    struct hr_plan_opts *po = &o->plan;
+    po->budget_kl = NAN;
+    if (po->accuracy_budget) {
+        char *end;
+        po->budget_kl = strtod(po->accuracy_budget, &end);
+        if (*end || end == po->accuracy_budget || !(po->budget_kl >= 0) || !isfinite(po->budget_kl)) {
+            hr_error(o, "--accuracy-budget: '%s' is not a KL >= 0 (mean nats per position, e.g. 1e-3)",
+                     po->accuracy_budget);
+            return false;
+        }
+    }
+    if (po->sensitivity && !*po->sensitivity) {
+        hr_error(o, "--sensitivity: empty (expected FILE, measure or estimate)");
+        return false;
+    }
+    return true;
+}
+
 bool hr_parse(struct hr_opts *o, const char *cmd, const char *allowed, int argc, char **argv)
 {
     memset(o, 0, sizeof *o);
@@ -256,6 +277,7 @@ bool hr_parse(struct hr_opts *o, const char *cmd, const char *allowed, int argc,
         hr_error(o, "--phase: '%s' (expected prefill or decode)", o->plan.phase);
         return false;
     }
+    if (!parse_accuracy(o)) return false;
     if (o->device && o->devices) {
         hr_error(o, "--device and --devices are exclusive");
         return false;

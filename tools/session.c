@@ -3,7 +3,8 @@
  * scheduler, and loading the model and context every running command needs.
  * Order: model (mapped), devices, memory pool (sized from the model; the
  * weights move into it), scheduler (imports the pool into every device),
- * per-device weight preparation, context (KV cache in the pool).
+ * per-device weight preparation, the accuracy budget (hr_budget.c),
+ * context (KV cache in the pool).
  */
 #include "tools/hetrun.h"
 
@@ -163,6 +164,8 @@ bool hr_session_open(struct hr_session *s, const struct hr_opts *o, bool need_ct
         hr_error(o, "%s", err.msg);
         return false;
     }
+    if (!hr_budget_open(s, o)) return false;
+    for (int i = 0; i < s->n_devices; i++) het_device_get_stats(s->devices[i], &s->stats_base[i]);
     if (!need_ctx) return true;
     struct het_context_params cp = { .n_ctx = o->n_ctx, .sched = s->sched, .pool = s->pool };
     s->ctx = het_context_init(s->model, &cp, &err);
@@ -182,6 +185,7 @@ void hr_session_close(struct hr_session *s)
         het_device_free(s->devices[i]);
     }
     het_model_free(s->model);
+    hr_budget_free(s->budget);
     het_pool_free(s->pool);   /* last: devices and the model kept slices in it */
     memset(s, 0, sizeof *s);
 }
@@ -243,6 +247,17 @@ bool hr_tokenize_prompt(const struct hr_session *s, const struct hr_opts *o, int
     return true;
 }
 
+/* device i's counters since the session was set up */
+static void device_stats(const struct hr_session *s, int i, struct het_device_stats *ds)
+{
+    het_device_get_stats(s->devices[i], ds);
+    const struct het_device_stats *b = &s->stats_base[i];
+    ds->n_splits -= b->n_splits;
+    ds->n_nodes -= b->n_nodes;
+    ds->copied_bytes -= b->copied_bytes;
+    ds->busy_us -= b->busy_us;
+}
+
 void hr_print_stats(const struct hr_session *s, const struct hr_opts *o)
 {
     if (!o->stats) return;
@@ -251,7 +266,7 @@ void hr_print_stats(const struct hr_session *s, const struct hr_opts *o)
     uint64_t copied = 0;
     for (int i = 0; i < s->n_devices; i++) {
         struct het_device_stats ds;
-        het_device_get_stats(s->devices[i], &ds);
+        device_stats(s, i, &ds);
         copied += ds.copied_bytes;
     }
     if (s->pool) { /* the devices' copies, forwarded to the pool, plus any made outside a run */
@@ -263,6 +278,7 @@ void hr_print_stats(const struct hr_session *s, const struct hr_opts *o)
     if (!strcmp(o->stats, "json")) {
         fprintf(stderr, "{");
         hr_pool_print_json(s, stderr);
+        hr_budget_print_stats(s, o, stderr, true);
         fprintf(stderr,
                 "\"copied_bytes\":%llu,\"scratch_peak_bytes\":%zu,\"scratch_naive_bytes\":%zu,"
                 "\"scratch_reserved_bytes\":%zu,\"kv_bytes\":%zu,\"weight_bytes\":%zu,\"weights_in\":\"%s\","
@@ -272,7 +288,7 @@ void hr_print_stats(const struct hr_session *s, const struct hr_opts *o)
                 (unsigned long long)ss.n_handoffs, (unsigned long long)ss.n_fallbacks);
         for (int i = 0; i < s->n_devices; i++) {
             struct het_device_stats ds;
-            het_device_get_stats(s->devices[i], &ds);
+            device_stats(s, i, &ds);
             fprintf(stderr,
                     "%s{\"name\":\"%s\",\"splits\":%llu,\"nodes\":%llu,\"busy_us\":%.0f,\"copied_bytes\":%llu,"
                     "\"pool_import\":\"%s\"}",
@@ -290,9 +306,10 @@ void hr_print_stats(const struct hr_session *s, const struct hr_opts *o)
             ss.scratch_peak_bytes / 1048576.0, ss.scratch_naive_bytes / 1048576.0, ss.scratch_reserved / 1048576.0);
     fprintf(stderr, "copied between devices: %llu bytes; hand-offs: %llu; fallbacks: %llu\n",
             (unsigned long long)copied, (unsigned long long)ss.n_handoffs, (unsigned long long)ss.n_fallbacks);
+    hr_budget_print_stats(s, o, stderr, false);
     for (int i = 0; i < s->n_devices; i++) {
         struct het_device_stats ds;
-        het_device_get_stats(s->devices[i], &ds);
+        device_stats(s, i, &ds);
         const char *imp = het_device_pool_import(s->devices[i]);
         fprintf(stderr, "device %s%s: %llu splits, %llu nodes, busy %.1f ms%s%s — %s\n", het_device_name(s->devices[i]),
                 het_device_is_emulated(s->devices[i]) ? " (emulated)" : "", (unsigned long long)ds.n_splits,

@@ -7,8 +7,9 @@
  *   (caller writes inputs)  e.g. token ids, positions;
  *   het_sched_compute       plan (placement + splits) and execute.
  * Placement is the planner's (het/plan.h): a pure function of the graph,
- * the devices' profiles, the policy and the pins; plans are cached per graph
- * shape (model, phase, batch bucket) and device set. When a node cannot run
+ * the devices' profiles, the policy, the pins and (optionally) an accuracy
+ * budget for lossy devices; plans are cached per graph shape (model, phase,
+ * batch bucket), device set and accuracy budget. When a node cannot run
  * where the policy wants it, that is a fallback: it is logged and counted,
  * and with strict it is an error instead. When a device fails a split
  * (error, timeout, device lost), the graph is re-planned without it and run
@@ -76,6 +77,11 @@ struct het_sched_params {
      * Registered with every device at init (a device that refuses it fails
      * init); scratch becomes a slice of it. */
     het_pool            *pool;
+    /* (optional) predict the KL of each plan and, with a budget, keep lossy
+     * devices (the NPU) to what it affords (het/plan.h, het/accuracy.h). Not
+     * owned: it and its sensitivity table must outlive the scheduler (or the
+     * next het_sched_set_accuracy). */
+    const struct het_plan_accuracy *accuracy;
 };
 
 het_sched *het_sched_init(const struct het_sched_params *params, het_error *err);
@@ -105,6 +111,11 @@ const double *het_sched_node_times(const het_sched *s, int *n);
 /* Dry run: compute plans (and allocates) but runs nothing; outputs are
  * garbage. For `hetrun plan` without --measure. */
 void          het_sched_set_dry_run(het_sched *s, bool on);
+/* Replace params.accuracy (NULL: none); the plans cached so far are
+ * dropped. The cache also keys on the budget and the default node KL, so
+ * changing those in place re-plans; a table changed in place needs this
+ * call again. */
+void          het_sched_set_accuracy(het_sched *s, const struct het_plan_accuracy *accuracy);
 /* The graph of the last compute (valid while its owner keeps it). */
 const het_graph *het_sched_last_graph(const het_sched *s);
 /* Can device i of the set run node? (the device's supports_op; for planners outside the scheduler) */
@@ -127,6 +138,9 @@ struct het_sched_stats {
     uint32_t disabled_devices;     /* bit i: device i failed and is excluded   */
     uint64_t n_handoffs;           /* consecutive splits on different devices  */
     uint64_t n_host_syncs;         /* CPU access window opened/closed on the pool */
+    uint64_t n_accuracy_kept;      /* nodes run off lossy devices by the accuracy budget (summed) */
+    int      last_n_kept;          /* of the last graph run                     */
+    double   last_pred_kl;         /* predicted KL per position of the last graph (NAN: no accuracy given) */
 };
 void het_sched_get_stats(const het_sched *s, struct het_sched_stats *out);
 int         het_sched_n_devices(const het_sched *s);
