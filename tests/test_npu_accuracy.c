@@ -9,17 +9,20 @@
  * p_npu) per position stay within the bounds below; printed for each.
  *
  * A Qwen3-0.6B-shaped model (28 layers, ~360 MB) is too big for CI: set
- * HET_NPU_ACCURACY_MODELS=a.gguf,b.gguf to run others too (same checks).
+ * HET_NPU_ACCURACY_MODELS=a.gguf,b.gguf to run others too (placement and KL
+ * checked, top-1 printed).
  *
- * Bounds. Trained model (stories260K): top-1 >= 95% (the issue's figure).
- * Random-weight models have next-token distributions that are nearly flat
- * (top-1 probability ~3e-4 over 151936 tokens; the top two logits are
- * often within 2% of the logit spread), so any perturbation moves some
- * argmaxes: CPU vs Vulkan (both exact f32 paths) already agree on only 98%
- * of qwen3-tiny's positions. With int8 per-row activations the emulated
- * NPU measures 92-95% there (KL ~3-4e-4), below the issue's 95%; the check
- * is >= 90% for them (docs/accuracy.md has the measurements and what would
- * raise it). KL mean <= 2e-3 everywhere.
+ * Bounds (with the default activation group of 32; HET_NPU_ACT_GROUP=row
+ * runs the per-row contract for comparison, the 95% checks then relaxed to
+ * the 90% floor). The
+ * issue's figure, top-1 >= 95%, is asserted where it is measured:
+ * stories260K q8_0 and q4_0 (100%) and qwen3-tiny-q8_0, the Qwen3-shaped
+ * random model (100%, KL ~1e-14: per-32 activation scales are what the CPU
+ * does too). llama-tiny-q4_0 measures 95.7% (94.6% and 96.7% on the two
+ * texts); random weights give nearly flat next-token distributions (top two
+ * logits often within 2% of the logit spread), so one flipped position
+ * moves it by 0.9%: it is printed and held to >= 90% only. KL mean <= 2e-3
+ * everywhere. docs/accuracy.md has the tables.
  */
 #include "het/accuracy.h"
 #include "het/model.h"
@@ -31,11 +34,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
-#define TOP1_TRAINED 0.95
-#define TOP1_RANDOM  0.90
+#define TOP1_ISSUE   0.95   /* the issue's requirement */
+#define TOP1_FLOOR   0.90   /* models printed, not held to the issue's figure */
 #define KL_MAX_MEAN  2e-3
+
+static bool g_per_row;   /* HET_NPU_ACT_GROUP=row: measuring the per-row contract */
 
 struct side {
     het_device *dev[2];
@@ -176,7 +182,8 @@ static void run_text(const char *label, struct side *cpu, struct side *npu, int 
     free(ids);
 }
 
-static void run_model(const char *label, const char *path, bool trained)
+/* min_top1: TOP1_ISSUE (relaxed to TOP1_FLOOR when measuring per-row), TOP1_FLOOR, or 0 (printed only) */
+static void run_model(const char *label, const char *path, double min_top1)
 {
     if (!het_test_file_exists(path)) {
         printf("  %s: %s missing, skipped\n", label, path);
@@ -189,8 +196,9 @@ static void run_model(const char *label, const char *path, bool trained)
     if (ok && tot.n) {
         double top1 = (double)tot.agree / tot.n, kl = tot.kl_sum / tot.n;
         printf("  %-28s all:    %3d positions, top-1 %5.1f%%, KL mean %.2e max %.2e%s\n", label, tot.n, 100 * top1,
-               kl, tot.kl_max, trained || top1 >= 0.95 ? "" : "  (below the issue's 95%: random weights, see above)");
-        CHECK(top1 >= (trained ? TOP1_TRAINED : TOP1_RANDOM), "%s: top-1 agreement %.3f", label, top1);
+               kl, tot.kl_max, top1 >= TOP1_ISSUE ? "" : "  (below the issue's 95%)");
+        const double want = g_per_row && min_top1 > TOP1_FLOOR ? TOP1_FLOOR : min_top1;
+        CHECK(top1 >= want, "%s: top-1 agreement %.3f < %.2f", label, top1, want);
         CHECK(kl <= KL_MAX_MEAN && isfinite(tot.kl_max), "%s: KL mean %.3g", label, kl);
     }
     side_close(&npu);
@@ -203,7 +211,10 @@ int main(void)
     snprintf(s, sizeof s, "%s", het_test_shared("models/stories260K.gguf"));
     if (!het_test_file_exists(s) || !het_test_file_exists(het_test_shared("reference/stories260K-1.prompt")))
         het_test_skip("fixtures missing (shared/models/stories260K.gguf, shared/reference)");
-    printf("emulated NPU (int8 per-row activations) vs the CPU alone, every supported matmul on the NPU:\n");
+    const char *ag = getenv("HET_NPU_ACT_GROUP");
+    g_per_row = ag && (!strcasecmp(ag, "row") || !strcasecmp(ag, "k"));
+    printf("emulated NPU (int8 activations, one scale per %s) vs the CPU alone, every supported matmul on the NPU:\n",
+           g_per_row ? "row (HET_NPU_ACT_GROUP=row: 95% checks relaxed to 90%)" : "32 elements");
     const enum het_type qt[] = { HET_TYPE_Q8_0, HET_TYPE_Q4_0 };
     for (int i = 0; i < 2; i++) {
         char out[128], label[64];
@@ -211,21 +222,21 @@ int main(void)
         snprintf(label, sizeof label, "stories260K-%s", het_type_name(qt[i]));
         het_error err = { 0 };
         CHECK(het_quantize_model(s, out, qt[i], NULL, &err) == HET_OK, "quantize: %s", err.msg);
-        run_model(label, out, true);
+        run_model(label, out, TOP1_ISSUE);
         remove(out);
     }
     char q3[4096], ll[4096];
     snprintf(q3, sizeof q3, "%s", het_test_shared("models/synthetic/qwen3-tiny-q8_0.gguf"));
     snprintf(ll, sizeof ll, "%s", het_test_shared("models/synthetic/llama-tiny-q4_0.gguf"));
-    run_model("qwen3-tiny-q8_0 (random)", q3, false);
-    run_model("llama-tiny-q4_0 (random)", ll, false);
+    run_model("qwen3-tiny-q8_0 (random)", q3, TOP1_ISSUE);
+    run_model("llama-tiny-q4_0 (random)", ll, TOP1_FLOOR);
     const char *more = getenv("HET_NPU_ACCURACY_MODELS");
     if (more && *more) {
         char list[4096];
         snprintf(list, sizeof list, "%s", more);
         for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
             const char *b = strrchr(p, '/');
-            run_model(b ? b + 1 : p, p, false);
+            run_model(b ? b + 1 : p, p, 0.0);   /* e.g. the 28-layer random 0.6B: top-1 is noise there */
         }
     }
     return het_test_finish();

@@ -2,22 +2,28 @@
  * test_npu_emul.c — the emulated NPU's MUL_MAT through the device vtable
  * (register_memory, prepare_weights, run_split) against scalar references.
  *
- * Bound. With int8 activations the device replaces row x by d*q, d =
- * amax/127, |x_k - d q_k| <= d/2, so each output may differ from the exact
- * product sum_k W_k x_k (W the GGUF dequantisation) by at most
- * sum_k |W_k| * d/2. Every output is checked against that bound (x 1.0001
- * for the rounding of d and of x*127/amax) plus float slack. A second,
- * tight check compares with the contract computed in double on the same
- * int8 values (d * sum_k W_k q_k): only f32 accumulation may differ, bounded
- * by (groups + 8) * 2^-23 * d * sum_k (|s (q - zp)| + |bias|) |q_k|.
+ * Bound. With int8 activations the device replaces each activation group a
+ * (act_group A = 32 elements, or the whole row) of row x by d_a*q, d_a =
+ * amax_a/127, |x_k - d_a q_k| <= d_a/2, so each output may differ from the
+ * exact product sum_k W_k x_k (W the GGUF dequantisation) by at most
+ * sum_a (d_a/2) sum_{k in a} |W_k|. Every output is checked against that
+ * bound (x 1.0001 for the rounding of d and of x*127/amax) plus float
+ * slack. A second, tight check compares with the contract computed in
+ * double on the same int8 values (sum_a d_a sum_{k in a} W_k q_k): only f32
+ * accumulation may differ, bounded by (groups + 8) * 2^-23 *
+ * sum_a d_a sum_{k in a} (|s (q - zp)| + |bias|) |q_k|. The tight check is
+ * what fails if the device used another group than the test expects: the
+ * activations' magnitude changes from one 32-element group to the next.
  * bf16 activations: |x - bf16(x)| <= 2^-9 |x|, bound sum_k |W_k x_k| 2^-9.
  *
  * Cases: every supported weight type, K multiples of 32, odd N and M (M
- * padded to the 32-row tile), strided and transposed activations, padded
- * dst rows, broadcast of the weights over dims 2 and 3; each run resident,
- * streamed through a tiny staging ring (bit-identical to resident), with the
- * weights in a memfd pool, and with bf16 activations. A NaN in a row gives
- * NaN in that row only; unwritten outputs are caught by a NaN fill.
+ * padded to the 32-row tile, several M-chunks), strided and transposed
+ * activations, padded dst rows, broadcast of the weights over dims 2 and 3;
+ * each run resident (act_group 32, the default), streamed through a tiny
+ * staging ring (bit-identical to resident), with the weights in a memfd
+ * pool, per-row (act_group K), and with bf16 activations. A NaN in a row
+ * gives NaN in that row only (both groups); unwritten outputs are caught by
+ * a NaN fill. Bad act_group values are refused.
  */
 #include <math.h>
 #include <stdio.h>
@@ -119,9 +125,9 @@ static void make_case(const struct mm_case *c, struct mm_data *d)
     d->x_buf = calloc((size_t)(kp * mp * xb), sizeof(float));
     d->x_f = malloc(sizeof(float) * (size_t)(K * M * xb));
     for (int64_t i = 0; i < K * M * xb; i++) {
-        static const float mag[3] = { 0.1f, 2.0f, 0.7f };
+        static const float mag[3] = { 0.1f, 2.0f, 0.7f }, gmag[4] = { 1.0f, 8.0f, 0.25f, 2.0f };
         const int64_t k = i % K, m = (i / K) % M, b = i / (K * M);
-        d->x_f[i] = het_test_rand_normal() * mag[m % 3];
+        d->x_f[i] = het_test_rand_normal() * mag[m % 3] * gmag[(k / 32 + m) % 4];   /* scale differs per group */
         memcpy(d->x_buf + k * d->x.nb[0] + m * d->x.nb[1] + (b % c->b2) * d->x.nb[2] + (b / c->b2) * d->x.nb[3],
                &d->x_f[i], 4);
     }
@@ -155,11 +161,14 @@ static float y_at(const struct mm_data *d, int64_t n, int64_t m, int64_t b2, int
     return v;
 }
 
-/* Check every output against the bounds; returns the number of bad ones. */
-static int check_outputs(const struct mm_case *c, const struct mm_data *d, enum het_npu_act act, const char *label)
+/* Check every output against the bounds (ag: int8 activation group, 32 or
+ * K; 0: bf16); returns the number of bad ones. */
+static int check_outputs(const struct mm_case *c, const struct mm_data *d, int64_t ag, const char *label)
 {
     const int64_t K = c->K, N = c->N, M = c->M;
+    const enum het_npu_act act = ag ? HET_NPU_ACT_INT8 : HET_NPU_ACT_BF16;
     int8_t *q = malloc((size_t)K);
+    float *dg = malloc(sizeof(float) * (size_t)K);
     int bad = 0;
     double worst_q = 0, worst_c = 0;
     for (int64_t b3 = 0; b3 < c->b3; b3++)
@@ -167,23 +176,23 @@ static int check_outputs(const struct mm_case *c, const struct mm_data *d, enum 
             const int64_t plane = (b3 / (c->b3 / c->a3)) * c->a2 + b2 / (c->b2 / c->a2);
             for (int64_t m = 0; m < M; m++) {
                 const float *x = d->x_f + ((b3 * c->b2 + b2) * M + m) * K;
-                const float dm = het_npu_quantize_row_i8(x, K, q);
+                if (ag) het_npu_quantize_row_i8(x, K, ag, q, dg);
                 for (int64_t n = 0; n < N; n++) {
                     const float *w = d->w_f + (plane * N + n) * K, *t = d->w_t + (plane * N + n) * K;
-                    double ref = 0, contract = 0, wabs = 0, mag = 0, tq = 0;
+                    double ref = 0, contract = 0, wabs_d = 0, mag = 0, tq_d = 0;
                     for (int64_t k = 0; k < K; k++) {
+                        const double dk = ag ? dg[k / ag] : 0.0;   /* the scale of k's activation group */
                         ref += (double)w[k] * x[k];
-                        wabs += fabs(w[k]);
+                        wabs_d += fabs(w[k]) * dk;
                         mag += fabs((double)w[k] * x[k]);
-                        contract += (double)w[k] * q[k];
-                        tq += (double)t[k] * abs(q[k]);
+                        contract += (double)w[k] * q[k] * dk;
+                        tq_d += (double)t[k] * abs(q[k]) * dk;
                     }
-                    contract *= dm;
                     const double got = y_at(d, n, m, b2, b3);
                     double bound, slack, cerr = 0, ctol = 1;
                     if (act == HET_NPU_ACT_INT8) {
-                        bound = 1.0001 * wabs * dm / 2.0;
-                        slack = (double)(K / 32 + 8) * 0x1p-23 * dm * tq + 1e-30;
+                        bound = 1.0001 * wabs_d / 2.0;        /* sum_a (d_a/2) sum_{k in a} |W_k| */
+                        slack = (double)(K / 32 + 8) * 0x1p-23 * tq_d + 1e-30;
                         cerr = fabs(got - contract);
                         ctol = slack;
                     } else {
@@ -203,6 +212,7 @@ static int check_outputs(const struct mm_case *c, const struct mm_data *d, enum 
             }
         }
     free(q);
+    free(dg);
     CHECK(bad == 0, "%s %s K=%lld N=%lld M=%lld w=%lldx%lld x=%lldx%lld mode=%d%s: %d outputs out of bound "
           "(worst err/bound %.3f, contract %.3f)", label, het_type_name(c->type), (long long)K, (long long)N,
           (long long)M, (long long)c->a2, (long long)c->a3, (long long)c->b2, (long long)c->b3, c->x_mode,
@@ -210,8 +220,8 @@ static int check_outputs(const struct mm_case *c, const struct mm_data *d, enum 
     return bad;
 }
 
-enum run_kind { RUN_RESIDENT, RUN_STREAMED, RUN_POOL, RUN_BF16 };
-static const char *run_name[] = { "resident", "streamed", "pool", "bf16" };
+enum run_kind { RUN_RESIDENT, RUN_STREAMED, RUN_POOL, RUN_ROW, RUN_BF16 };
+static const char *run_name[] = { "resident", "streamed", "pool", "per-row", "bf16" };
 
 static size_t g_staging;   /* staging slot for the streamed run: 1.5 tile columns of the case */
 
@@ -226,6 +236,7 @@ static het_device *make_device(enum run_kind kind, het_pool *pool, het_error *er
         p.staging_bytes = g_staging;  /* one tile column per chunk          */
     }
     if (kind == RUN_POOL) p.pool = pool;
+    p.act_group = kind == RUN_ROW ? HET_NPU_ACT_GROUP_ROW : HET_NPU_ACT_GROUP_32;
     if (kind == RUN_BF16) p.act = HET_NPU_ACT_BF16;
     return het_npu_device_init_params(&p, err);
 }
@@ -262,7 +273,7 @@ static uint8_t *run_case(const struct mm_case *c, struct mm_data *d, enum run_ki
     }
     else
         CHECK(s.streamed_bytes == 0, "%s run streamed %llu bytes", run_name[kind], (unsigned long long)s.streamed_bytes);
-    check_outputs(c, d, kind == RUN_BF16 ? HET_NPU_ACT_BF16 : HET_NPU_ACT_INT8, run_name[kind]);
+    check_outputs(c, d, kind == RUN_BF16 ? 0 : kind == RUN_ROW ? c->K : 32, run_name[kind]);
     uint8_t *out = malloc(d->y_bytes);
     memcpy(out, d->y_buf, d->y_bytes);
     het_device_free(dev);
@@ -280,7 +291,10 @@ static void check_case(const struct mm_case *c, het_pool *pool)
     uint8_t *res = run_case(c, &d, RUN_RESIDENT, pool);
     uint8_t *str = run_case(c, &d, RUN_STREAMED, pool);
     uint8_t *pol = pool ? run_case(c, &d, RUN_POOL, pool) : NULL;
+    uint8_t *row = run_case(c, &d, RUN_ROW, pool);
     free(run_case(c, &d, RUN_BF16, pool));
+    if (res && row) CHECK(memcmp(res, row, d.y_bytes) != 0, "%s: per-row output equals per-32", het_type_name(c->type));
+    free(row);
     if (res && str) CHECK(memcmp(res, str, d.y_bytes) == 0, "%s: streamed output differs from resident", het_type_name(c->type));
     if (res && pol) CHECK(memcmp(res, pol, d.y_bytes) == 0, "%s: pool output differs from resident", het_type_name(c->type));
     free(res);
@@ -289,8 +303,8 @@ static void check_case(const struct mm_case *c, het_pool *pool)
     free_case(&d);
 }
 
-/* inf in one activation row: that row's outputs are NaN, the others exact as before. */
-static void check_nonfinite_row(void)
+/* inf in one activation row: that row's outputs are NaN, the others exact as before (both groups). */
+static void check_nonfinite_row(enum run_kind kind)
 {
     const struct mm_case c = { HET_TYPE_Q8_0, 64, 35, 3, 1, 1, 1, 1, 0, false };
     struct mm_data d;
@@ -298,7 +312,7 @@ static void check_nonfinite_row(void)
     const float inf = INFINITY;
     memcpy(d.x_buf + 5 * d.x.nb[0] + 1 * d.x.nb[1], &inf, 4);
     het_error err = {0};
-    het_device *dev = make_device(RUN_RESIDENT, NULL, &err);
+    het_device *dev = make_device(kind, NULL, &err);
     struct het_tensor *node = &d.y;
     CHECK(dev && het_device_run_split(dev, &node, 1, &err) == HET_OK, "run: %s", err.msg);
     int nan_row = 0, nan_other = 0;
@@ -307,7 +321,8 @@ static void check_nonfinite_row(void)
             const bool isn = isnan(y_at(&d, n, m, 0, 0));
             if (m == 1) nan_row += isn; else nan_other += isn;
         }
-    CHECK(nan_row == c.N && nan_other == 0, "inf in row 1: %d NaN in that row, %d elsewhere", nan_row, nan_other);
+    CHECK(nan_row == c.N && nan_other == 0, "%s: inf in row 1: %d NaN in that row, %d elsewhere", run_name[kind],
+          nan_row, nan_other);
     struct het_npu_stats s;
     het_npu_get_stats(dev, &s);
     CHECK(s.lazy_repacks == 1, "an unprepared weight was not repacked at first use (%llu)",
@@ -317,18 +332,22 @@ static void check_nonfinite_row(void)
 }
 
 /* The contract's activation rounding: d = amax/127, |q| <= 127, the largest
- * element maps to +-127, every |x - d q| <= d/2 (round to nearest), ties to even. */
+ * element maps to +-127, every |x - d q| <= d/2 (round to nearest), ties to
+ * even; per group: each group's scale from its own amax, a non-finite value
+ * poisons only its group's scale. */
 static void check_quantize_rows(void)
 {
     enum { K = 256 };
-    float x[K];
-    int8_t q[K];
+    float x[K], dg[K / 32];
+    int8_t q[K], q1[K];
     int bad = 0;
     for (int trial = 0; trial < 200; trial++) {
         const float scale = trial % 3 == 0 ? 1e-3f : trial % 3 == 1 ? 1.0f : 300.0f;
         het_test_fill_normal(x, K, scale);
         if (trial % 10 == 0) for (int k = 0; k < K; k += 2) x[k] = 0.0f;
-        const float d = het_npu_quantize_row_i8(x, K, q);
+        if (trial % 7 == 0) for (int k = 64; k < 96; k++) x[k] = 0.0f;   /* an all-zero group */
+        for (int k = 0; k < K; k++) x[k] *= (float)(1 + (k / 32) % 5);  /* groups of different size */
+        const float d = het_npu_quantize_group_i8(x, K, q);
         float amax = 0;
         for (int k = 0; k < K; k++) amax = fmaxf(amax, fabsf(x[k]));
         bad += d != amax / 127.0f;
@@ -337,15 +356,71 @@ static void check_quantize_rows(void)
             bad += fabs((double)x[k] - (double)d * q[k]) > 0.5000001 * d;
             if (fabsf(x[k]) == amax) bad += abs(q[k]) != 127;
         }
+        het_npu_quantize_row_i8(x, K, K, q1, dg);                  /* group K: the row function */
+        bad += dg[0] != d || memcmp(q, q1, K) != 0;
+        het_npu_quantize_row_i8(x, K, 32, q1, dg);
+        for (int g = 0; g < K / 32; g++) {
+            float ga = 0;
+            for (int k = g * 32; k < g * 32 + 32; k++) ga = fmaxf(ga, fabsf(x[k]));
+            bad += dg[g] != ga / 127.0f;
+            for (int k = g * 32; k < g * 32 + 32; k++) {
+                bad += q1[k] == -128 || fabs((double)x[k] - (double)dg[g] * q1[k]) > 0.5000001 * dg[g];
+                if (fabsf(x[k]) == ga && ga > 0) bad += abs(q1[k]) != 127;
+                if (ga == 0) bad += q1[k] != 0;
+            }
+        }
     }
     /* exact ties: amax 127 gives d = 1, so x = 2.5 -> 2 and 3.5 -> 4 (half to even), -0.5 -> 0 */
     for (int k = 0; k < K; k++) x[k] = 0.0f;
     x[0] = 127.0f; x[1] = 2.5f; x[2] = 3.5f; x[3] = -0.5f; x[4] = -1.5f;
-    const float d = het_npu_quantize_row_i8(x, K, q);
+    const float d = het_npu_quantize_group_i8(x, K, q);
     bad += d != 1.0f || q[0] != 127 || q[1] != 2 || q[2] != 4 || q[3] != 0 || q[4] != -2;
     for (int k = 0; k < K; k++) x[k] = 0.0f;
-    bad += het_npu_quantize_row_i8(x, K, q) != 0.0f || q[7] != 0;
+    bad += het_npu_quantize_group_i8(x, K, q) != 0.0f || q[7] != 0;
+    /* a NaN in group 2: only that group's scale is NaN (the kernel turns the whole row NaN) */
+    het_test_fill_normal(x, K, 1.0f);
+    x[70] = NAN;
+    het_npu_quantize_row_i8(x, K, 32, q1, dg);
+    for (int g = 0; g < K / 32; g++) bad += (g == 2) != (bool)isnan(dg[g]);
+    for (int k = 64; k < 96; k++) bad += q1[k] != 0;
     CHECK(bad == 0, "activation quantisation broke the contract %d times", bad);
+}
+
+/* act_group values: 32 and per-row accepted (description says which), others refused. */
+static void check_act_group_params(void)
+{
+    het_error err = {0};
+    struct het_npu_params p;
+    het_npu_params_default(&p, HET_NPU_EMULATE);
+    p.no_cache = true;
+    static const struct { int ag; const char *env; const char *desc; } ok[] = {
+        { 0, NULL, "int8 per-32" }, { 32, "row", "int8 per-32" }, { HET_NPU_ACT_GROUP_ROW, NULL, "int8 per-row" },
+        { 0, "row", "int8 per-row" }, { 0, "32", "int8 per-32" },
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        if (ok[i].env) setenv("HET_NPU_ACT_GROUP", ok[i].env, 1);
+        else unsetenv("HET_NPU_ACT_GROUP");
+        p.act_group = ok[i].ag;
+        het_device *dev = het_npu_device_init_params(&p, &err);
+        CHECK(dev && strstr(het_device_description(dev), ok[i].desc), "act_group %d env %s: %s", ok[i].ag,
+              ok[i].env ? ok[i].env : "-", dev ? het_device_description(dev) : err.msg);
+        het_device_free(dev);
+    }
+    unsetenv("HET_NPU_ACT_GROUP");
+    const int bad_ag[] = { 64, 1, -2 };
+    for (size_t i = 0; i < sizeof bad_ag / sizeof bad_ag[0]; i++) {
+        p.act_group = bad_ag[i];
+        het_device *dev = het_npu_device_init_params(&p, &err);
+        CHECK(!dev && err.status == HET_ERR_INVALID && strstr(err.msg, "act_group"), "act_group %d accepted (%s)",
+              bad_ag[i], err.msg);
+        het_device_free(dev);
+    }
+    setenv("HET_NPU_ACT_GROUP", "16", 1);
+    p.act_group = 0;
+    het_device *dev = het_npu_device_init_params(&p, &err);
+    CHECK(!dev && err.status == HET_ERR_INVALID && strstr(err.msg, "HET_NPU_ACT_GROUP='16'"), "env 16: %s", err.msg);
+    het_device_free(dev);
+    unsetenv("HET_NPU_ACT_GROUP");
 }
 
 static void check_device_api(void)
@@ -386,6 +461,7 @@ static void check_device_api(void)
 
 int main(void)
 {
+    unsetenv("HET_NPU_ACT_GROUP");   /* the default (32) unless a run says otherwise */
     het_test_seed(77);
     struct het_pool_params pp = { .size = (size_t)64 << 20, .n_order = 1, .order = { HET_POOL_BACKING_MEMFD } };
     het_error err = {0};
@@ -400,8 +476,10 @@ int main(void)
         { HET_TYPE_Q4_K, 256, 31,  1, 1, 1, 1, 1, 2, false },  /* GEMV, N < one tile     */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i], pool);
-    check_nonfinite_row();
+    check_nonfinite_row(RUN_RESIDENT);
+    check_nonfinite_row(RUN_ROW);
     check_quantize_rows();
+    check_act_group_params();
     check_device_api();
     het_pool_free(pool);
     return het_test_finish();

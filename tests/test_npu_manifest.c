@@ -7,7 +7,11 @@
  * choice per M follows the rule in npu_manifest.h. Malformed manifests —
  * bad JSON, a missing or mistyped field, out-of-range numbers, unknown
  * fields, bad argument lists, missing files, a file that is not an xclbin —
- * are each refused with one line naming the JSON field. Truncated and
+ * are each refused with one line naming the JSON field. act_group: the
+ * version-1 fixture's int8 kernels are per-row (act_group = k) and its bf16
+ * one has none; version 2 requires it on int8 kernels (32 or k), refuses it
+ * on bf16 kernels and in version 1; kernel choice matches it; the
+ * "act_group" argument word is parsed. Truncated and
  * out-of-bounds xclbins are refused. The ABI header compiles here with its
  * static assertions (sizes, offsets and ioctl numbers of the kernel uAPI)
  * and its command-header packing is checked at run time.
@@ -40,6 +44,7 @@ static void check_good(void)
     CHECK(p.n == 3 && strcmp(p.device, "xdna1") == 0 && p.switch_us == 1800.0, "top level: n %d device %s switch %g",
           p.n, p.device, p.switch_us);
     const struct npu_kernel_desc *k0 = &p.k[0], *k1 = &p.k[1];
+    CHECK(k0->act_group == 64 && k1->act_group == 64 && p.k[2].act_group == 64, "version 1: per-row (act_group = k)");
     CHECK(strcmp(k0->name, "gemv_q4_64x64") == 0 && k0->wfmt == HET_NPU_W_Q4 && k0->act == HET_NPU_ACT_INT8 &&
           k0->m_tile == 1 && k0->K == 64 && k0->N == 64 && strcmp(k0->kernel_name, "MLIR_AIE") == 0 && k0->n_args == 6,
           "kernel 0 fields");
@@ -49,12 +54,13 @@ static void check_good(void)
           k1->args[6].kind == NPU_ARG_U32 && k1->args[6].value == 7, "kernel 1 fields");
 
     /* choice of M tile */
-    CHECK(npu_kpack_find(&p, HET_NPU_W_Q4, HET_NPU_ACT_INT8, 64, 64, 1) == &p.k[0], "M=1 -> m_tile 1");
-    CHECK(npu_kpack_find(&p, HET_NPU_W_Q4, HET_NPU_ACT_INT8, 64, 64, 20) == &p.k[2], "M=20 -> m_tile 8");
-    CHECK(npu_kpack_find(&p, HET_NPU_W_Q4, HET_NPU_ACT_INT8, 64, 64, 5) == &p.k[0], "M=5 -> m_tile 1");
-    CHECK(npu_kpack_find(&p, HET_NPU_W_I8, HET_NPU_ACT_INT8, 64, 64, 3) == &p.k[1], "i8 M=3 -> only kernel");
-    CHECK(npu_kpack_find(&p, HET_NPU_W_Q4, HET_NPU_ACT_INT8, 64, 96, 1) == NULL, "N=96 has no kernel");
-    CHECK(npu_kpack_find(&p, HET_NPU_W_Q4, HET_NPU_ACT_BF16, 64, 64, 1) == NULL, "bf16 has no kernel");
+    CHECK(npu_kpack_find(&p, HET_NPU_W_Q4, HET_NPU_ACT_INT8, 64, 64, 64, 1) == &p.k[0], "M=1 -> m_tile 1");
+    CHECK(npu_kpack_find(&p, HET_NPU_W_Q4, HET_NPU_ACT_INT8, 64, 64, 64, 20) == &p.k[2], "M=20 -> m_tile 8");
+    CHECK(npu_kpack_find(&p, HET_NPU_W_Q4, HET_NPU_ACT_INT8, 64, 64, 64, 5) == &p.k[0], "M=5 -> m_tile 1");
+    CHECK(npu_kpack_find(&p, HET_NPU_W_I8, HET_NPU_ACT_INT8, 64, 64, 64, 3) == &p.k[1], "i8 M=3 -> only kernel");
+    CHECK(npu_kpack_find(&p, HET_NPU_W_Q4, HET_NPU_ACT_INT8, 64, 64, 96, 1) == NULL, "N=96 has no kernel");
+    CHECK(npu_kpack_find(&p, HET_NPU_W_Q4, HET_NPU_ACT_BF16, 0, 64, 64, 1) == NULL, "bf16 has no kernel");
+    CHECK(npu_kpack_find(&p, HET_NPU_W_Q4, HET_NPU_ACT_INT8, 32, 64, 64, 1) == NULL, "per-row kernels for act_group 32");
 
     /* binaries */
     struct npu_kbin b0, b1;
@@ -79,15 +85,16 @@ static void check_good(void)
     npu_kpack_free(NULL);
 }
 
-/* A one-kernel manifest with one field replaced (or removed when value is NULL). */
+/* A one-kernel version-2 manifest with one field replaced (or removed when value is NULL). */
 static char *manifest_with(const char *field, const char *value)
 {
     static const char *fields[][2] = {
-        {"name", "\"k\""}, {"op", "\"matmul\""}, {"weights", "\"q4\""}, {"act", "\"int8\""}, {"m_tile", "1"},
-        {"k", "64"}, {"n", "64"}, {"xclbin", "\"gemv_q4_64x64.xclbin\""}, {"insts", "\"gemv_q4_64x64.insts.bin\""},
+        {"name", "\"k\""}, {"op", "\"matmul\""}, {"weights", "\"q4\""}, {"act", "\"int8\""}, {"act_group", "32"},
+        {"m_tile", "1"}, {"k", "64"}, {"n", "64"}, {"xclbin", "\"gemv_q4_64x64.xclbin\""},
+        {"insts", "\"gemv_q4_64x64.insts.bin\""},
     };
     char *s = malloc(4096);
-    int n = snprintf(s, 4096, "{\"format\": \"het-npu-kernels\", \"version\": 1, \"kernels\": [{");
+    int n = snprintf(s, 4096, "{\"format\": \"het-npu-kernels\", \"version\": 2, \"kernels\": [{");
     bool first = true, replaced = false;
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         const char *v = fields[i][1];
@@ -139,6 +146,12 @@ static void check_malformed(void)
         { "xclbin",  "\"gemv_q4_64x64.insts.bin\"",      "kernels[0]", "is not an xclbin" },
         { "insts",   "\"manifest.json\"",                "kernels[0]", "not whole u32 words" },
         { "xclbin",  "42",           "kernels[0]", "'xclbin' must be a string" },
+        { "act_group", NULL,         "kernels[0]", "field 'act_group' is missing" },
+        { "act_group", "48",         "kernels[0]", "'act_group' = 48 is neither 32 nor k (64)" },
+        { "act_group", "128",        "kernels[0]", "'act_group' = 128 is neither 32 nor k (64)" },
+        { "act_group", "0",          "kernels[0]", "'act_group' = 0 is outside" },
+        { "act_group", "\"row\"",    "kernels[0]", "'act_group' must be an integer" },
+        { "args",    "[\"act\", \"weights\", \"out\", \"act_groups\"]", "kernels[0].args[3]", "is not an argument" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *m = manifest_with(cases[i].field, cases[i].value);
@@ -150,7 +163,7 @@ static void check_malformed(void)
     /* top level */
     expect_refused("[1, 2]", "top level", "must be an object", "array at top");
     expect_refused("{\"format\": \"onnx\", \"version\": 1, \"kernels\": []}", "format", "het-npu-kernels", "format");
-    expect_refused("{\"format\": \"het-npu-kernels\", \"version\": 2, \"kernels\": []}", "version", "not supported",
+    expect_refused("{\"format\": \"het-npu-kernels\", \"version\": 3, \"kernels\": []}", "version", "not supported",
                    "version");
     expect_refused("{\"format\": \"het-npu-kernels\", \"version\": 1, \"kernels\": []}", "kernels", "1..4096",
                    "empty kernels");
@@ -170,7 +183,7 @@ static void check_malformed(void)
     const char *open = strchr(m, '[');
     snprintf(kernel, sizeof kernel, "%.*s", (int)(close - open - 1), open + 1);
     char two[4096];
-    snprintf(two, sizeof two, "{\"format\": \"het-npu-kernels\", \"version\": 1, \"kernels\": [%s, %s]}", kernel, kernel);
+    snprintf(two, sizeof two, "{\"format\": \"het-npu-kernels\", \"version\": 2, \"kernels\": [%s, %s]}", kernel, kernel);
     expect_refused(two, "kernels[1].name", "repeats kernels[0]", "duplicate name");
     free(m);
 
@@ -185,6 +198,57 @@ static void check_malformed(void)
           strstr(err.msg, "nowhere.xclbin"), "missing file: %s", err.msg);
     snprintf(dir, sizeof dir, "%s", het_test_source("tests/data/npu/no_such_pack"));
     CHECK(npu_kpack_load(dir, &p, &err) == HET_ERR_IO && strstr(err.msg, "manifest.json"), "no pack: %s", err.msg);
+}
+
+/* Parse a manifest that must load; returns its kernel 0's act_group (-1 on failure). */
+static int64_t parsed_act_group(const char *json, const char *what, struct npu_kpack *p)
+{
+    het_error err = {0};
+    enum het_status st = npu_kpack_parse(json, strlen(json), good_dir, p, &err);
+    CHECK(st == HET_OK, "%s: %s", what, err.msg);
+    return st == HET_OK ? p->k[0].act_group : -1;
+}
+
+static void check_act_group(void)
+{
+    struct npu_kpack p;
+    char *m = manifest_with("act_group", "32");
+    CHECK(parsed_act_group(m, "act_group 32", &p) == 32, "act_group 32 not kept");
+    if (p.n == 1) {
+        CHECK(npu_kpack_find(&p, HET_NPU_W_Q4, HET_NPU_ACT_INT8, 32, 64, 64, 1) == &p.k[0] &&
+              npu_kpack_find(&p, HET_NPU_W_Q4, HET_NPU_ACT_INT8, 64, 64, 64, 1) == NULL, "choice by act_group");
+        npu_kpack_free(&p);
+    }
+    free(m);
+    m = manifest_with("act_group", "64");
+    CHECK(parsed_act_group(m, "act_group = k", &p) == 64, "act_group 64 (= k) not kept");
+    if (p.n == 1) npu_kpack_free(&p);
+    free(m);
+    m = manifest_with("args", "[\"opcode:3\", \"instr\", \"ninstr\", \"act\", \"weights\", \"out\", \"act_group\"]");
+    CHECK(parsed_act_group(m, "act_group argument", &p) == 32, "act_group argument");
+    if (p.n == 1) {
+        CHECK(p.k[0].n_args == 7 && p.k[0].args[6].kind == NPU_ARG_ACT_GROUP, "act_group argument word");
+        npu_kpack_free(&p);
+    }
+    free(m);
+    /* bf16 kernels: no activation scales, so no act_group (field or argument) */
+    const char *bf = "{\"format\": \"het-npu-kernels\", \"version\": 2, \"kernels\": [{\"name\": \"b\", "
+                     "\"op\": \"matmul\", \"weights\": \"q4\", \"act\": \"bf16\", \"m_tile\": 1, \"k\": 64, \"n\": 64, "
+                     "\"xclbin\": \"gemv_q4_64x64.xclbin\", \"insts\": \"gemv_q4_64x64.insts.bin\"%s}]}";
+    char json[1024];
+    snprintf(json, sizeof json, bf, "");
+    CHECK(parsed_act_group(json, "bf16 kernel", &p) == 0, "bf16 kernel act_group");
+    if (p.n == 1) npu_kpack_free(&p);
+    snprintf(json, sizeof json, bf, ", \"act_group\": 32");
+    expect_refused(json, "kernels[0]", "'act_group' applies to int8 kernels only", "bf16 with act_group");
+    snprintf(json, sizeof json, bf, ", \"args\": [\"act\", \"weights\", \"out\", \"act_group\"]");
+    expect_refused(json, "kernels[0].args", "int8 kernels only", "bf16 with an act_group argument");
+    /* version 1 predates the field: its kernels are per-row, stating a group is an error */
+    m = manifest_with("act_group", "32");
+    char *v = strstr(m, "\"version\": 2");
+    if (v) v[11] = '1';
+    expect_refused(m, "kernels[0]", "'act_group' needs \"version\": 2", "act_group in version 1");
+    free(m);
 }
 
 static void check_xclbin(void)
@@ -244,6 +308,7 @@ int main(void)
 #else
     check_good();
     check_malformed();
+    check_act_group();
     check_xclbin();
     return het_test_finish();
 #endif

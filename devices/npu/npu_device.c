@@ -130,9 +130,27 @@ static enum het_status init_ring(struct npu_ctx *c, het_error *err)
     return st;
 }
 
+/* params.act_group resolved: 0 takes $HET_NPU_ACT_GROUP ("32", "row"), else 32. */
+static enum het_status resolve_act_group(struct het_npu_params *p, het_error *err)
+{
+    if (p->act != HET_NPU_ACT_INT8 && p->act != HET_NPU_ACT_BF16)
+        return het_error_set(err, HET_ERR_INVALID, "npu: activation format %d is neither int8 nor bf16", (int)p->act);
+    if (p->act_group == 0) {
+        const char *e = getenv("HET_NPU_ACT_GROUP");
+        if (!e || !*e || !strcmp(e, "32")) p->act_group = HET_NPU_ACT_GROUP_32;
+        else if (!strcasecmp(e, "row") || !strcasecmp(e, "k")) p->act_group = HET_NPU_ACT_GROUP_ROW;
+        else return het_error_set(err, HET_ERR_INVALID, "npu: HET_NPU_ACT_GROUP='%.32s' is neither 32 nor row", e);
+    }
+    if (p->act_group != HET_NPU_ACT_GROUP_32 && p->act_group != HET_NPU_ACT_GROUP_ROW)
+        return het_error_set(err, HET_ERR_INVALID, "npu: act_group %d is neither 32 nor HET_NPU_ACT_GROUP_ROW",
+                             p->act_group);
+    return HET_OK;
+}
+
 static void describe(het_device *dev, const struct npu_ctx *c)
 {
-    const char *act = c->params.act == HET_NPU_ACT_BF16 ? "bf16" : "int8 per-row";
+    const char *act = c->params.act == HET_NPU_ACT_BF16 ? "bf16"
+                    : c->params.act_group == HET_NPU_ACT_GROUP_ROW ? "int8 per-row" : "int8 per-32";
     const char *gen = c->profile.gen == HET_NPU_XDNA2 ? "XDNA2" : "XDNA1";
     if (c->hw) {
         struct het_npu_hw_info hi;
@@ -152,12 +170,14 @@ het_device *het_npu_device_init_params(const struct het_npu_params *p, het_error
         het_error_set(err, HET_ERR_INVALID, "npu: mode must be emulate or hardware");
         return NULL;
     }
+    struct het_npu_params rp = *p;
+    if (resolve_act_group(&rp, err) != HET_OK) return NULL;
     struct npu_ctx *c = calloc(1, sizeof *c);
     if (!c) {
         het_error_set(err, HET_ERR_NOMEM, "npu: out of memory");
         return NULL;
     }
-    c->params = *p;
+    c->params = rp;
     copy_str(c->kernel_pack, sizeof c->kernel_pack, p->kernel_pack ? p->kernel_pack : getenv("HET_NPU_KERNELS"));
     copy_str(c->cache_dir, sizeof c->cache_dir, p->cache_dir);
     copy_str(c->model_key, sizeof c->model_key, p->model_key);

@@ -1,6 +1,7 @@
 /*
  * npu_emul.c — the NPU kernel contract executed on the CPU: activation
- * quantisation (int8 with a dynamic per-row scale, or bf16) and the tiled
+ * quantisation (int8 with one dynamic scale per activation group of 32
+ * elements or of a whole row, or bf16) and the tiled
  * GEMM over the NPU weight layout, written to be obviously the contract of
  * npu_kernel.h rather than fast. The device splits N-tiles over threads.
  */
@@ -13,14 +14,16 @@
 
 static size_t align64(size_t v) { return (v + 63) & ~(size_t)63; }
 
-size_t het_npu_act_bytes(enum het_npu_act fmt, int64_t Mpad, int64_t K)
+size_t het_npu_act_bytes(enum het_npu_act fmt, int64_t Mpad, int64_t K, int64_t group)
 {
     const size_t ng = (size_t)(K / HET_NPU_GROUP), m = (size_t)Mpad, k = (size_t)K;
     if (fmt == HET_NPU_ACT_BF16) return align64(m * k * 2) + align64(m * ng * sizeof(float));
-    return align64(m * sizeof(float)) + align64(m * k) + align64(m * ng * sizeof(int32_t));
+    const size_t ns = (size_t)(K / group);
+    return align64(m * ns * sizeof(float)) + align64(m * k) + align64(m * ng * sizeof(int32_t));
 }
 
-void het_npu_act_bind(struct het_npu_actbuf *a, void *buf, enum het_npu_act fmt, int64_t M, int64_t Mpad, int64_t K)
+void het_npu_act_bind(struct het_npu_actbuf *a, void *buf, enum het_npu_act fmt, int64_t M, int64_t Mpad, int64_t K,
+                      int64_t group)
 {
     memset(a, 0, sizeof *a);
     a->fmt = fmt;
@@ -34,32 +37,39 @@ void het_npu_act_bind(struct het_npu_actbuf *a, void *buf, enum het_npu_act fmt,
         a->bf = (uint16_t *)p;    p += align64(m * k * 2);
         a->gsumf = (float *)p;
     } else {
-        a->scale = (float *)p;    p += align64(m * sizeof(float));
+        a->group = group;
+        a->n_scales = K / group;
+        a->scale = (float *)p;    p += align64(m * (size_t)a->n_scales * sizeof(float));
         a->q = (int8_t *)p;       p += align64(m * k);
         a->gsum = (int32_t *)p;
     }
 }
 
-float het_npu_quantize_row_i8(const float *x, int64_t K, int8_t *q)
+float het_npu_quantize_group_i8(const float *x, int64_t n, int8_t *q)
 {
     float amax = 0.0f;
     bool finite = true;
-    for (int64_t k = 0; k < K; k++) {
+    for (int64_t k = 0; k < n; k++) {
         const float v = fabsf(x[k]);
         if (!(v <= 3.4028234663852886e38f)) finite = false;   /* inf or NaN */
         else if (v > amax) amax = v;
     }
     if (!finite) {                      /* the row's outputs become NaN, not garbage */
-        memset(q, 0, (size_t)K);
+        memset(q, 0, (size_t)n);
         return NAN;
     }
     const float d = amax / 127.0f;
     const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    for (int64_t k = 0; k < K; k++) {
+    for (int64_t k = 0; k < n; k++) {
         int v = het_nearest_int(x[k] * id);
         q[k] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
     }
     return d;
+}
+
+void het_npu_quantize_row_i8(const float *x, int64_t K, int64_t group, int8_t *q, float *d)
+{
+    for (int64_t a = 0; a < K / group; a++) d[a] = het_npu_quantize_group_i8(x + a * group, group, q + a * group);
 }
 
 void het_npu_act_set_row(struct het_npu_actbuf *a, int64_t m, const float *x)
@@ -78,10 +88,11 @@ void het_npu_act_set_row(struct het_npu_actbuf *a, int64_t m, const float *x)
     }
     int8_t *q = a->q + m * K;
     int32_t *gs = a->gsum + m * ng;
+    float *d = a->scale + m * a->n_scales;
     if (x) {
-        a->scale[m] = het_npu_quantize_row_i8(x, K, q);
+        het_npu_quantize_row_i8(x, K, a->group, q, d);
     } else {
-        a->scale[m] = 0.0f;
+        memset(d, 0, sizeof(float) * (size_t)a->n_scales);
         memset(q, 0, (size_t)K);
     }
     for (int64_t g = 0; g < ng; g++) {
@@ -161,26 +172,41 @@ static void group_bf16(const struct het_npu_actbuf *a, int64_t g, int zp, int8_t
     }
 }
 
+/* acc[m][r] = sum_a d_a * part[m][r] at the end of activation group a (the
+ * first term assigned, not added to +0, so per-row equals d * S exactly). */
+static void apply_scales(const struct het_npu_actbuf *a, int64_t ia, float (*part)[HET_NPU_NTILE],
+                         float (*acc)[HET_NPU_NTILE])
+{
+    for (int64_t m = 0; m < a->Mpad; m++) {
+        const float d = a->scale[m * a->n_scales + ia];
+        for (int r = 0; r < HET_NPU_NTILE; r++) {
+            acc[m][r] = ia == 0 ? d * part[m][r] : acc[m][r] + d * part[m][r];
+            part[m][r] = 0.0f;
+        }
+    }
+}
+
 void het_npu_kernel_run(const struct het_npu_wdesc *d, const void *plane, const struct het_npu_actbuf *a,
                         float *out, size_t ldo, int64_t t0, int64_t t1)
 {
     const uint8_t *pl = plane;
     const int zp = (int)het_bf16_to_fp32(d->zp_bf16);
-    float acc[HET_NPU_MAX_MCHUNK][HET_NPU_NTILE];
+    const bool bf16 = a->fmt == HET_NPU_ACT_BF16;
+    const int64_t gpa = bf16 ? d->n_groups : a->group / HET_NPU_GROUP;   /* weight groups per activation group */
+    float acc[HET_NPU_MAX_MCHUNK][HET_NPU_NTILE], part[HET_NPU_MAX_MCHUNK][HET_NPU_NTILE];
     int8_t w[HET_NPU_NTILE][HET_NPU_GROUP];
     struct tile_params tp;
     for (int64_t t = t0; t < t1; t++) {
-        memset(acc, 0, sizeof(float) * HET_NPU_NTILE * (size_t)a->Mpad);
+        float (*sum)[HET_NPU_NTILE] = bf16 ? acc : part;   /* bf16: no scales, one plain sum */
+        memset(sum, 0, sizeof(float) * HET_NPU_NTILE * (size_t)a->Mpad);
         for (int64_t g = 0; g < d->n_groups; g++) {
             unpack_tile(d, pl, t, g, w);
             load_params(d, pl, t, g, &tp);
-            if (a->fmt == HET_NPU_ACT_BF16) group_bf16(a, g, zp, w, &tp, acc);
-            else group_i8(a, g, zp, w, &tp, acc);
+            if (bf16) group_bf16(a, g, zp, w, &tp, sum);
+            else group_i8(a, g, zp, w, &tp, sum);
+            if (!bf16 && (g + 1) % gpa == 0) apply_scales(a, g / gpa, part, acc);
         }
-        for (int64_t m = 0; m < a->Mpad; m++) {
-            float *o = out + (size_t)m * ldo + (size_t)t * HET_NPU_NTILE;
-            const float dm = a->fmt == HET_NPU_ACT_BF16 ? 1.0f : a->scale[m];
-            for (int r = 0; r < HET_NPU_NTILE; r++) o[r] = a->fmt == HET_NPU_ACT_BF16 ? acc[m][r] : acc[m][r] * dm;
-        }
+        for (int64_t m = 0; m < a->Mpad; m++)
+            memcpy(out + (size_t)m * ldo + (size_t)t * HET_NPU_NTILE, acc[m], sizeof(float) * HET_NPU_NTILE);
     }
 }

@@ -1,6 +1,7 @@
 /*
  * npu_exec.c — one MUL_MAT on the NPU: which nodes qualify, gathering the
- * (possibly strided) activation rows, quantising them per the contract,
+ * (possibly strided) activation rows, quantising them per the contract
+ * (int8 with the device's activation group, 32 or the whole row, or bf16),
  * padding M to the kernel's M tile, running the kernel (emulated on the
  * CPU, or submitted to the amdxdna executor), and scattering the f32 result
  * into dst with dst's strides. src0 is broadcast over dims 2 and 3.
@@ -16,6 +17,12 @@
 #include <string.h>
 
 /* ---- which nodes ------------------------------------------------------------ */
+
+int64_t npu_act_group(const struct npu_ctx *c, int64_t K)
+{
+    if (c->params.act == HET_NPU_ACT_BF16) return 0;
+    return c->params.act_group == HET_NPU_ACT_GROUP_ROW ? K : HET_NPU_ACT_GROUP_32;
+}
 
 /* Does one tile column of d fit a staging slot? */
 static bool chunk_fits(const struct npu_ctx *c, const struct het_npu_wdesc *d)
@@ -43,8 +50,9 @@ bool npu_node_ok(const struct npu_ctx *c, const struct het_tensor *node)
         if (r && !r->rejected) d = r->d;
         else if (het_npu_layout_plan(&d, w->type, w->ne, NULL) != HET_OK) return false;
         if (!npu_hw_usable(c->hw)) return false;
-        if (npu_hw_m_tile(c->hw, &d, x->ne[1], c->params.act) > 0) return true;
-        return c->ring.slot_bytes && npu_hw_chunk_tiles(c->hw, &d, x->ne[1], c->params.act, c->ring.slot_bytes) > 0;
+        const int64_t ag = npu_act_group(c, d.K);
+        if (npu_hw_m_tile(c->hw, &d, x->ne[1], c->params.act, ag) > 0) return true;
+        return c->ring.slot_bytes && npu_hw_chunk_tiles(c->hw, &d, x->ne[1], c->params.act, ag, c->ring.slot_bytes) > 0;
     }
     return true;
 }
@@ -82,10 +90,23 @@ struct mm_job {
     struct npu_wrec       *r;
     int64_t                K, N, M, MT, Mtot;
     int64_t                i2, i3, plane;
-    struct het_npu_actbuf  act;      /* all Mtot rows of this plane */
+    int64_t                ag;       /* int8 activation group (32 or K), 0: bf16 */
+    uint8_t               *act_base; /* Mtot / MT activation buffers of this plane */
+    size_t                 act_chunk_bytes;
     float                 *out;      /* MT x ldo                     */
     size_t                 ldo;      /* Npad                         */
 };
+
+/* The activation buffer of M-chunk m0 / MT: one buffer per kernel call,
+ * laid out as the contract says for MT rows, chunks back to back. */
+static struct het_npu_actbuf act_chunk(const struct mm_job *j, int64_t m0)
+{
+    struct het_npu_actbuf a;
+    const int64_t rows = j->M - m0 < j->MT ? j->M - m0 : j->MT;
+    het_npu_act_bind(&a, j->act_base + (size_t)(m0 / j->MT) * j->act_chunk_bytes, j->c->params.act,
+                     rows > 0 ? rows : 0, j->MT, j->K, j->ag);
+    return a;
+}
 
 /* Quantise all M rows of batch (i2, i3), padded with zero rows to Mtot. */
 static void fill_activations(struct mm_job *j)
@@ -93,34 +114,19 @@ static void fill_activations(struct mm_job *j)
     const struct het_tensor *x = j->x;
     const uint8_t *base = (const uint8_t *)npu_tensor_addr(x) + (size_t)j->i2 * x->nb[2] + (size_t)j->i3 * x->nb[3];
     float *row = j->c->row;
-    for (int64_t m = 0; m < j->Mtot; m++) {
-        if (m >= j->M) {
-            het_npu_act_set_row(&j->act, m, NULL);
-            continue;
+    for (int64_t m0 = 0; m0 < j->Mtot; m0 += j->MT) {
+        struct het_npu_actbuf a = act_chunk(j, m0);
+        for (int64_t m = m0; m < m0 + j->MT; m++) {
+            if (m >= j->M) {
+                het_npu_act_set_row(&a, m - m0, NULL);
+                continue;
+            }
+            const uint8_t *src = base + (size_t)m * x->nb[1];
+            if (x->nb[0] == sizeof(float)) memcpy(row, src, sizeof(float) * (size_t)j->K);
+            else for (int64_t k = 0; k < j->K; k++) memcpy(&row[k], src + (size_t)k * x->nb[0], sizeof(float));
+            het_npu_act_set_row(&a, m - m0, row);
         }
-        const uint8_t *src = base + (size_t)m * x->nb[1];
-        if (x->nb[0] == sizeof(float)) memcpy(row, src, sizeof(float) * (size_t)j->K);
-        else for (int64_t k = 0; k < j->K; k++) memcpy(&row[k], src + (size_t)k * x->nb[0], sizeof(float));
-        het_npu_act_set_row(&j->act, m, row);
     }
-}
-
-/* Rows [m0, m0 + MT) of the activations as a kernel-call view. */
-static struct het_npu_actbuf act_chunk(const struct mm_job *j, int64_t m0)
-{
-    struct het_npu_actbuf a = j->act;
-    a.Mpad = j->MT;
-    a.M = j->M - m0 < j->MT ? j->M - m0 : j->MT;
-    const size_t K = (size_t)j->K, ng = (size_t)a.n_groups;
-    if (a.fmt == HET_NPU_ACT_BF16) {
-        a.bf += (size_t)m0 * K;
-        a.gsumf += (size_t)m0 * ng;
-    } else {
-        a.scale += m0;
-        a.q += (size_t)m0 * K;
-        a.gsum += (size_t)m0 * ng;
-    }
-    return a;
 }
 
 static void scatter(const struct mm_job *j, int64_t m0, int64_t n0, int64_t n1)
@@ -195,7 +201,8 @@ static enum het_status stage(struct mm_job *j, int64_t t0, int64_t t1, struct wc
 static int64_t chunk_tiles(const struct mm_job *j)
 {
     const struct het_npu_wdesc *d = &j->r->d;
-    if (j->c->hw) return npu_hw_chunk_tiles(j->c->hw, d, j->M, j->c->params.act, j->c->ring.slot_bytes);
+    if (j->c->hw)
+        return npu_hw_chunk_tiles(j->c->hw, d, j->M, j->c->params.act, npu_act_group(j->c, d->K), j->c->ring.slot_bytes);
     const size_t per_tile = (size_t)d->n_groups * (d->tile_bytes + (size_t)HET_NPU_NTILE * 2 *
                             ((d->flags & HET_NPU_WF_BIAS) ? 4 : 2));
     int64_t t = (int64_t)(j->c->ring.slot_bytes / (per_tile ? per_tile : 1));
@@ -266,7 +273,7 @@ enum het_status npu_exec_matmul(struct npu_ctx *c, struct het_tensor *node, het_
         const int64_t ct = j.r->resident ? 0 : chunk_tiles(&j);
         const int64_t kne[4] = { j.K, ct * HET_NPU_NTILE, 1, 1 };
         if (ct > 0) het_npu_layout_plan(&kd, w->type, kne, NULL);
-        mt = (j.r->resident || ct > 0) ? npu_hw_m_tile(c->hw, &kd, j.M, c->params.act) : 0;
+        mt = (j.r->resident || ct > 0) ? npu_hw_m_tile(c->hw, &kd, j.M, c->params.act, npu_act_group(c, j.K)) : 0;
         if (mt <= 0)
             return het_error_set(err, HET_ERR_UNSUPPORTED, "npu: no kernel in the pack for '%s' (K %lld, N %lld, M %lld)",
                                  w->name, (long long)j.K, (long long)kd.Npad, (long long)j.M);
@@ -275,12 +282,14 @@ enum het_status npu_exec_matmul(struct npu_ctx *c, struct het_tensor *node, het_
     j.Mtot = (j.M + j.MT - 1) / j.MT * j.MT;
     j.ldo = (size_t)j.r->d.Npad;
     void *act = NULL;
+    j.ag = npu_act_group(c, j.K);
+    j.act_chunk_bytes = het_npu_act_bytes(c->params.act, j.MT, j.K, j.ag);   /* a multiple of 64 */
     st = grow((void **)&c->row, &c->row_cap, sizeof(float) * (size_t)j.K, err);
     if (st == HET_OK)
-        st = get_io(c, het_npu_act_bytes(c->params.act, j.Mtot, j.K), sizeof(float) * (size_t)j.MT * j.ldo, &act,
-                    &j.out, err);
+        st = get_io(c, j.act_chunk_bytes * (size_t)(j.Mtot / j.MT), sizeof(float) * (size_t)j.MT * j.ldo, &act, &j.out,
+                    err);
     if (st != HET_OK) return st;
-    het_npu_act_bind(&j.act, act, c->params.act, j.M, j.Mtot, j.K);
+    j.act_base = act;
     const int64_t r2 = j.x->ne[2] / w->ne[2], r3 = j.x->ne[3] / w->ne[3];
     for (j.i3 = 0; j.i3 < j.x->ne[3] && st == HET_OK; j.i3++) {
         for (j.i2 = 0; j.i2 < j.x->ne[2] && st == HET_OK; j.i2++) {

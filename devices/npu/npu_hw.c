@@ -14,6 +14,12 @@
  * as are timeouts and lost devices: all of them mark the device unusable so
  * supports_op turns false and the scheduler falls back.
  *
+ * Activations: the host quantises with the activation group of the kernel
+ * it runs (the pack states it per kernel, het_npu_params.act_group selects
+ * it), so the act buffer (scales [Mpad][K/act_group], int8 values, group
+ * sums) is what that kernel expects; an "act_group" argument word passes
+ * the group to kernels that take it at run time.
+ *
  * Nothing here has run on hardware (see devices/npu/README.md).
  */
 #include "devices/npu/npu_drv.h"
@@ -154,25 +160,29 @@ bool npu_hw_usable(const struct npu_hw *hw) { return hw && !hw->lost; }
 
 /* ---- kernels ------------------------------------------------------------------------ */
 
-static int find_kernel(const struct npu_hw *hw, const struct het_npu_wdesc *d, int64_t M, enum het_npu_act act)
+static int find_kernel(const struct npu_hw *hw, const struct het_npu_wdesc *d, int64_t M, enum het_npu_act act,
+                       int64_t act_group)
 {
-    const struct npu_kernel_desc *k = npu_kpack_find(&hw->pack, d->fmt, act, d->K, d->Npad, M);
+    const struct npu_kernel_desc *k = npu_kpack_find(&hw->pack, d->fmt, act, act_group, d->K, d->Npad, M);
     return k ? (int)(k - hw->pack.k) : -1;
 }
 
-int64_t npu_hw_m_tile(const struct npu_hw *hw, const struct het_npu_wdesc *d, int64_t M, enum het_npu_act act)
+int64_t npu_hw_m_tile(const struct npu_hw *hw, const struct het_npu_wdesc *d, int64_t M, enum het_npu_act act,
+                      int64_t act_group)
 {
-    const int i = find_kernel(hw, d, M, act);
+    const int i = find_kernel(hw, d, M, act, act_group);
     return i < 0 ? 0 : hw->pack.k[i].m_tile;
 }
 
 int64_t npu_hw_chunk_tiles(const struct npu_hw *hw, const struct het_npu_wdesc *d, int64_t M, enum het_npu_act act,
-                           size_t slot_bytes)
+                           int64_t act_group, size_t slot_bytes)
 {
     int64_t best = 0;
     for (int i = 0; i < hw->pack.n; i++) {
         const struct npu_kernel_desc *k = &hw->pack.k[i];
-        if (k->wfmt != d->fmt || k->act != act || k->K != d->K || k->N > d->Npad || d->Npad % k->N) continue;
+        if (k->wfmt != d->fmt || k->act != act || k->act_group != act_group || k->K != d->K || k->N > d->Npad ||
+            d->Npad % k->N)
+            continue;
         struct het_npu_wdesc sub;
         const int64_t ne[4] = { d->K, k->N, 1, 1 };
         if (het_npu_layout_plan(&sub, d->src_type, ne, NULL) != HET_OK || sub.total_bytes > slot_bytes) continue;
@@ -379,6 +389,7 @@ static enum het_status build_cmd(struct npu_hw *hw, int ki, uint64_t act_addr, u
         case NPU_ARG_ACT:     put64(w, &n, act_addr); break;
         case NPU_ARG_WEIGHTS: put64(w, &n, w_addr); break;
         case NPU_ARG_OUT:     put64(w, &n, out_addr); break;
+        case NPU_ARG_ACT_GROUP: w[n++] = (uint32_t)kd->act_group; break;
         }
     }
     if ((size_t)n * 4 > CMD_BYTES) return het_error_set(err, HET_ERR_INVALID, "npu: command packet too long");
@@ -403,10 +414,10 @@ enum het_status npu_hw_run(struct npu_hw *hw, const struct het_npu_wdesc *d, con
                            uint64_t *token, het_error *err)
 {
     if (hw->lost) return het_error_set(err, HET_ERR_DEVICE_LOST, "npu: device unusable after an earlier failure");
-    const int ki = find_kernel(hw, d, a->Mpad, a->fmt);
+    const int ki = find_kernel(hw, d, a->Mpad, a->fmt, a->group);
     if (ki < 0 || hw->pack.k[ki].m_tile != a->Mpad)
-        return het_error_set(err, HET_ERR_UNSUPPORTED, "npu: no kernel for K %lld N %lld M tile %lld",
-                             (long long)d->K, (long long)d->Npad, (long long)a->Mpad);
+        return het_error_set(err, HET_ERR_UNSUPPORTED, "npu: no kernel for K %lld N %lld M tile %lld act_group %lld",
+                             (long long)d->K, (long long)d->Npad, (long long)a->Mpad, (long long)a->group);
     enum het_status st = use_kernel(hw, ki, err);
     if (st != HET_OK) return st;
     uint64_t w_addr;
@@ -422,7 +433,7 @@ enum het_status npu_hw_run(struct npu_hw *hw, const struct het_npu_wdesc *d, con
         w_addr = wb->xdna_addr + bo_off;
         w_handle = wb->handle;
     }
-    const uint64_t aoff = act_offset(hw, a), abytes = het_npu_act_bytes(a->fmt, a->Mpad, a->K);
+    const uint64_t aoff = act_offset(hw, a), abytes = het_npu_act_bytes(a->fmt, a->Mpad, a->K, a->group);
     const uint64_t ooff = (uint64_t)((uint8_t *)out - (uint8_t *)hw->out.map);
     const uint64_t obytes = ((uint64_t)(a->Mpad - 1) * ldo + (uint64_t)d->Npad) * sizeof(float);
     const bool check = !hw->k[ki].checked;

@@ -126,18 +126,22 @@ enum het_status npu_ring_acquire(struct npu_ring *r, npu_ring_wait_fn wait, void
 void            npu_ring_release(struct npu_ring *r, int slot, uint64_t token);
 
 /* ---- npu_exec.c ---- */
+/* int8 activation group of a matmul with this K (32 or K); 0 for bf16. */
+int64_t         npu_act_group(const struct npu_ctx *c, int64_t K);
 enum het_status npu_exec_matmul(struct npu_ctx *c, struct het_tensor *node, het_error *err);
 bool            npu_node_ok(const struct npu_ctx *c, const struct het_tensor *node);
 
 /* ---- npu_hw.c (amdxdna) ---- */
 enum het_status npu_hw_open(struct npu_ctx *c, het_error *err);
 void            npu_hw_close(struct npu_hw *hw);
-/* M tile of the compiled kernel for this weight layout and M (0: none). */
-int64_t         npu_hw_m_tile(const struct npu_hw *hw, const struct het_npu_wdesc *d, int64_t M, enum het_npu_act act);
+/* M tile of the compiled kernel for this weight layout, M and activation
+ * format and group (npu_act_group) (0: none). */
+int64_t         npu_hw_m_tile(const struct npu_hw *hw, const struct het_npu_wdesc *d, int64_t M, enum het_npu_act act,
+                              int64_t act_group);
 /* Tiles per streamed chunk on hardware: the widest kernel (K, Nc) with
  * Npad % Nc == 0 whose weights fit a staging slot (0: none). */
 int64_t         npu_hw_chunk_tiles(const struct npu_hw *hw, const struct het_npu_wdesc *d, int64_t M,
-                                   enum het_npu_act act, size_t slot_bytes);
+                                   enum het_npu_act act, int64_t act_group, size_t slot_bytes);
 /* False after a timeout, a lost device or a failed self-check. */
 bool            npu_hw_usable(const struct npu_hw *hw);
 enum het_status npu_hw_register(struct npu_hw *hw, void *base, size_t size, het_error *err);

@@ -143,12 +143,12 @@ enum het_status npu_kbin_load(const struct npu_kernel_desc *k, struct npu_kbin *
 /* ---- choosing a kernel ------------------------------------------------------------ */
 
 const struct npu_kernel_desc *npu_kpack_find(const struct npu_kpack *p, enum het_npu_wfmt wfmt, enum het_npu_act act,
-                                             int64_t K, int64_t Npad, int64_t M)
+                                             int64_t act_group, int64_t K, int64_t Npad, int64_t M)
 {
     const struct npu_kernel_desc *best = NULL;
     for (int i = 0; p && i < p->n; i++) {
         const struct npu_kernel_desc *k = &p->k[i];
-        if (k->wfmt != wfmt || k->act != act || k->K != K || k->N != Npad) continue;
+        if (k->wfmt != wfmt || k->act != act || k->act_group != act_group || k->K != K || k->N != Npad) continue;
         if (!best) { best = k; continue; }
         const bool k_fits = k->m_tile <= M, b_fits = best->m_tile <= M;
         if (M == 1 ? k->m_tile < best->m_tile
@@ -263,7 +263,7 @@ static enum het_status parse_arg(const char *s, const char *path, struct npu_kar
 {
     static const struct { const char *word; enum npu_argkind kind; } plain[] = {
         {"instr", NPU_ARG_INSTR}, {"ninstr", NPU_ARG_NINSTR}, {"act", NPU_ARG_ACT},
-        {"weights", NPU_ARG_WEIGHTS}, {"out", NPU_ARG_OUT},
+        {"weights", NPU_ARG_WEIGHTS}, {"out", NPU_ARG_OUT}, {"act_group", NPU_ARG_ACT_GROUP},
     };
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
         if (strcmp(s, plain[i].word) == 0) { a->kind = plain[i].kind; a->value = 0; return HET_OK; }
@@ -281,7 +281,8 @@ static enum het_status parse_arg(const char *s, const char *path, struct npu_kar
         a->value = v;
         return HET_OK;
     }
-    return ferr(err, path, "'%.48s' is not an argument (opcode:N, instr, ninstr, act, weights, out, u32:N, u64:N)", s);
+    return ferr(err, path, "'%.48s' is not an argument (opcode:N, instr, ninstr, act, weights, out, act_group, "
+                "u32:N, u64:N)", s);
 }
 
 static enum het_status parse_args(json_t *k, const char *path, struct npu_kernel_desc *d, het_error *err)
@@ -293,7 +294,7 @@ static enum het_status parse_args(json_t *k, const char *path, struct npu_kernel
     if (a && (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > NPU_MAX_KARGS))
         return ferr(err, ap, "must be an array of 1..%d strings", NPU_MAX_KARGS);
     d->n_args = a ? (int)json_array_size(a) : 6;
-    int seen[NPU_ARG_U64 + 1] = {0};
+    int seen[NPU_ARG_ACT_GROUP + 1] = {0};
     for (int i = 0; i < d->n_args; i++) {
         char ep[112];
         snprintf(ep, sizeof ep, "%s[%d]", ap, i);
@@ -305,13 +306,38 @@ static enum het_status parse_args(json_t *k, const char *path, struct npu_kernel
     }
     if (seen[NPU_ARG_ACT] != 1 || seen[NPU_ARG_WEIGHTS] != 1 || seen[NPU_ARG_OUT] != 1)
         return ferr(err, ap, "must name act, weights and out exactly once each");
+    if (seen[NPU_ARG_ACT_GROUP] && d->act != HET_NPU_ACT_INT8)
+        return ferr(err, ap, "'act_group' is an argument of int8 kernels only");
     return HET_OK;
 }
 
-static enum het_status parse_kernel(json_t *k, int i, const char *dir, struct npu_kernel_desc *d, het_error *err)
+/* int8 kernels: version 2 states the activation group (32 or k); version 1
+ * predates the field and its kernels are per-row (group k). bf16: none. */
+static enum het_status parse_act_group(json_t *k, const char *path, int64_t version, struct npu_kernel_desc *d,
+                                       het_error *err)
 {
-    static const char *const keys[] = {"name", "op", "weights", "act", "m_tile", "k", "n", "xclbin", "insts",
-                                       "kernel", "tiles", "args", NULL};
+    json_t *v = json_object_get(k, "act_group");
+    if (v && version < 2) return ferr(err, path, "'act_group' needs \"version\": 2 (version 1 kernels are per-row)");
+    if (d->act != HET_NPU_ACT_INT8) {
+        if (v) return ferr(err, path, "'act_group' applies to int8 kernels only");
+        d->act_group = 0;
+        return HET_OK;
+    }
+    if (version < 2) {
+        d->act_group = d->K;
+        return HET_OK;
+    }
+    enum het_status st = get_int(k, "act_group", path, true, 1, (int64_t)1 << 28, &d->act_group, err);
+    if (st == HET_OK && d->act_group != HET_NPU_ACT_GROUP_32 && d->act_group != d->K)
+        st = ferr(err, path, "'act_group' = %lld is neither 32 nor k (%lld)", (long long)d->act_group, (long long)d->K);
+    return st;
+}
+
+static enum het_status parse_kernel(json_t *k, int i, int64_t version, const char *dir, struct npu_kernel_desc *d,
+                                    het_error *err)
+{
+    static const char *const keys[] = {"name", "op", "weights", "act", "act_group", "m_tile", "k", "n", "xclbin",
+                                       "insts", "kernel", "tiles", "args", NULL};
     static const char *const ops[] = {"matmul", NULL}, *const wf[] = {"q4", "i8", NULL}, *const acts[] = {"int8", "bf16", NULL};
     char path[48];
     snprintf(path, sizeof path, "kernels[%d]", i);
@@ -338,7 +364,8 @@ static enum het_status parse_kernel(json_t *k, int i, const char *dir, struct np
     d->wfmt = w == 0 ? HET_NPU_W_Q4 : HET_NPU_W_I8;
     d->act = act == 0 ? HET_NPU_ACT_INT8 : HET_NPU_ACT_BF16;
     d->tiles = (uint32_t)tiles;
-    st = parse_args(k, path, d, err);
+    st = parse_act_group(k, path, version, d, err);
+    if (st == HET_OK) st = parse_args(k, path, d, err);
     if (st == HET_OK) st = check_file(dir, xname, path, "xclbin", true, d->xclbin, sizeof d->xclbin, err);
     if (st == HET_OK) st = check_file(dir, iname, path, "insts", false, d->insts, sizeof d->insts, err);
     return st;
@@ -357,7 +384,8 @@ static enum het_status parse_top(json_t *root, const char *dir, struct npu_kpack
     if (st == HET_OK && strcmp(fmt, "het-npu-kernels") != 0)
         return ferr(err, "format", "'%s' is not \"het-npu-kernels\"", fmt);
     if (st == HET_OK) st = get_int(root, "version", "top level", true, 1, 1000, &version, err);
-    if (st == HET_OK && version != 1) return ferr(err, "version", "%lld is not supported (1)", (long long)version);
+    if (st == HET_OK && version != 1 && version != 2)
+        return ferr(err, "version", "%lld is not supported (1, 2)", (long long)version);
     if (st == HET_OK) st = get_enum(root, "device", "top level", false, devs, &dev, err);
     if (st != HET_OK) return st;
     snprintf(out->device, sizeof out->device, "%s", devs[dev]);
@@ -375,7 +403,7 @@ static enum het_status parse_top(json_t *root, const char *dir, struct npu_kpack
     out->k = calloc((size_t)out->n, sizeof *out->k);
     if (!out->k) return het_error_set(err, HET_ERR_NOMEM, MANIFEST ": out of memory");
     for (int i = 0; i < out->n; i++) {
-        st = parse_kernel(json_array_get(ks, (size_t)i), i, dir, &out->k[i], err);
+        st = parse_kernel(json_array_get(ks, (size_t)i), i, version, dir, &out->k[i], err);
         if (st != HET_OK) return st;
         for (int j = 0; j < i; j++)
             if (strcmp(out->k[j].name, out->k[i].name) == 0) {

@@ -4,7 +4,7 @@
  * stream as built by AMD's mlir-aie / IRON tools.
  *
  * manifest.json (every field checked; unknown fields are errors):
- *   { "format": "het-npu-kernels", "version": 1,
+ *   { "format": "het-npu-kernels", "version": 2,       (1: see act_group)
  *     "device": "xdna1" | "xdna2" | "any",            (optional, default any)
  *     "switch_us": 2000,                              (optional, measured cost
  *                                                      of loading a kernel)
@@ -13,6 +13,11 @@
  *         "op": "matmul",
  *         "weights": "q4" | "i8",                     (NPU tile layout format)
  *         "act": "int8" | "bf16",                     (optional, default int8)
+ *         "act_group": 32,                            (int8 kernels of version 2:
+ *                                                      required, 32 or k: elements
+ *                                                      per activation scale; version
+ *                                                      1 kernels are per-row (k) and
+ *                                                      may not state it; bf16: absent)
  *         "m_tile": 1,                                (1..128: M is padded to it)
  *         "k": 2048, "n": 2048,                       (multiples of 32; n = Npad)
  *         "xclbin": "gemv_q4_2048x2048.xclbin",       (relative to the pack)
@@ -23,7 +28,11 @@
  *                  "act", "weights", "out"] } ] }
  * Argument words after the ERT_START_NPU header, in order: "opcode:N" (u64 N),
  * "instr" (u64 NPU address of the instructions), "ninstr" (u32 word count),
- * "act", "weights", "out" (u64 NPU addresses), "u32:N", "u64:N" literals.
+ * "act", "weights", "out" (u64 NPU addresses), "act_group" (u32: the
+ * kernel's activation group, int8 kernels only), "u32:N", "u64:N" literals.
+ * The host quantises activations with the act_group of the kernel it runs
+ * (het_npu_params.act_group selects the kernels), so the scales in the act
+ * buffer are always the ones the kernel expects.
  */
 #ifndef HET_NPU_MANIFEST_H
 #define HET_NPU_MANIFEST_H
@@ -47,6 +56,7 @@ enum npu_argkind {
     NPU_ARG_OUT,
     NPU_ARG_U32,
     NPU_ARG_U64,
+    NPU_ARG_ACT_GROUP,
 };
 
 struct npu_karg {
@@ -58,6 +68,7 @@ struct npu_kernel_desc {
     char              name[64];
     enum het_npu_wfmt wfmt;
     enum het_npu_act  act;
+    int64_t           act_group;      /* int8: 32 or K (per-row); bf16: 0 */
     int64_t           m_tile, K, N;
     char              xclbin[PATH_MAX];
     char              insts[PATH_MAX];
@@ -83,11 +94,11 @@ enum het_status npu_kpack_load(const char *dir, struct npu_kpack *out, het_error
 enum het_status npu_kpack_parse(const char *json, size_t len, const char *dir, struct npu_kpack *out, het_error *err);
 void            npu_kpack_free(struct npu_kpack *p);
 
-/* The kernel for (format, activations, K, Npad) best suited to M rows:
+/* The kernel for (format, activations, act_group, K, Npad) best suited to M rows:
  * M == 1 takes the smallest M tile, otherwise the largest tile <= M (else the
  * smallest). NULL when the pack has none for that shape. */
 const struct npu_kernel_desc *npu_kpack_find(const struct npu_kpack *p, enum het_npu_wfmt wfmt, enum het_npu_act act,
-                                             int64_t K, int64_t Npad, int64_t M);
+                                             int64_t act_group, int64_t K, int64_t Npad, int64_t M);
 
 /* The binaries of one kernel, loaded when the plan first needs it. */
 struct npu_kbin {

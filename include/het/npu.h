@@ -5,9 +5,10 @@
  *
  * What the NPU runs is one op: MUL_MAT with GGUF Q4_0, Q4_1, Q8_0 or Q4_K
  * weights, repacked once per model into the NPU tile layout, times F32
- * activations that the device quantises to int8 with a dynamic per-row
- * scale (devices/npu/README.md states the contract, the layout and the
- * error bound). Everything else stays on the other devices: supports_op
+ * activations that the device quantises to int8 with dynamic scales, one
+ * per group of 32 elements along K by default or one per row
+ * (devices/npu/README.md states the contract, the layout and the error
+ * bound). Everything else stays on the other devices: supports_op
  * says false and the planner routes it elsewhere.
  *
  * Modes:
@@ -47,9 +48,14 @@ enum het_npu_mode {
 
 /* Activation format the kernels take. */
 enum het_npu_act {
-    HET_NPU_ACT_INT8 = 0,  /* int8, one f32 scale per row: d = amax/127 (default) */
-    HET_NPU_ACT_BF16 = 1,  /* bf16, round to nearest even                         */
+    HET_NPU_ACT_INT8 = 0,  /* int8, one f32 scale d = amax/127 per activation group (default) */
+    HET_NPU_ACT_BF16 = 1,  /* bf16, round to nearest even                                      */
 };
+
+/* int8 activation groups (het_npu_params.act_group): K elements per scale.
+ * Scales are always dynamic (amax of the group at run time, never fixed). */
+#define HET_NPU_ACT_GROUP_32  32   /* one scale per 32 elements (default)         */
+#define HET_NPU_ACT_GROUP_ROW (-1) /* one scale per row (the group is K)          */
 
 /* NPU generations with a default profile. */
 enum het_npu_gen {
@@ -95,6 +101,8 @@ het_profile *het_npu_profile_build(const het_device *dev, het_error *err);
 struct het_npu_params {
     enum het_npu_mode mode;
     enum het_npu_act  act;           /* activation format (default int8)                     */
+    int               act_group;     /* int8: HET_NPU_ACT_GROUP_32 or HET_NPU_ACT_GROUP_ROW;
+                                        0: $HET_NPU_ACT_GROUP ("32" or "row"), else 32       */
     int               n_threads;     /* emulation threads; <= 0: OpenMP default               */
     struct het_pool  *pool;          /* repacked weights live here when set (not owned)       */
     const char       *kernel_pack;   /* hardware: kernel pack directory; NULL: $HET_NPU_KERNELS */
@@ -110,7 +118,7 @@ struct het_npu_params {
     int               timeout_ms;    /* hardware command timeout; <= 0: 10000                 */
 };
 
-/* Defaults for a mode (int8 activations, cache on, no pin limit). */
+/* Defaults for a mode (int8 activations, act_group 0, cache on, no pin limit). */
 void het_npu_params_default(struct het_npu_params *p, enum het_npu_mode mode);
 
 /* The device. het_npu_device_init(mode, err) is params_default + init_params.

@@ -90,7 +90,8 @@ bool het_plan_device_lossy(const struct het_plan_params *params, int d);
  * sensitivity group covers: above what was measured with int8 per-row
  * activations on the test models (0.5-1e-4 per layer matmul of the tiny
  * ones, 1.5e-5 for their logits; KL of several nodes adds up to less than
- * their sum), so predictions from it err high. A measured table replaces it
+ * their sum) and far above the per-32 default (down to 1e-14 on q8_0), so
+ * predictions from it err high. A measured table replaces it
  * (docs/accuracy.md). */
 #define HET_PLAN_DEFAULT_NODE_KL 2e-4
 
