@@ -123,9 +123,12 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
 /* Should weight t of w[0..n) be repacked (size bytes)? Compact panel forms
  * (no bigger than the file's blocks) always pay off. The larger forms do
  * not for the largest matrices (embedding/output), which are then streamed
- * as stored: there the bigger copy costs more bandwidth than it saves. An
- * embedding table with a separate output matrix is only gathered from. */
-static bool cpu_should_pack(const struct het_tensor *t, size_t size, struct het_tensor *const *w, int n)
+ * as stored: there the bigger copy costs more bandwidth than it saves, but
+ * only where a SIMD kernel streams that type (without one, the scalar GEMV
+ * would be ~25x slower than the panels). An embedding table with a separate
+ * output matrix is only gathered from. */
+static bool cpu_should_pack(const struct cpu_context *c, const struct het_tensor *t, size_t size,
+                            struct het_tensor *const *w, int n)
 {
     const bool embd = !strcmp(t->name, "token_embd.weight");
     if (embd) {
@@ -133,7 +136,7 @@ static bool cpu_should_pack(const struct het_tensor *t, size_t size, struct het_
             if (!strcmp(w[i]->name, "output.weight")) return false;
     }
     const bool big = embd || !strcmp(t->name, "output.weight");
-    return !big || size <= het_nbytes(t) + het_nbytes(t) / 16 + 4096;
+    return !big || size <= het_nbytes(t) + het_nbytes(t) / 16 + 4096 || !het_cpu_gemv_is_simd(t->type, c->isa);
 }
 
 /* Room for one weight's panels: a pool slice when a pool is registered. */
@@ -179,7 +182,7 @@ static enum het_status cpu_prepare_weights(het_device *dev, struct het_tensor *c
         struct het_tensor *t = w[i];
         if (t->ne[1] <= 1 || t->extra) continue;
         size_t size = het_cpu_mul_mat_repack_size(t, c->isa);
-        if (!size || !cpu_should_pack(t, size, w, n)) continue;
+        if (!size || !cpu_should_pack(c, t, size, w, n)) continue;
         if (c->n_packed == c->cap_packed) {
             int cap = c->cap_packed ? 2 * c->cap_packed : 64;
             void **np = realloc(c->packed, (size_t)cap * sizeof *np);

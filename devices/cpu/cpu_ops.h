@@ -76,6 +76,9 @@ enum het_status het_cpu_compute(const struct het_compute_params *p, struct het_t
 size_t          het_cpu_mul_mat_work_size(const struct het_tensor *node, int nth);
 bool            het_cpu_mul_mat_supports(const struct het_tensor *node);
 enum het_status het_cpu_mul_mat(const struct het_compute_params *p, struct het_tensor *dst);
+/* True when `isa` (or a level below it, above scalar) has a GEMV that streams
+ * `type` weights as stored; otherwise unpacked weights take the scalar one. */
+bool            het_cpu_gemv_is_simd(enum het_type type, enum het_cpu_isa isa);
 /* get_rows.c */
 enum het_status het_cpu_get_rows(const struct het_compute_params *p, struct het_tensor *dst);
 /* binary.c: add, mul */

@@ -112,6 +112,13 @@ static const struct het_mm_kernels *het_mm_pick_panel(enum het_type type, enum h
     return NULL;
 }
 
+bool het_cpu_gemv_is_simd(enum het_type type, enum het_cpu_isa isa)
+{
+    for (int lv = (int)isa; lv > (int)HET_CPU_ISA_SCALAR; lv--)
+        if (het_mm_level((enum het_cpu_isa)lv)->gemv[type]) return true;
+    return false;
+}
+
 /* Resolve each kernel from the highest level that has it. */
 static void het_mm_resolve(struct het_mm_plan *p, enum het_cpu_isa isa)
 {
