@@ -38,6 +38,7 @@ struct cal {
     int done, total;                 /* progress                               */
     int n_samples;
     int n_noisy;                     /* samples whose repetitions spread > 50% */
+    double cold_bytes;               /* weight bytes that leave the caches     */
 };
 
 static void tick(struct cal *c, const char *what)
@@ -171,14 +172,37 @@ static bool type_supported(het_device *dev, enum het_type t)
     return ok;
 }
 
-/* R: enough distinct weights to leave the caches (small M), enough work to
- * dwarf the split overhead, but no split longer than ~20 ms */
+/* Bytes a set of distinct weights must exceed so that a small-M matmul reads
+ * them from memory, as decode does, not from the last-level cache: four times
+ * the largest cache sysfs reports (a victim L3 still keeps part of a set twice
+ * its size), at least 128 MiB. sysconf's L3 figure is wrong in some VMs, so it
+ * is not used. */
+static double cold_bytes(void)
+{
+    double best = 32 * MB;
+    for (int i = 0; i < 8; i++) {
+        char path[96];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        double v = 0;
+        char unit = 0;
+        if (fscanf(f, "%lf%c", &v, &unit) >= 1)
+            best = fmax(best, v * (unit == 'M' ? MB : unit == 'K' ? 1024.0 : unit == 'G' ? 1024.0 * MB : 1.0));
+        fclose(f);
+    }
+    return fmin(fmax(4 * best, 128 * MB), 512 * MB);
+}
+
+/* R: enough distinct weights to leave the caches (small M, where the cost
+ * is reading the weights), enough work to dwarf the split overhead, but no
+ * split longer than ~20 ms unless leaving the caches needs it */
 static int copies(const struct cal *c, double wbytes, int m, double est_us)
 {
-    double cache = m <= 16 ? ceil((c->quick ? 32 : 64) * MB / wbytes) : 1;
+    double cache = m <= 16 ? ceil(c->cold_bytes / wbytes) : 1;
     double work = ceil(1000.0 / est_us);
-    double r = fmax(cache, work), cap = fmax(1, floor(20000.0 / est_us));
-    return (int)fmax(1, fmin(fmin(r, cap), 16));
+    double cap = fmax(cache, fmax(1, floor(20000.0 / est_us)));
+    return (int)fmax(1, fmin(fmin(fmax(cache, work), cap), 4096));
 }
 
 static enum het_status sweep_matmul(struct cal *c, enum het_type t, const struct shape *sh, const int *ms, int n_ms,
@@ -190,7 +214,13 @@ static enum het_status sweep_matmul(struct cal *c, enum het_type t, const struct
         het_graph *g = het_graph_init(2 * r + 8);
         if (!g) return het_error_set(err, HET_ERR_NOMEM, "calibrate: out of memory");
         struct het_tensor *x = leaf(g, HET_TYPE_F32, sh->k, ms[i], 1, HET_TENSOR_FLAG_INPUT);
-        for (int k = 0; k < r; k++) het_mul_mat(g, leaf(g, t, sh->k, sh->n, 1, HET_TENSOR_FLAG_WEIGHT), x);
+        for (int k = 0; k < r; k++) {
+            struct het_tensor *w = leaf(g, t, sh->k, sh->n, 1, HET_TENSOR_FLAG_WEIGHT);
+            /* a vocabulary-sized matrix is the output projection: devices may
+             * treat it as they treat the model's (the CPU streams it as stored) */
+            if (w && sh->n >= 32000) het_tensor_set_name(w, "output.weight");
+            het_mul_mat(g, w, x);
+        }
         char what[96];
         snprintf(what, sizeof what, "matmul %s %lldx%lld M=%d", het_type_name(t), (long long)sh->n,
                  (long long)sh->k, ms[i]);
@@ -237,14 +267,16 @@ static het_graph *small_graph(enum small_op op, int m, int r)
                          : op == S_SOFTMAX ? leaf(g, HET_TYPE_F32, 64 * m, 16, 1, 0)
                          : leaf(g, HET_TYPE_F32, 1024, m, 1, 0);
     struct het_tensor *y = leaf(g, HET_TYPE_F32, 1024, m, 1, 0), *pos = leaf(g, HET_TYPE_I32, m, 1, 1, 0);
-    for (int k = 0; k < r; k++) {
+    /* a chain, as in a model: each node reads what the one before wrote
+     * (on a multi-core device, partly from the other cores' caches) */
+    for (int k = 0; k < r && x; k++) {
         switch (op) {
-        case S_NORM:    het_rms_norm(g, x, 1e-6f); break;
-        case S_ADD:     het_add(g, x, y); break;
-        case S_SWIGLU:  het_swiglu(g, x, y); break;
-        case S_ROPE:    het_rope(g, x, pos, 128, HET_ROPE_NEOX, 1e6f, 1); break;
-        case S_SOFTMAX: het_softmax(g, x, NULL, 0.1f, -1); break;
-        case S_CPY:     het_cpy(g, x, leaf(g, HET_TYPE_F16, 128, 8, m, HET_TENSOR_FLAG_STATE)); break;
+        case S_NORM:    x = het_rms_norm(g, x, 1e-6f); break;
+        case S_ADD:     x = het_add(g, x, y); break;
+        case S_SWIGLU:  x = het_swiglu(g, x, y); break;
+        case S_ROPE:    x = het_rope(g, x, pos, 128, HET_ROPE_NEOX, 1e6f, 1); break;
+        case S_SOFTMAX: x = het_softmax(g, x, NULL, 0.1f, -1); break;
+        case S_CPY:     het_cpy(g, x, leaf(g, HET_TYPE_F16, 128, 8, m, HET_TENSOR_FLAG_STATE)); break; /* into the cache */
         case S_COUNT:   break;
         }
     }
@@ -359,7 +391,7 @@ het_profile *het_calibrate_device(het_device *dev, const struct het_calibrate_pa
                       het_device_name(dev));
         return NULL;
     }
-    struct cal c = { .dev = dev, .p = p, .quick = p->quick };
+    struct cal c = { .dev = dev, .p = p, .quick = p->quick, .cold_bytes = cold_bytes() };
     c.max_node_us = (p->max_node_ms > 0 ? p->max_node_ms : p->quick ? 30 : 200) * 1e3;
     c.timing = (struct het_mbench_timing){ .min_reps = p->quick ? 4 : 5, .max_reps = p->quick ? 12 : 40,
                                            .target_spread = p->quick ? 0.08 : 0.03,

@@ -43,7 +43,11 @@ static void to_fit(const struct fit_data *d, const double *x, struct het_cost_fi
     }
 }
 
-/* sum of squared log-ratios of fit f over the samples in use */
+/* sum of squared log-ratios of fit f over the samples in use, each weighted
+ * by the logarithm of its time: a model's time is mostly its big ops, so a
+ * relative miss on a 1 ms matmul should cost more than one on a 5 us matmul
+ * (about 2x here), without letting the biggest samples, or a stray slow
+ * one, decide alone */
 static double sq_error(const struct fit_data *d, const struct het_cost_fit *f, double only_m)
 {
     double sum = 0;
@@ -51,7 +55,7 @@ static double sq_error(const struct fit_data *d, const struct het_cost_fit *f, d
         if (!d->use[i] || (only_m > 0 && d->s[i].m != only_m)) continue;
         struct het_op_cost c = { .flops = d->s[i].flops, .bytes = d->s[i].bytes, .m = d->s[i].m };
         double r = log(het_cost_fit_eval(f, &c) / d->s[i].us);
-        sum += r * r;
+        sum += log2(2 + d->s[i].us) * r * r;
     }
     return sum;
 }

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# test_calibrate_cli.sh — `hetrun calibrate` end to end on the CPU: it
+# writes a profile into $XDG_CACHE_HOME/het/profiles/ whose fits are
+# physically plausible (positive, finite, the matmul samples cover M = 1 ..
+# 256 and their weights were read from memory, not from a warm cache: M = 1
+# at no more than 3x the machine's measured read bandwidth), the next run
+# reuses it, `--recalibrate` replaces it, and `hetrun plan` labels its
+# predictions with it. No timing is asserted beyond that bandwidth sanity
+# bound, which only a cache-resident measurement can break.
+set -uo pipefail
+hetrun="${HET_HETRUN:?}"
+src="${HET_SOURCE_DIR:-.}"
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+export XDG_CACHE_HOME="$tmp/cache"
+unset HET_CALIBRATE
+pass=0; fail=0
+ok()  { pass=$((pass+1)); }
+bad() { fail=$((fail+1)); echo "FAIL: $*"; }
+check() { local what="$1"; shift; if "$@"; then ok; else bad "$what"; fi; }
+
+model="$src/models/stories260K.gguf"
+[ -f "$model" ] || { echo "skipped: $model missing"; exit 77; }
+command -v python3 >/dev/null || { echo "skipped: python3 needed to read the profile JSON"; exit 77; }
+
+"$hetrun" calibrate --device cpu --quick --types q4_0,q8_0 >"$tmp/out1" 2>"$tmp/err1"
+check "calibrate exits 0" [ $? = 0 ]
+prof=$(ls "$XDG_CACHE_HOME"/het/profiles/cpu-*.json 2>/dev/null | head -1)
+check "a cpu profile is stored under \$XDG_CACHE_HOME/het/profiles" [ -n "$prof" ]
+check "calibrate says where it stored the profile" grep -q "stored in $prof" "$tmp/out1"
+
+# the machine's read bandwidth, as bench measures it (GB/s)
+bw=$("$hetrun" bench -m "$model" -p 8 -n 8 -r 1 --device cpu --json 2>/dev/null |
+     python3 -c "import json,sys; j=json.load(sys.stdin); print(j.get('read_bandwidth_gbs', 0))")
+python3 - "$prof" "${bw:-0}" >"$tmp/check" 2>&1 <<'PY'
+import json, math, sys
+p = json.load(open(sys.argv[1])); bw = float(sys.argv[2])
+errors = []
+if p.get("format") != "het-profile" or not p.get("measured"): errors.append("not a measured het-profile")
+mm = {m["type"]: m for m in p["models"] if m["op"] == "matmul"}
+for t in ("q4_0", "q8_0"):
+    m = mm.get(t)
+    if not m or not m.get("fit"): errors.append("no fitted %s matmul model" % t); continue
+    f = m["fit"]
+    for k in ("t0_us", "gbps", "gflops"):
+        if not (f[k] > 0 and math.isfinite(f[k])): errors.append("%s fit.%s = %r" % (t, k, f[k]))
+    ms = sorted({s["m"] for s in m["samples"]})
+    if ms[0] != 1 or ms[-1] < 256: errors.append("%s samples cover M %s" % (t, ms))
+    for s in m["samples"]:
+        if s["m"] == 1 and bw > 0 and s["bytes"] / s["us"] / 1e3 > 3 * bw:
+            errors.append("%s M=1 read %.1f GB/s, more than 3x the measured %.1f GB/s: weights were cached"
+                          % (t, s["bytes"] / s["us"] / 1e3, bw))
+print("\n".join(errors) if errors else "ok")
+PY
+check "profile fits are plausible and cold: $(cat "$tmp/check")" grep -qx ok "$tmp/check"
+
+mtime=$(stat -c %Y "$prof")
+"$hetrun" plan -m "$model" --device cpu >"$tmp/plan" 2>&1
+check "plan runs with the stored profile" [ $? = 0 ]
+check "plan labels the profile as measured" grep -q "device cpu .*measured .*quick calibration" "$tmp/plan"
+sleep 1
+"$hetrun" calibrate --device cpu --quick --types q4_0 >"$tmp/out2" 2>&1
+check "second calibrate reuses the profile (file unchanged)" [ "$(stat -c %Y "$prof")" = "$mtime" ]
+"$hetrun" calibrate --device cpu --quick --types q4_0 --recalibrate >"$tmp/out3" 2>&1
+check "--recalibrate replaces it" [ "$(stat -c %Y "$prof")" != "$mtime" ]
+
+"$hetrun" calibrate --device nosuch >"$tmp/bad" 2>&1
+check "unknown device is an error" [ $? != 0 ]
+check "one line naming the device" [ "$(grep -c . "$tmp/bad")" = 1 ]
+
+echo "test_calibrate_cli: $pass passed, $fail failed"
+[ "$fail" = 0 ]
