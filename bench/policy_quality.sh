@@ -37,13 +37,18 @@ import sys
 pp, bpp, tg, btg = map(float, sys.argv[1:])
 print("planner vs best measured: pp %.1f%% of best, tg %.1f%% of best (target >= 95%%)" % (100*pp/bpp, 100*tg/btg))
 PY
+tmp="$(mktemp)"; trap 'rm -f "$tmp"' EXIT
 for phase in prefill decode; do
-    j=$("$hetrun" plan -m "$model" --devices "$devices" --phase "$phase" --batch "$pp" --past "$tg" --measure --json 2>/dev/null)
-    python3 - "$j" "$phase" <<'PY'
+    # the plan JSON has one object per node: read it from a file, not argv
+    "$hetrun" plan -m "$model" --devices "$devices" --phase "$phase" --batch "$pp" --past "$tg" --measure --json \
+        >"$tmp" 2>/dev/null
+    python3 - "$tmp" "$phase" <<'PY'
 import json, sys
-j = json.loads(sys.argv[1])
+j = json.load(open(sys.argv[1]))
 p, m = j.get("total_pred_us"), j.get("measured_us")
 err = (p / m - 1) * 100 if p and m else float("nan")
-print("%-8s predicted %.0f us, measured %.0f us, error %+.1f%% (target within 15%%)" % (sys.argv[2], p or 0, m or 0, err))
+devs = sorted({n["device"] for n in j.get("nodes", [])})
+print("%-8s predicted %.0f us, measured %.0f us, error %+.1f%% (target within 15%%); plan uses %s"
+      % (sys.argv[2], p or 0, m or 0, err, ",".join(devs)))
 PY
 done

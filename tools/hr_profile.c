@@ -224,8 +224,10 @@ void hr_print_crossovers(FILE *f, const het_profile *const *p, int n, const enum
                 double m0 = het_plan_crossover(p[a], p[b], types[t], rows, cols, 0, NULL);
                 if (isnan(m0) && isnan(het_plan_crossover(p[b], p[a], types[t], rows, cols, 0, NULL))) continue;
                 if (m == 0) continue; /* reported from the other side as "never" */
-                fprintf(f, "  %s matmul %lldx%lld: ", het_type_name(types[t]), (long long)rows, (long long)cols);
-                if (isnan(m)) fprintf(f, "%s faster than %s at every M (with hand-offs)\n", na, nb);
+                /* a's point of view: the activations are on a; b costs the hand-off there and back */
+                fprintf(f, "  %s matmul %lldx%lld, data on %s: ", het_type_name(types[t]), (long long)rows,
+                        (long long)cols, na);
+                if (isnan(m)) fprintf(f, "%s at every M (moving to %s and back never pays)\n", na, nb);
                 else
                     fprintf(f, "%s below %.1f MFLOP (M=%g), %s above (hand-offs %.0f us included)%s\n", na,
                             flops / 1e6, m, nb, there_back,
