@@ -175,19 +175,25 @@ static int cmp_run(const void *a, const void *b)
 }
 
 /* The measured time of the planned graph: the median of several normal
- * evals (each from a fresh cache filled to --past, untimed), at least 3 and
- * until ~1 s of evals, at most 9: one eval of a decode graph on a shared
- * machine varies by tens of percent. */
+ * evals, since one eval on a shared machine varies by tens of percent.
+ * Prefill: at least 3 (until ~1 s, at most 9), each from a fresh cache
+ * filled to --past, untimed. Decode: 9 consecutive steps ending at --past,
+ * back to back as a generation runs them. */
 static bool measure_normal(struct planrun *r, const int32_t *toks, het_error *err)
 {
     double runs[9][2]; /* busy us, wall ms */
     int n = 0;
     double spent_ms = 0;
-    while (n < 9 && (n < 3 || spent_ms < 1000)) {
-        het_context_reset(r->s.ctx);
-        if (r->past > 0 && het_context_eval(r->s.ctx, toks, r->past, false, err) != HET_OK) return false;
+    const int start = r->prefill ? r->past : r->past >= 8 ? r->past - 8 : 0;
+    const int steps = r->prefill ? 9 : r->past - start + 1;
+    while (n < steps && (!r->prefill || n < 3 || spent_ms < 1000)) {
+        if (r->prefill || n == 0) {
+            het_context_reset(r->s.ctx);
+            if (start > 0 && het_context_eval(r->s.ctx, toks, start, false, err) != HET_OK) return false;
+        }
+        const int32_t *in = toks + (r->prefill ? r->past : start + n);
         double b0 = busy_us(r), t0 = hr_now_ms();
-        if (het_context_eval(r->s.ctx, toks + r->past, r->n_tok, false, err) != HET_OK) return false;
+        if (het_context_eval(r->s.ctx, in, r->n_tok, false, err) != HET_OK) return false;
         runs[n][1] = hr_now_ms() - t0;
         runs[n][0] = busy_us(r) - b0;
         spent_ms += runs[n++][1];
