@@ -421,50 +421,32 @@ static void print_totals(const struct planrun *r)
 /* ---------------------------------------------------------------------------
  * JSON                                                                      */
 
-static void json_str(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') printf("\\%c", ch);
-        else if (ch < 0x20) printf("\\u%04x", ch);
-        else putchar(ch);
-    }
-    putchar('"');
-}
-
-static void json_num(double v)
-{
-    if (isfinite(v)) printf("%.3f", v);
-    else printf("null");
-}
-
 static void json_node(const struct planrun *r, int i)
 {
     const struct het_tensor *t = het_graph_node(r->g, i);
     const struct het_plan_node *pn = &r->plan.nodes[i];
     char name[64];
     printf("%s{\"i\":%d,\"name\":", i ? "," : "", i);
-    json_str(node_label(t, name, sizeof name));
+    hr_json_str(node_label(t, name, sizeof name));
     printf(",\"op\":\"%s\",\"type\":\"%s\",\"device\":", het_op_name(t->op),
            t->src[0] ? het_type_name(t->src[0]->type) : "-");
-    json_str(r->names[pn->device]);
+    hr_json_str(r->names[pn->device]);
     printf(",\"pred_us\":");
-    json_num(pn->pred_us);
+    hr_json_num(pn->pred_us, "%.3f");
     printf(",\"enter_us\":");
-    json_num(pn->enter_us);
+    hr_json_num(pn->enter_us, "%.3f");
     printf(",\"measured_us\":");
-    json_num(r->meas ? r->meas[i] : NAN);
+    hr_json_num(r->meas ? r->meas[i] : NAN, "%.3f");
     printf(",\"unmeasured\":%s,\"pinned\":%s,\"fallback\":%s,\"accuracy_kept\":%s,\"kl\":",
            (pn->flags & HET_PLAN_UNMEASURED) ? "true" : "false", (pn->flags & HET_PLAN_PINNED) ? "true" : "false",
            (pn->flags & HET_PLAN_FALLBACK) ? "true" : "false", (pn->flags & HET_PLAN_ACCURACY) ? "true" : "false");
-    json_num(r->want_acc ? pn->kl : NAN);
+    hr_json_num(r->want_acc ? pn->kl : NAN, "%.3f");
     printf(",\"alt_us\":{");
     for (int d = 0; d < r->n_dev; d++) {
         printf("%s", d ? "," : "");
-        json_str(r->names[d]);
+        hr_json_str(r->names[d]);
         putchar(':');
-        json_num(pn->alt_us[d]);
+        hr_json_num(pn->alt_us[d], "%.3f");
     }
     printf("}}");
 }
@@ -472,37 +454,37 @@ static void json_node(const struct planrun *r, int i)
 static void print_json(const struct planrun *r)
 {
     printf("{\"model\":");
-    json_str(r->o.model);
+    hr_json_str(r->o.model);
     printf(",\"phase\":\"%s\",\"tokens\":%d,\"past\":%d,\"policy\":", r->prefill ? "prefill" : "decode", r->n_tok,
            r->past);
-    json_str(r->o.policy ? r->o.policy : "fastest");
+    hr_json_str(r->o.policy ? r->o.policy : "fastest");
     printf(",\"method\":\"%s\",\"plan_us\":", r->plan.method);
-    json_num(r->plan_us);
+    hr_json_num(r->plan_us, "%.3f");
     printf(",\"devices\":[");
     for (int d = 0; d < r->n_dev; d++) {
         printf("%s{\"name\":", d ? "," : "");
-        json_str(r->names[d]);
+        hr_json_str(r->names[d]);
         printf(",\"simulated\":%s,\"measured_profile\":%s,\"profile\":", d >= r->n_real ? "true" : "false",
                het_profile_is_measured(r->prof[d]) ? "true" : "false");
-        json_str(het_profile_label(r->prof[d]));
+        hr_json_str(het_profile_label(r->prof[d]));
         printf("}");
     }
     printf("],\"nodes\":[");
     for (int i = 0; i < r->plan.n_nodes; i++) json_node(r, i);
     printf("],\"n_splits\":%d,\"n_fallbacks\":%d,\"n_unmeasured\":%d,\"total_pred_us\":", r->plan.n_splits,
            r->plan.n_fallbacks, r->plan.n_unmeasured);
-    json_num(r->plan.total_us);
+    hr_json_num(r->plan.total_us, "%.3f");
     printf(",\"serial_pred_us\":");
-    json_num(r->plan.serial_us);
+    hr_json_num(r->plan.serial_us, "%.3f");
     printf(",\"handoff_us\":");
-    json_num(r->plan.handoff_us);
+    hr_json_num(r->plan.handoff_us, "%.3f");
     printf(",\"tokens_per_s_pred\":");
-    json_num(tokens_per_s(r, r->plan.total_us));
+    hr_json_num(tokens_per_s(r, r->plan.total_us), "%.3f");
     printf(",\"measured_us\":");
-    json_num(r->meas_total_us);
+    hr_json_num(r->meas_total_us, "%.3f");
     printf(",\"measured_runs\":%d", r->n_meas_runs);
     printf(",\"error\":");
-    json_num(isnan(r->meas_total_us) ? NAN : r->plan.total_us / r->meas_total_us - 1);
+    hr_json_num(isnan(r->meas_total_us) ? NAN : r->plan.total_us / r->meas_total_us - 1, "%.3f");
     if (r->want_acc) {
         printf(",\"scheduler_differs\":%d", r->n_differ);
         hr_accuracy_json(&r->acc, &r->plan);

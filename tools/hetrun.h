@@ -137,6 +137,10 @@ void hr_long_opts(const struct hr_opts *o, struct hr_opts *lo);
 bool hr_route_session(struct hr_session *s, const struct hr_opts *o, int32_t **ids, int32_t *n_ids);
 
 double hr_now_ms(void);
+/* JSON on stdout: s as a string literal (quotes, backslashes and control
+ * characters escaped); v with printf format fmt, or null when not finite. */
+void hr_json_str(const char *s);
+void hr_json_num(double v, const char *fmt);
 /* fprintf(stderr, "hetrun <cmd>: ...\n") */
 void hr_error(const struct hr_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -336,59 +336,41 @@ void hr_accuracy_print(const struct hr_accuracy *a, const struct het_plan *plan)
            a->res.n_agree, a->res.n_positions, 100 * a->res.top1, a->res.kl_mean, a->res.kl_max, a->res.kl_max_pos);
 }
 
-static void json_num(double v)
-{
-    if (isfinite(v)) printf("%.6g", v);
-    else printf("null");
-}
-
-static void json_str(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') printf("\\%c", ch);
-        else if (ch < 0x20) printf("\\u%04x", ch);
-        else putchar(ch);
-    }
-    putchar('"');
-}
-
 void hr_accuracy_json(const struct hr_accuracy *a, const struct het_plan *plan)
 {
     printf(",\"accuracy\":{\"predicted_kl\":");
-    json_num(plan->pred_kl);
+    hr_json_num(plan->pred_kl, "%.6g");
     printf(",\"budget_kl\":");
-    json_num(plan->budget_kl);
+    hr_json_num(plan->budget_kl, "%.6g");
     printf(",\"kept\":%d,\"sensitivity\":{\"measured\":%s,\"label\":", plan->n_kept,
            a->sens.measured ? "true" : "false");
-    json_str(a->sens.label);
+    hr_json_str(a->sens.label);
     printf(",\"source\":");
-    json_str(a->sens_source);
+    hr_json_str(a->sens_source);
     printf(",\"groups\":[");
     for (int k = 0; k < a->sens.n_groups; k++) {
         printf("%s{\"pattern\":", k ? "," : "");
-        json_str(a->sens.groups[k].pattern);
+        hr_json_str(a->sens.groups[k].pattern);
         printf(",\"kl\":");
-        json_num(a->sens.groups[k].kl);
+        hr_json_num(a->sens.groups[k].kl, "%.6g");
         printf(",\"top1\":");
-        json_num(a->sens.groups[k].top1);
+        hr_json_num(a->sens.groups[k].top1, "%.6g");
         printf(",\"nodes\":%d}", a->sens.groups[k].n_nodes);
     }
     printf("]}");
     if (a->evaluated) {
         printf(",\"positions\":%d,\"mode\":\"%s\",\"chunk\":%d,\"top1\":", a->n, a->chunk == 1 ? "decode" : "prefill",
                a->chunk < a->n ? a->chunk : a->n);
-        json_num(a->res.top1);
+        hr_json_num(a->res.top1, "%.6g");
         printf(",\"n_agree\":%d,\"kl_mean\":", a->res.n_agree);
-        json_num(a->res.kl_mean);
+        hr_json_num(a->res.kl_mean, "%.6g");
         printf(",\"kl_max\":");
-        json_num(a->res.kl_max);
+        hr_json_num(a->res.kl_max, "%.6g");
         printf(",\"kl_max_pos\":%d,\"per_position\":[", a->res.kl_max_pos);
         for (int p = 0; p < a->n; p++) {
             printf("%s{\"token\":%d,\"cpu\":%d,\"plan\":%d,\"kl\":", p ? "," : "", a->tokens[p], a->top[2 * p],
                    a->top[2 * p + 1]);
-            json_num(a->kl[p]);
+            hr_json_num(a->kl[p], "%.6g");
             printf("}");
         }
         printf("]");

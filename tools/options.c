@@ -305,6 +305,24 @@ const char *hr_default_model(void)
     return HET_DEFAULT_MODEL;
 }
 
+void hr_json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') printf("\\%c", ch);
+        else if (ch < 0x20) printf("\\u%04x", ch);
+        else putchar(ch);
+    }
+    putchar('"');
+}
+
+void hr_json_num(double v, const char *fmt)
+{
+    if (isfinite(v)) printf(fmt, v);
+    else printf("null");
+}
+
 double hr_now_ms(void)
 {
     struct timespec ts;
