@@ -440,7 +440,7 @@ static void json_node(const struct planrun *r, int i)
     printf(",\"unmeasured\":%s,\"pinned\":%s,\"fallback\":%s,\"accuracy_kept\":%s,\"kl\":",
            (pn->flags & HET_PLAN_UNMEASURED) ? "true" : "false", (pn->flags & HET_PLAN_PINNED) ? "true" : "false",
            (pn->flags & HET_PLAN_FALLBACK) ? "true" : "false", (pn->flags & HET_PLAN_ACCURACY) ? "true" : "false");
-    hr_json_num(r->want_acc ? pn->kl : NAN, "%.3f");
+    hr_json_num(r->want_acc ? pn->kl : NAN, "%.6g"); /* KL per node is ~1e-6: %.3f printed 0 */
     printf(",\"alt_us\":{");
     for (int d = 0; d < r->n_dev; d++) {
         printf("%s", d ? "," : "");
