@@ -353,44 +353,6 @@ static void test_overlap(void)
 /* ---------------------------------------------------------------------------
  * a 28-layer Qwen3-0.6B-shaped graph, for the planning time                  */
 
-static struct het_tensor *weight(het_graph *g, int64_t k, int64_t n)
-{
-    const int64_t ne[2] = { k, n };
-    return het_new_tensor(g, HET_TYPE_Q4_0, 2, ne);
-}
-
-static het_graph *qwen3_like(int n_tok)
-{
-    const int E = 1024, H = 16, KV = 8, D = 128, FF = 3072, L = 28, CTX = 512;
-    het_graph *g = het_graph_init(64 + 64 * L);
-    const int64_t cne[4] = { D, KV, CTX, L };
-    struct het_tensor *ck = het_new_tensor(g, HET_TYPE_F16, 4, cne), *cv = het_new_tensor(g, HET_TYPE_F16, 4, cne);
-    ck->flags = cv->flags = HET_TENSOR_FLAG_STATE;
-    struct het_tensor *tok = het_new_tensor_1d(g, HET_TYPE_I32, n_tok), *pos = het_new_tensor_1d(g, HET_TYPE_I32, n_tok);
-    struct het_tensor *gain = het_new_tensor_1d(g, HET_TYPE_F32, E), *hg = het_new_tensor_1d(g, HET_TYPE_F32, D);
-    struct het_tensor *x = het_get_rows(g, weight(g, E, 151936), tok);
-    for (int l = 0; l < L; l++) {
-        struct het_tensor *h = het_mul(g, het_rms_norm(g, x, 1e-6f), gain);
-        struct het_tensor *q = het_reshape_3d(g, het_mul_mat(g, weight(g, E, H * D), h), D, H, n_tok);
-        struct het_tensor *k = het_reshape_3d(g, het_mul_mat(g, weight(g, E, KV * D), h), D, KV, n_tok);
-        struct het_tensor *v = het_reshape_3d(g, het_mul_mat(g, weight(g, E, KV * D), h), D, KV, n_tok);
-        q = het_rope(g, het_mul(g, het_rms_norm(g, q, 1e-6f), hg), pos, D, HET_ROPE_NEOX, 1e6f, 1);
-        k = het_rope(g, het_mul(g, het_rms_norm(g, k, 1e-6f), hg), pos, D, HET_ROPE_NEOX, 1e6f, 1);
-        het_cpy(g, k, het_view_3d(g, ck, D, KV, n_tok, ck->nb[1], ck->nb[2], (size_t)l * ck->nb[3]));
-        het_cpy(g, v, het_view_3d(g, cv, D, KV, n_tok, cv->nb[1], cv->nb[2], (size_t)l * cv->nb[3]));
-        struct het_tensor *o = het_attn(g, q, het_view_3d(g, ck, D, KV, n_tok, ck->nb[1], ck->nb[2], (size_t)l * ck->nb[3]),
-                                        het_view_3d(g, cv, D, KV, n_tok, cv->nb[1], cv->nb[2], (size_t)l * cv->nb[3]),
-                                        0.088f, 0);
-        o = het_mul_mat(g, weight(g, H * D, E), het_reshape_2d(g, o, H * D, n_tok));
-        x = het_add(g, o, x);
-        h = het_mul(g, het_rms_norm(g, x, 1e-6f), gain);
-        struct het_tensor *ff = het_swiglu(g, het_mul_mat(g, weight(g, E, FF), h), het_mul_mat(g, weight(g, E, FF), h));
-        x = het_add(g, het_mul_mat(g, weight(g, FF, E), ff), x);
-    }
-    het_mul_mat(g, weight(g, E, 151936), het_mul(g, het_rms_norm(g, x, 1e-6f), gain));
-    return g;
-}
-
 static void test_plan_time(void)
 {
     struct fixture f;
@@ -402,7 +364,7 @@ static void test_plan_time(void)
             if (a != b) f.ho.c[a][b] = (struct het_handoff_cost){ 20, 0 };
     f.sup.mask[2] = 1u << HET_OP_MUL_MAT; /* the NPU only does matmuls */
     for (int phase = 0; phase < 2; phase++) {
-        het_graph *g = qwen3_like(phase ? 128 : 1);
+        het_graph *g = het_test_qwen3_graph(phase ? 128 : 1);
         het_error err = { 0 };
         CHECK(het_graph_status(g, &err) == HET_OK, "graph: %s", err.msg);
         struct het_plan plan = { 0 };

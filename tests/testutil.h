@@ -50,4 +50,9 @@ double het_test_now_ms(void);
 double het_test_nmse(const float *a, const float *b, size_t n);
 double het_test_max_abs_diff(const float *a, const float *b, size_t n);
 
+/* A 28-layer Qwen3-0.6B-shaped graph of n_tok tokens (Q4_0 weights flagged
+ * WEIGHT, F16 KV cache as state), its matmuls named as the model's
+ * (attn_q.L ... ffn_down.L, logits), for planner tests; never run. */
+struct het_graph *het_test_qwen3_graph(int n_tok);
+
 #endif /* HET_TESTUTIL_H */
