@@ -19,6 +19,8 @@
  */
 #include "policy/profile_impl.h"
 
+#include "policy/cache.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -33,30 +35,13 @@
 /* ---------------------------------------------------------------------------
  * cache paths (no JSON needed)                                              */
 
-static uint64_t fnv1a(uint64_t h, const char *s)
-{
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return (h ^ 0xff) * 0x100000001b3ull; /* field separator */
-}
-
-static enum het_status cache_dir(char *buf, size_t size, het_error *err)
-{
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    int n;
-    if (xdg && *xdg) n = snprintf(buf, size, "%s/het/profiles", xdg);
-    else if (home && *home) n = snprintf(buf, size, "%s/.cache/het/profiles", home);
-    else return het_error_set(err, HET_ERR_IO, "profile cache: neither XDG_CACHE_HOME nor HOME is set");
-    if (n < 0 || (size_t)n >= size) return het_error_set(err, HET_ERR_INVALID, "profile cache: path too long");
-    return HET_OK;
-}
-
 enum het_status het_profile_cache_path(const char *dev_name, const char *dev_desc, char *buf, size_t size,
                                        het_error *err)
 {
     char dir[3072];
-    enum het_status st = cache_dir(dir, sizeof dir, err);
+    enum het_status st = het_cache_dir(dir, sizeof dir, "profile cache", err);
     if (st != HET_OK) return st;
-    uint64_t h = fnv1a(fnv1a(fnv1a(0xcbf29ce484222325ull, dev_name), dev_desc), HET_VERSION);
+    uint64_t h = het_cache_hash(het_cache_hash(het_cache_hash(HET_CACHE_HASH_SEED, dev_name), dev_desc), HET_VERSION);
     char name[40];
     snprintf(name, sizeof name, "%s", dev_name);
     for (char *c = name; *c; c++)
@@ -64,22 +49,6 @@ enum het_status het_profile_cache_path(const char *dev_name, const char *dev_des
             *c = '_';
     int n = snprintf(buf, size, "%s/%s-%016llx.json", dir, name, (unsigned long long)h);
     if (n < 0 || (size_t)n >= size) return het_error_set(err, HET_ERR_INVALID, "profile cache: path too long");
-    return HET_OK;
-}
-
-static enum het_status mkdir_p(const char *path, het_error *err)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(tmp, 0755) && errno != EEXIST)
-            return het_error_set(err, HET_ERR_IO, "profile cache: mkdir %s: %s", tmp, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) && errno != EEXIST)
-        return het_error_set(err, HET_ERR_IO, "profile cache: mkdir %s: %s", tmp, strerror(errno));
     return HET_OK;
 }
 
@@ -104,8 +73,8 @@ het_profile *het_profile_cache_load(const het_device *dev, het_error *err)
 enum het_status het_profile_cache_store(const het_profile *p, het_error *err)
 {
     char dir[3072], path[4096];
-    enum het_status st = cache_dir(dir, sizeof dir, err);
-    if (st == HET_OK) st = mkdir_p(dir, err);
+    enum het_status st = het_cache_dir(dir, sizeof dir, "profile cache", err);
+    if (st == HET_OK) st = het_cache_mkdir(dir, "profile cache", err);
     if (st == HET_OK) st = het_profile_cache_path(p->name, p->desc, path, sizeof path, err);
     if (st == HET_OK) st = het_profile_save(p, path, err);
     return st;

@@ -9,6 +9,8 @@
  */
 #include "het/accuracy.h"
 
+#include "policy/cache.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -42,55 +44,23 @@ enum het_status het_sensitivity_add(struct het_sensitivity *s, const char *patte
 /* ---------------------------------------------------------------------------
  * cache path                                                                */
 
-static uint64_t fnv1a(uint64_t h, const char *s)
-{
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return (h ^ 0xff) * 0x100000001b3ull;
-}
-
-static enum het_status cache_dir(char *buf, size_t size, het_error *err)
-{
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    int n;
-    if (xdg && *xdg) n = snprintf(buf, size, "%s/het/profiles", xdg);
-    else if (home && *home) n = snprintf(buf, size, "%s/.cache/het/profiles", home);
-    else return het_error_set(err, HET_ERR_IO, "sensitivity cache: neither XDG_CACHE_HOME nor HOME is set");
-    if (n < 0 || (size_t)n >= size) return het_error_set(err, HET_ERR_INVALID, "sensitivity cache: path too long");
-    return HET_OK;
-}
-
 enum het_status het_sensitivity_cache_path(const char *model_id, const char *device, char *buf, size_t size,
                                            het_error *err)
 {
     char dir[3072];
-    enum het_status st = cache_dir(dir, sizeof dir, err);
+    enum het_status st = het_cache_dir(dir, sizeof dir, "sensitivity cache", err);
     if (st != HET_OK) return st;
-    uint64_t h = fnv1a(fnv1a(fnv1a(0xcbf29ce484222325ull, model_id), device), HET_VERSION);
+    uint64_t h = het_cache_hash(het_cache_hash(het_cache_hash(HET_CACHE_HASH_SEED, model_id), device), HET_VERSION);
     int n = snprintf(buf, size, "%s/sensitivity-%016llx.json", dir, (unsigned long long)h);
     if (n < 0 || (size_t)n >= size) return het_error_set(err, HET_ERR_INVALID, "sensitivity cache: path too long");
     return HET_OK;
 }
 
-static enum het_status mkdir_p(const char *path, het_error *err)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1;; p++) {
-        if (*p && *p != '/') continue;
-        char c = *p;
-        *p = 0;
-        if (mkdir(tmp, 0755) && errno != EEXIST)
-            return het_error_set(err, HET_ERR_IO, "sensitivity cache: mkdir %s: %s", tmp, strerror(errno));
-        if (!c) return HET_OK;
-        *p = c;
-    }
-}
-
 enum het_status het_sensitivity_cache_store(const struct het_sensitivity *s, const char *model_id, het_error *err)
 {
     char dir[3072], path[4096];
-    enum het_status st = cache_dir(dir, sizeof dir, err);
-    if (st == HET_OK) st = mkdir_p(dir, err);
+    enum het_status st = het_cache_dir(dir, sizeof dir, "sensitivity cache", err);
+    if (st == HET_OK) st = het_cache_mkdir(dir, "sensitivity cache", err);
     if (st == HET_OK) st = het_sensitivity_cache_path(model_id, s->device, path, sizeof path, err);
     if (st == HET_OK) st = het_sensitivity_save(s, path, err);
     return st;
