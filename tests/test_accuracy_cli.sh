@@ -26,12 +26,10 @@ ll="$shared/models/synthetic/llama-tiny-q4_0.gguf"
 [ -f "$q3" ] && [ -f "$ll" ] && [ -d "$ref" ] || { echo "SKIP: synthetic models or reference texts missing"; exit 77; }
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 export XDG_CACHE_HOME="$tmp/cache" HET_CALIBRATE=0
-pass=0; fail=0
-ok()  { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*"; }
+source "$(dirname "${BASH_SOURCE[0]}")/cli_harness.sh"
 cat "$ref/stories260K-1.prompt" "$ref/stories260K-1.expected" > "$tmp/text.txt"
 
-# check FILE 'python expression over j (the JSON object)' 'what'
+# check FILE 'python expression over j (the JSON object)' 'what' (this test's own check, replacing the harness's)
 check() {
     python3 - "$1" "$2" <<'PY' && ok || bad "$3: $(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(json.dumps(j.get('accuracy',{}))[:300])" "$1" 2>&1)"
 import json, sys
@@ -199,5 +197,4 @@ for cmd in run logits bench serve plan; do
 done
 "$hetrun" run "${R[@]}" -n 2 --accuracy-budget 1 --sensitivity "$tmp/missing.json" >/dev/null 2>"$tmp/err" \
     && bad "run --sensitivity missing: accepted" || { grep -q -- "--sensitivity" "$tmp/err" && ok || bad "run --sensitivity missing: '$(cat "$tmp/err")'"; }
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -13,10 +13,7 @@ src="${HET_SOURCE_DIR:-.}"
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 export XDG_CACHE_HOME="$tmp/cache"
 unset HET_CALIBRATE
-pass=0; fail=0
-ok()  { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*"; }
-check() { local what="$1"; shift; if "$@"; then ok; else bad "$what"; fi; }
+source "$(dirname "${BASH_SOURCE[0]}")/cli_harness.sh"
 
 model="$src/models/stories260K.gguf"
 [ -f "$model" ] || { echo "skipped: $model missing"; exit 77; }
@@ -67,5 +64,4 @@ check "--recalibrate replaces it" [ "$(stat -c %Y "$prof")" != "$mtime" ]
 check "unknown device is an error" [ $? != 0 ]
 check "one line naming the device" [ "$(grep -c . "$tmp/bad")" = 1 ]
 
-echo "test_calibrate_cli: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish test_calibrate_cli

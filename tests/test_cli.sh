@@ -7,9 +7,7 @@ hetrun="${HET_HETRUN:?}"
 shared="${HET_SHARED_DIR:-../shared}"
 src="${HET_SOURCE_DIR:-.}"
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*"; }
+source "$(dirname "${BASH_SOURCE[0]}")/cli_harness.sh"
 
 # expect_error RC PATTERN -- command...: exit code RC and exactly one stderr line matching PATTERN
 expect_error() {
@@ -69,5 +67,4 @@ for k in pp_tps tg_tps pp_tps_min tg_tps_max threads weight_bytes; do
     echo "$json" | grep -q "\"$k\":" && ok || bad "bench --json lacks $k: $json"
 done
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -9,9 +9,7 @@ hetrun="${HET_HETRUN:?}"
 ref="${HET_SHARED_DIR:-../shared}/reference"
 model="${HET_SOURCE_DIR:-.}/models/stories260K.gguf"
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*"; }
+source "$(dirname "${BASH_SOURCE[0]}")/cli_harness.sh"
 [ -d "$ref" ] || { echo "SKIP: no reference dir $ref"; exit 77; }
 if ! "$hetrun" devices 2>/dev/null | grep -q '^vulkan[0-9]'; then
     echo "SKIP: no Vulkan device (hetrun devices shows none)"; exit 77
@@ -72,5 +70,4 @@ if [ -f "$qm" ]; then
         [ "${out:0:24}" == "${base:0:24}" ] && ok || bad "3 devices $mix: '${out:0:40}' vs cpu '${base:0:40}'"
     done
 fi
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -10,10 +10,7 @@ hetrun="${HET_HETRUN:?}"
 src="${HET_SOURCE_DIR:-.}"
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 export HET_CALIBRATE=0
-pass=0; fail=0
-ok()  { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*"; }
-check() { local what="$1"; shift; if "$@"; then ok; else bad "$what"; fi; }
+source "$(dirname "${BASH_SOURCE[0]}")/cli_harness.sh"
 
 model="$src/models/stories260K.gguf"
 [ -f "$model" ] || { echo "skipped: $model missing"; exit 77; }
@@ -72,5 +69,4 @@ expect_error "HET_POOL_MB=\"x\" is not a size" HET_POOL_MB=x
 expect_error "weights (.*bytes).*HET_POOL_MB" HET_POOL_MB=1
 [ -e /dev/udmabuf ] || expect_error "^hetrun run: pool: udmabuf: /dev/udmabuf" HET_POOL=udmabuf
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish
