@@ -199,10 +199,9 @@ static double cold_bytes(void)
  * split longer than ~20 ms unless leaving the caches needs it */
 static int copies(const struct cal *c, double wbytes, int m, double est_us)
 {
-    double cache = m <= 16 ? ceil(c->cold_bytes / wbytes) : 1;
-    double work = ceil(1000.0 / est_us);
-    double cap = fmax(cache, fmax(1, floor(20000.0 / est_us)));
-    return (int)fmax(1, fmin(fmin(fmax(cache, work), cap), 4096));
+    double cache = m <= 16 ? ceil(c->cold_bytes / wbytes) : 1;                    /* >= 1 */
+    double work = fmin(ceil(1000.0 / est_us), fmax(1, floor(20000.0 / est_us)));
+    return (int)fmin(fmax(cache, work), 4096);
 }
 
 static enum het_status sweep_matmul(struct cal *c, enum het_type t, const struct shape *sh, const int *ms, int n_ms,
