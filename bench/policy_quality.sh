@@ -48,7 +48,9 @@ j = json.load(open(sys.argv[1]))
 p, m = j.get("total_pred_us"), j.get("measured_us")
 err = (p / m - 1) * 100 if p and m else float("nan")
 devs = sorted({n["device"] for n in j.get("nodes", [])})
-print("%-8s predicted %.0f us, measured %.0f us, error %+.1f%% (target within 15%%); plan uses %s"
-      % (sys.argv[2], p or 0, m or 0, err, ",".join(devs)))
+print("%-8s predicted %.0f us, measured %.0f us (quartiles %.0f-%.0f over %d evals), error %+.1f%% "
+      "(target within 15%%); plan uses %s"
+      % (sys.argv[2], p or 0, m or 0, j.get("measured_q1_us") or 0, j.get("measured_q3_us") or 0,
+         j.get("measured_runs", 0), err, ",".join(devs)))
 PY
 done

@@ -54,6 +54,19 @@ mtime=$(stat -c %Y "$prof")
 "$hetrun" plan -m "$model" --device cpu >"$tmp/plan" 2>&1
 check "plan runs with the stored profile" [ $? = 0 ]
 check "plan labels the profile as measured" grep -q "device cpu .*measured .*quick calibration" "$tmp/plan"
+
+# plan --measure: the median of many evals with its quartiles, and a time per node
+"$hetrun" plan -m "$model" --device cpu --phase decode --past 16 --measure --json >"$tmp/meas.json" 2>"$tmp/meas.err"
+check "plan --measure runs: $(tail -1 "$tmp/meas.err")" [ $? = 0 ]
+python3 - "$tmp/meas.json" >"$tmp/meas" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+q1, m, q3, n = j["measured_q1_us"], j["measured_us"], j["measured_q3_us"], j["measured_runs"]
+ok = 0 < q1 <= m <= q3 and n >= 9 and abs(j["error"] - (j["total_pred_us"] / m - 1)) < 1e-3
+ok = ok and all(x.get("measured_us", 0) > 0 for x in j["nodes"])
+print("ok" if ok else "quartiles %r %r %r over %r runs, error %r" % (q1, m, q3, n, j["error"]))
+PY
+check "measured median inside its quartiles, every node timed: $(cat "$tmp/meas")" grep -qx ok "$tmp/meas"
 sleep 1
 "$hetrun" calibrate --device cpu --quick --types q4_0 >"$tmp/out2" 2>&1
 check "second calibrate reuses the profile (file unchanged)" [ "$(stat -c %Y "$prof")" = "$mtime" ]

@@ -44,6 +44,7 @@ struct planrun {
     double              meas_total_us;       /* compute time of a normal run (NAN: none)  */
     double              eval_ms;             /* wall time of that eval                    */
     int                 n_meas_runs;         /* evals the median was taken over           */
+    double              meas_q1_us, meas_q3_us; /* their quartiles                          */
     bool                want_acc;            /* --accuracy, --accuracy-budget or --sensitivity */
     struct hr_accuracy  acc;
     struct het_plan     sched_plan;          /* what the scheduler planned (budget check)  */
@@ -174,35 +175,46 @@ static int cmp_run(const void *a, const void *b)
     return (x[0] > y[0]) - (x[0] < y[0]);
 }
 
-/* The measured time of the planned graph: the median of several normal
- * evals, since one eval on a shared machine varies by tens of percent.
- * Prefill: at least 3 (until ~1 s, at most 9), each from a fresh cache
- * filled to --past, untimed. Decode: 9 consecutive steps ending at --past,
- * back to back as a generation runs them. */
+/* The measured time of the planned graph: the median of many normal evals.
+ * One eval on a shared machine varies by tens of percent, and the machine's
+ * memory bandwidth drifts over seconds, so evals are taken for about two
+ * seconds (at least 5 prefills or 9 decode steps; at most HR_MEAS_MAX) and the quartiles are kept with
+ * the median. Prefill: each from a fresh cache filled to --past, untimed.
+ * Decode: windows of up to 9 consecutive steps ending at --past, back to
+ * back as a generation runs them; the window is refilled and repeated. */
+#define HR_MEAS_MAX 256
 static bool measure_normal(struct planrun *r, const int32_t *toks, het_error *err)
 {
-    double runs[9][2]; /* busy us, wall ms */
+    double (*runs)[2] = malloc(HR_MEAS_MAX * sizeof *runs); /* busy us, wall ms */
+    if (!runs) return het_error_set(err, HET_ERR_NOMEM, "plan: out of memory") == HET_OK;
+    bool ok = true;
     int n = 0;
     double spent_ms = 0;
     const int start = r->prefill ? r->past : r->past >= 8 ? r->past - 8 : 0;
-    const int steps = r->prefill ? 9 : r->past - start + 1;
-    while (n < steps && (!r->prefill || n < 3 || spent_ms < 1000)) {
-        if (r->prefill || n == 0) {
-            het_context_reset(r->s.ctx);
-            if (start > 0 && het_context_eval(r->s.ctx, toks, start, false, err) != HET_OK) return false;
+    const int window = r->prefill ? 1 : r->past - start + 1;
+    while (ok && n < HR_MEAS_MAX && (n < (r->prefill ? 5 : 9) || spent_ms < 2000)) {
+        het_context_reset(r->s.ctx);
+        ok = start == 0 || het_context_eval(r->s.ctx, toks, start, false, err) == HET_OK;
+        for (int w = 0; ok && w < window && n < HR_MEAS_MAX; w++) {
+            const int32_t *in = toks + (r->prefill ? r->past : start + w);
+            double b0 = busy_us(r), t0 = hr_now_ms();
+            if (het_context_eval(r->s.ctx, in, r->n_tok, false, err) != HET_OK) ok = false;
+            if (!ok) break;
+            runs[n][1] = hr_now_ms() - t0;
+            runs[n][0] = busy_us(r) - b0;
+            spent_ms += runs[n++][1];
         }
-        const int32_t *in = toks + (r->prefill ? r->past : start + n);
-        double b0 = busy_us(r), t0 = hr_now_ms();
-        if (het_context_eval(r->s.ctx, in, r->n_tok, false, err) != HET_OK) return false;
-        runs[n][1] = hr_now_ms() - t0;
-        runs[n][0] = busy_us(r) - b0;
-        spent_ms += runs[n++][1];
     }
-    qsort(runs, (size_t)n, sizeof runs[0], cmp_run);
-    r->meas_total_us = runs[n / 2][0];
-    r->eval_ms = runs[n / 2][1];
-    r->n_meas_runs = n;
-    return true;
+    if (ok) {
+        qsort(runs, (size_t)n, sizeof runs[0], cmp_run);
+        r->meas_total_us = runs[n / 2][0];
+        r->meas_q1_us = runs[n / 4][0];
+        r->meas_q3_us = runs[(3 * n) / 4][0];
+        r->eval_ms = runs[n / 2][1];
+        r->n_meas_runs = n;
+    }
+    free(runs);
+    return ok;
 }
 
 static bool measure(struct planrun *r, const int32_t *toks, het_error *err)
@@ -248,7 +260,7 @@ static bool run_plan(struct planrun *r, bool with_measure)
     if (ok && r->want_acc) ok = het_plan_copy(&r->sched_plan, &r->plan, &err) == HET_OK;
     if (ok && (r->n_dev > r->n_real || r->want_acc)) ok = simulate(r, &err);
     if (ok && r->want_acc && r->n_dev == r->n_real) r->n_differ = count_differ(&r->plan, &r->sched_plan);
-    r->meas_total_us = NAN;
+    r->meas_total_us = r->meas_q1_us = r->meas_q3_us = NAN;
     if (ok && with_measure && r->po.measure) ok = measure(r, toks, &err);
     if (!ok) hr_error(&r->o, "%s", err.msg);
     free(toks);
@@ -397,10 +409,10 @@ static void print_totals(const struct planrun *r)
            r->plan.total_us, r->plan.serial_us, r->plan.handoff_us, tokens_per_s(r, r->plan.total_us),
            r->n_dev > r->n_real ? " (simulated)" : "");
     if (!isnan(r->meas_total_us))
-        printf("       measured %.1f us on the devices (%.2f ms eval wall; median of %d evals) = %.1f tokens/s; "
-               "prediction error %+.1f%%\n",
-               r->meas_total_us, r->eval_ms, r->n_meas_runs, tokens_per_s(r, r->meas_total_us),
-               100 * (r->plan.total_us / r->meas_total_us - 1));
+        printf("       measured %.1f us on the devices (%.2f ms eval wall; median of %d evals, quartiles %.1f-%.1f) "
+               "= %.1f tokens/s; prediction error %+.1f%%\n",
+               r->meas_total_us, r->eval_ms, r->n_meas_runs, r->meas_q1_us, r->meas_q3_us,
+               tokens_per_s(r, r->meas_total_us), 100 * (r->plan.total_us / r->meas_total_us - 1));
     if (r->plan.n_fallbacks) printf("       %d fallbacks\n", r->plan.n_fallbacks);
     if (r->n_differ > 0)
         printf("       note: the scheduler places %d node%s differently from this plan\n", r->n_differ,
@@ -482,7 +494,10 @@ static void print_json(const struct planrun *r)
     hr_json_num(tokens_per_s(r, r->plan.total_us), "%.3f");
     printf(",\"measured_us\":");
     hr_json_num(r->meas_total_us, "%.3f");
-    printf(",\"measured_runs\":%d", r->n_meas_runs);
+    printf(",\"measured_runs\":%d,\"measured_q1_us\":", r->n_meas_runs);
+    hr_json_num(r->meas_q1_us, "%.3f");
+    printf(",\"measured_q3_us\":");
+    hr_json_num(r->meas_q3_us, "%.3f");
     printf(",\"error\":");
     hr_json_num(isnan(r->meas_total_us) ? NAN : r->plan.total_us / r->meas_total_us - 1, "%.3f");
     if (r->want_acc) {
