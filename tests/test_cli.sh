@@ -59,6 +59,19 @@ if "$hetrun" logits -m "$model" -p "Once upon a time" -o "$tmp/l.bin" 2>/dev/nul
     [ "$size" = $((8 + 5*4 + 5*512*4)) ] && ok || bad "logits file size $size"
 else bad "logits failed"; fi
 
+# --f32-activations reaches the CPU device: a quantised model's logits move
+# (no int8 rounding of activations), a float model's do not, and plan says so
+q8="$shared/models/synthetic/qwen3-tiny-q8_0.gguf"
+if [ -f "$q8" ]; then
+    "$hetrun" logits -m "$q8" -p "Hello world" -o "$tmp/q.bin" 2>/dev/null \
+        && "$hetrun" logits -m "$q8" -p "Hello world" -o "$tmp/qf.bin" --f32-activations 2>/dev/null \
+        && ! cmp -s "$tmp/q.bin" "$tmp/qf.bin" && ok || bad "--f32-activations does not change q8_0 logits"
+fi
+"$hetrun" logits -m "$model" -p "Once upon a time" -o "$tmp/lf.bin" --f32-activations 2>/dev/null \
+    && cmp -s "$tmp/l.bin" "$tmp/lf.bin" && ok || bad "--f32-activations changes an F32 model's logits"
+HET_CALIBRATE=0 "$hetrun" plan -m "$model" --f32-activations >"$tmp/plan" 2>&1
+grep -q "f32 activations" "$tmp/plan" && ok || bad "plan does not name the f32-activation CPU"
+
 # info and bench --json
 info=$("$hetrun" info -m "$model" 2>&1)
 grep -q "n_embd 64, n_layer 5" <<<"$info" && ok || bad "info hyperparameters"

@@ -9,7 +9,9 @@
  * the exact product by at most sum_b (d_b / 2) * sum_{k in b} |w_k|; the
  * reference computes that bound per output and the test allows it (x1.02)
  * plus float rounding (2e-5 of sum |w*x|). Float weights get the rounding
- * term only. Outputs are checked one by one, and a no-op kernel would fail.
+ * term only, and so do quantised weights with F32 activations (the device's
+ * exact mode: weights dequantised, activations never rounded). Outputs are
+ * checked one by one, and a no-op kernel would fail.
  */
 #include <math.h>
 #include <omp.h>
@@ -29,6 +31,7 @@ struct mm_case {
     bool    a_trans;    /* float a stored transposed (nb0 != elem size)   */
     bool    dst_pad;    /* dst with padded rows                           */
     bool    prepack;    /* a->extra holds load-time panels                */
+    bool    f32_act;    /* F32 activations x dequantised weights          */
 };
 
 static const char *mode_name[] = {"dense", "padded", "transposed"};
@@ -134,7 +137,7 @@ static void free_case(struct mm_data *d)
 }
 
 /* Run the kernel as the device does: one parallel region, one call per thread. */
-static enum het_status run_mm(struct het_tensor *dst, int nth, enum het_cpu_isa isa)
+static enum het_status run_mm(struct het_tensor *dst, int nth, enum het_cpu_isa isa, bool f32_act)
 {
     size_t ws = het_cpu_mul_mat_work_size(dst, nth);
     void *wdata = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
@@ -143,7 +146,7 @@ static enum het_status run_mm(struct het_tensor *dst, int nth, enum het_cpu_isa 
     {
         struct het_compute_params p = {
             .ith = omp_get_thread_num(), .nth = omp_get_num_threads(),
-            .wdata = wdata, .wsize = ws, .isa = isa,
+            .wdata = wdata, .wsize = ws, .isa = isa, .f32_act = f32_act,
         };
         enum het_status s = het_cpu_mul_mat(&p, dst);
         if (s != HET_OK) {
@@ -184,16 +187,16 @@ static bool check_case(const struct mm_case *c, int nth, enum het_cpu_isa isa)
     enum het_status st = HET_OK;
     if (isa != HET_CPU_ISA_SCALAR) {
         if (c->prepack) packed_scalar = attach_packed(&d.a, HET_CPU_ISA_SCALAR);
-        st = run_mm(&d.dst, nth, HET_CPU_ISA_SCALAR);
+        st = run_mm(&d.dst, nth, HET_CPU_ISA_SCALAR, c->f32_act);
         memcpy(scalar_out, d.d_buf, dbytes);
         memset(d.d_buf, 0xff, dbytes);
         d.a.extra = NULL;
     }
     if (c->prepack) packed = attach_packed(&d.a, isa);
-    if (st == HET_OK) st = run_mm(&d.dst, nth, isa);
+    if (st == HET_OK) st = run_mm(&d.dst, nth, isa, c->f32_act);
     bool ok = st == HET_OK;
     CHECK(ok, "%s: het_cpu_mul_mat returned %s", het_type_name(c->type), het_status_name(st));
-    const bool quant = het_type_get_traits(c->type)->is_quantized;
+    const bool quant = het_type_get_traits(c->type)->is_quantized && !c->f32_act;
     double worst = 0.0;
     int bad = 0;
     for (int64_t bb = 0; ok && bb < c->b2; bb++) {
@@ -237,10 +240,10 @@ static bool check_case(const struct mm_case *c, int nth, enum het_cpu_isa isa)
             }
         }
     }
-    CHECK(ok && bad == 0, "%s isa=%s nth=%d K=%lld N=%lld M=%lld batch=%lld/%lld b=%s%s%s%s: %d bad outputs (worst err/tol %.2f)",
+    CHECK(ok && bad == 0, "%s isa=%s nth=%d K=%lld N=%lld M=%lld batch=%lld/%lld b=%s%s%s%s%s: %d bad outputs (worst err/tol %.2f)",
           het_type_name(c->type), het_cpu_isa_name(isa), nth, (long long)c->K, (long long)c->N, (long long)c->M,
           (long long)c->a2, (long long)c->b2, mode_name[c->b_mode], c->a_trans ? " a^T" : "",
-          c->dst_pad ? " dst-padded" : "", c->prepack ? " prepacked" : "", bad, worst);
+          c->dst_pad ? " dst-padded" : "", c->prepack ? " prepacked" : "", c->f32_act ? " f32-act" : "", bad, worst);
     free(packed_scalar);
     free(packed);
     free(scalar_out);
@@ -251,12 +254,12 @@ static bool check_case(const struct mm_case *c, int nth, enum het_cpu_isa isa)
 /* A buffer in a->extra that is not a matching het_cpu_packed is ignored. */
 static void test_foreign_extra(void)
 {
-    struct mm_case c = {HET_TYPE_Q4_0, 64, 9, 2, 1, 1, 0, false, false, false};
+    struct mm_case c = {HET_TYPE_Q4_0, 64, 9, 2, 1, 1, 0, false, false, false, false};
     struct mm_data d;
     if (!make_case(&c, &d)) return;
     struct het_cpu_packed bogus = {.magic = HET_CPU_PACKED_MAGIC, .type = HET_TYPE_Q4_0, .K = 64, .N = 8};
     d.a.extra = &bogus;
-    enum het_status st = run_mm(&d.dst, 2, HET_CPU_ISA_SCALAR);
+    enum het_status st = run_mm(&d.dst, 2, HET_CPU_ISA_SCALAR, false);
     float got, ref = 0;
     memcpy(&got, d.d_buf, 4);
     for (int k = 0; k < 64; k++) ref += d.a_f[k] * d.b_f[k];
@@ -291,6 +294,42 @@ static void test_supports(void)
     CHECK(!het_cpu_mul_mat_supports(&dst), "wrong dst shape must be refused");
 }
 
+/* The SIMD dequantisers of the F32-activation path give het_dequantize_row's
+ * values bit for bit, on random blocks (random scales, all codes). */
+static void test_dequant(enum het_cpu_isa best)
+{
+    const struct het_mm_kernels *levels[] = { &het_mm_kernels_avx2, &het_mm_kernels_avx512 };
+    for (int lv = HET_CPU_ISA_AVX2; lv <= (int)best; lv++) {
+        const struct het_mm_kernels *k = levels[lv - HET_CPU_ISA_AVX2];
+        for (int t = 0; t < HET_TYPE_COUNT; t++) {
+            if (!k->dequant[t]) continue;
+            const int64_t bs = het_type_get_traits((enum het_type)t)->blck_size, n = bs * 7;
+            const size_t rs = het_type_row_size((enum het_type)t, n);
+            uint8_t *row = malloc(rs);
+            float *want = malloc(sizeof(float) * (size_t)n), *got = malloc(sizeof(float) * (size_t)n);
+            int bad = 0;
+            for (int rep = 0; rep < 20; rep++) {
+                for (size_t i = 0; i < rs; i++) row[i] = (uint8_t)(het_test_rand_u64() >> 56);
+                /* finite fp16 scales (exponent below 31) of any sign and size */
+                const size_t ts = het_type_get_traits((enum het_type)t)->type_size;
+                for (int64_t b = 0; b < n / bs; b++) {
+                    uint8_t *blk = row + (size_t)b * ts;
+                    size_t off = t == HET_TYPE_Q6_K ? ts - 2 : 0;
+                    blk[off + 1] &= 0xBB;
+                    if (t == HET_TYPE_Q4_K) blk[3] &= 0xBB; /* dmin */
+                }
+                het_dequantize_row((enum het_type)t, row, want, n);
+                memset(got, 0xff, sizeof(float) * (size_t)n);
+                k->dequant[t](row, got, n);
+                bad += memcmp(want, got, sizeof(float) * (size_t)n) != 0;
+            }
+            CHECK(bad == 0, "%s dequant at %s differs from het_dequantize_row in %d of 20 rows",
+                  het_type_name((enum het_type)t), het_cpu_isa_name((enum het_cpu_isa)lv), bad);
+            free(row); free(want); free(got);
+        }
+    }
+}
+
 int main(void)
 {
     het_test_seed(1234);
@@ -302,6 +341,7 @@ int main(void)
     const enum het_cpu_isa best = het_cpu_isa_select(&f);
     fprintf(stderr, "cpu: avx2=%d avx512=%d vnni=%d; testing up to %s\n", f.avx2, f.avx512, f.avx512_vnni,
             het_cpu_isa_name(best));
+    test_dequant(best);
 
     static const enum het_type qtypes[] = {
         HET_TYPE_Q4_0, HET_TYPE_Q4_1, HET_TYPE_Q5_0, HET_TYPE_Q5_1, HET_TYPE_Q8_0,
@@ -316,23 +356,28 @@ int main(void)
             const int64_t bs = het_type_get_traits(ty)->blck_size;
             const int64_t K1 = bs == 256 ? 256 : 32 * 3, K2 = bs == 256 ? 768 : 32 * 5;
             const struct mm_case cases[] = {
-                {ty, K1, 1, 1, 1, 1, 0, false, false, false},
-                {ty, K2, 3, 1, 1, 1, 0, false, false, false},
-                {ty, K1, 17, 3, 1, 1, 1, false, false, false},
-                {ty, K2, 33, 4, 1, 1, 0, false, true, false},
-                {ty, K1, 17, 5, 1, 1, 2, false, false, false},
-                {ty, K2, 33, 17, 1, 1, 1, false, false, false},
-                {ty, K1, 40, 33, 1, 1, 0, false, true, false},
-                {ty, K1, 9, 6, 2, 4, 1, false, false, false},     /* GQA broadcast */
-                {ty, K2, 3, 9, 1, 2, 2, false, true, false},
-                {ty, 2 * K2, 130, 12, 1, 1, 0, false, false, false},
-                {ty, K1, 17, 1, 1, 1, 0, false, false, true},   /* load-time panels */
-                {ty, K2, 33, 3, 1, 1, 2, false, true, true},
-                {ty, K1, 9, 6, 2, 4, 1, false, false, true},
-                {ty, K1, 70, 1, 1, 1, 0, false, false, true},   /* decode: runs of panels */
-                {ty, K2, 36, 3, 2, 4, 0, false, true, true},    /* runs over batches */
+                {ty, K1, 1, 1, 1, 1, 0, false, false, false, false},
+                {ty, K2, 3, 1, 1, 1, 0, false, false, false, false},
+                {ty, K1, 17, 3, 1, 1, 1, false, false, false, false},
+                {ty, K2, 33, 4, 1, 1, 0, false, true, false, false},
+                {ty, K1, 17, 5, 1, 1, 2, false, false, false, false},
+                {ty, K2, 33, 17, 1, 1, 1, false, false, false, false},
+                {ty, K1, 40, 33, 1, 1, 0, false, true, false, false},
+                {ty, K1, 9, 6, 2, 4, 1, false, false, false, false},     /* GQA broadcast */
+                {ty, K2, 3, 9, 1, 2, 2, false, true, false, false},
+                {ty, 2 * K2, 130, 12, 1, 1, 0, false, false, false, false},
+                {ty, K1, 17, 1, 1, 1, 0, false, false, true, false},   /* load-time panels */
+                {ty, K2, 33, 3, 1, 1, 2, false, true, true, false},
+                {ty, K1, 9, 6, 2, 4, 1, false, false, true, false},
+                {ty, K1, 70, 1, 1, 1, 0, false, false, true, false},   /* decode: runs of panels */
+                {ty, K2, 36, 3, 2, 4, 0, false, true, true, false},    /* runs over batches */
                 /* rows long enough that the wide kernels split K in chunks */
-                {ty, 7424, 20, 9, 1, 1, 0, false, true, true},
+                {ty, 7424, 20, 9, 1, 1, 0, false, true, true, false},
+                /* F32 activations (exact mode): no int8 rounding allowed for */
+                {ty, K1, 1, 1, 1, 1, 0, false, false, false, true},
+                {ty, K2, 17, 5, 1, 1, 1, false, true, false, true},
+                {ty, K1, 9, 6, 2, 4, 2, false, false, false, true},
+                {ty, K2, 33, 17, 1, 1, 2, false, true, true, true}, /* panels present, unused */
             };
             for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 check_case(&cases[i], 2, isa);
@@ -342,12 +387,12 @@ int main(void)
         for (size_t t = 0; t < sizeof(ftypes) / sizeof(ftypes[0]); t++) {
             const enum het_type ty = ftypes[t];
             const struct mm_case cases[] = {
-                {ty, 13, 1, 1, 1, 1, 0, false, false, false},
-                {ty, 172, 7, 3, 1, 1, 1, false, false, false},
-                {ty, 64, 17, 5, 1, 1, 2, false, true, false},
-                {ty, 128, 33, 9, 2, 8, 1, false, false, false},   /* attention-like GQA */
-                {ty, 40, 5, 6, 2, 4, 2, true, false, false},      /* transposed a (V^T) */
-                {ty, 256, 20, 70, 1, 1, 0, false, false, false},
+                {ty, 13, 1, 1, 1, 1, 0, false, false, false, false},
+                {ty, 172, 7, 3, 1, 1, 1, false, false, false, false},
+                {ty, 64, 17, 5, 1, 1, 2, false, true, false, false},
+                {ty, 128, 33, 9, 2, 8, 1, false, false, false, false},   /* attention-like GQA */
+                {ty, 40, 5, 6, 2, 4, 2, true, false, false, false},      /* transposed a (V^T) */
+                {ty, 256, 20, 70, 1, 1, 0, false, false, false, false},
             };
             for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 check_case(&cases[i], 2, isa);

@@ -3,8 +3,9 @@
  * the scalar reference forward pass (ref_forward.c), for every fixture model:
  *  - F32/F16-weight models with an F32 KV cache: every position's logits agree
  *    within 1e-4 relative (max |diff| / max |ref| per row);
- *  - quantised models: top-1 agrees with the reference run on the same
- *    weights dequantised to F32 on >= 99% of positions;
+ *  - quantised models, against the same weights dequantised to F32: with
+ *    F32 activations, within 1e-4 and top-1 on >= 99% of positions; with
+ *    the default int8 activations, within an error bound (see check_model);
  *  - the default F16 cache and token-by-token decode agree with batch prefill.
  */
 #include "het/model.h"
@@ -40,10 +41,12 @@ static int argmax(const float *x, int n)
 
 struct run { het_device *cpu; het_sched *sched; het_context *ctx; };
 
-static bool run_open(struct run *r, het_model *m, bool kv_f32)
+static bool run_open(struct run *r, het_model *m, bool kv_f32, bool f32_act)
 {
     het_error err = { 0 };
     r->cpu = het_cpu_device_init(0, &err);
+    if (r->cpu && f32_act)
+        CHECK(het_cpu_device_set_f32_activations(r->cpu, true, &err) == HET_OK, "f32 activations: %s", err.msg);
     struct het_sched_params sp = { .devices = &r->cpu, .n_devices = 1 };
     r->sched = r->cpu ? het_sched_init(&sp, &err) : NULL;
     size_t size;
@@ -63,8 +66,60 @@ static void run_close(struct run *r)
     het_device_free(r->cpu);
 }
 
-/* exact: F32 logits within 1e-4; min_top1: fraction of positions whose
- * argmax must agree; max_err: bound on the f16-cache logits error. */
+/* Agreement of n rows of logits with a reference: worst row error and the
+ * positions whose argmax matches. */
+struct agree { double worst; int top1; };
+
+static void add_row(struct agree *a, const float *lg, const float *ref, int V)
+{
+    double e = row_rel_err(lg, ref, V);
+    if (e > a->worst || e != e) a->worst = e;
+    a->top1 += argmax(lg, V) == argmax(ref, V);
+}
+
+/* Batch prefill of toks with an F32 cache against ref. */
+static struct agree prefill_vs(het_model *m, bool f32_act, const int32_t *toks, const float *ref, int V)
+{
+    struct agree a = { 0, 0 };
+    struct run r;
+    het_error err = { 0 };
+    if (!run_open(&r, m, true, f32_act)) return a;
+    CHECK(het_context_eval(r.ctx, toks, N_TOK, true, &err) == HET_OK, "eval: %s", err.msg);
+    int32_t n_out = 0;
+    const float *lg = het_context_logits(r.ctx, &n_out);
+    CHECK(n_out == N_TOK, "all logits kept");
+    for (int t = 0; t < N_TOK && n_out == N_TOK; t++) add_row(&a, lg + (size_t)t * V, ref + (size_t)t * V, V);
+    run_close(&r);
+    return a;
+}
+
+/* Half the tokens as one batch, the rest one by one, default F16 cache. */
+static struct agree decode_vs(het_model *m, const int32_t *toks, const float *ref, int V)
+{
+    struct agree a = { 0, 0 };
+    struct run r;
+    het_error err = { 0 };
+    if (!run_open(&r, m, false, false)) return a;
+    const int half = N_TOK / 2;
+    CHECK(het_context_eval(r.ctx, toks, half, true, &err) == HET_OK, "eval: %s", err.msg);
+    for (int t = 0; t < N_TOK; t++) {
+        if (t >= half) CHECK(het_context_eval(r.ctx, &toks[t], 1, false, &err) == HET_OK, "decode: %s", err.msg);
+        const float *lg = het_context_logits(r.ctx, NULL) + (t < half ? (size_t)t * V : 0);
+        add_row(&a, lg, ref + (size_t)t * V, V);
+    }
+    run_close(&r);
+    return a;
+}
+
+/* exact: weights exact in F32, logits within 1e-4 and every argmax.
+ * Otherwise (quantised weights), against the same weights dequantised to F32:
+ *  - with F32 activations: within 1e-4 and >= 99% of argmaxes, so the
+ *    quantised kernels add no error of their own;
+ *  - by default (activations rounded to int8 per 32-block, as llama.cpp
+ *    does; F32 and F16 cache): error under max_err and >= min_top1 of the
+ *    argmaxes. The rounding alone moves logits by 1-3% of their range on
+ *    these 64-wide models and so flips near-ties; test_cpu_matmul checks
+ *    each kernel against that rounding output by output. */
 static void check_model(const char *path, const char *rel, bool exact, double min_top1, double max_err,
                         const int32_t *given, int n_given)
 {
@@ -90,44 +145,22 @@ static void check_model(const char *path, const char *rel, bool exact, double mi
     ref_forward(rm, toks, N_TOK, ref);
     ref_model_free(rm);
 
-    /* batch prefill, F32 cache */
-    struct run r;
-    if (run_open(&r, m, true)) {
-        CHECK(het_context_eval(r.ctx, toks, N_TOK, true, &err) == HET_OK, "eval %s: %s", rel, err.msg);
-        int32_t n_out;
-        const float *lg = het_context_logits(r.ctx, &n_out);
-        CHECK(n_out == N_TOK, "all logits kept");
-        double worst = 0;
-        int agree = 0;
-        for (int t = 0; t < N_TOK && n_out == N_TOK; t++) {
-            double e = row_rel_err(lg + (size_t)t * V, ref + (size_t)t * V, V);
-            if (e > worst || e != e) worst = e;
-            agree += argmax(lg + (size_t)t * V, V) == argmax(ref + (size_t)t * V, V);
-        }
-        printf("  %-40s prefill: max rel err %.2e, top-1 %d/%d\n", rel, worst, agree, N_TOK);
-        if (exact) CHECK(worst <= 1e-4, "%s: logits rel err %.3e > 1e-4", rel, worst);
-        CHECK(agree >= min_top1 * N_TOK, "%s: top-1 agreement %d/%d < %.0f%%", rel, agree, N_TOK, 100 * min_top1);
-        if (!exact) CHECK(worst < max_err, "%s: logits rel err %.3e >= %.0e", rel, worst, max_err);
-        run_close(&r);
+    struct agree p = prefill_vs(m, false, toks, ref, V), d = decode_vs(m, toks, ref, V);
+    printf("  %-34s prefill: err %.2e, top-1 %d/%d; f16 cache, decode: err %.2e, top-1 %d/%d\n", rel, p.worst,
+           p.top1, N_TOK, d.worst, d.top1, N_TOK);
+    if (exact) {
+        CHECK(p.worst <= 1e-4, "%s: logits rel err %.3e > 1e-4", rel, p.worst);
+        CHECK(p.top1 == N_TOK && d.top1 == N_TOK, "%s: top-1 %d, %d of %d", rel, p.top1, d.top1, N_TOK);
+    } else {
+        struct agree f = prefill_vs(m, true, toks, ref, V);
+        printf("  %-34s f32 activations, prefill: err %.2e, top-1 %d/%d\n", "", f.worst, f.top1, N_TOK);
+        CHECK(f.worst <= 1e-4, "%s: f32-activation logits rel err %.3e > 1e-4", rel, f.worst);
+        CHECK(f.top1 >= ceil(0.99 * N_TOK), "%s: f32-activation top-1 %d/%d < 99%%", rel, f.top1, N_TOK);
+        CHECK(p.worst < max_err, "%s: logits rel err %.3e >= %.0e", rel, p.worst, max_err);
+        CHECK(p.top1 >= min_top1 * N_TOK && d.top1 >= min_top1 * N_TOK, "%s: top-1 %d, %d of %d < %.0f%%", rel,
+              p.top1, d.top1, N_TOK, 100 * min_top1);
     }
-    /* decode token by token with the default F16 cache: same argmax path */
-    if (run_open(&r, m, false)) {
-        int agree = 0;
-        double worst = 0;
-        int half = N_TOK / 2;
-        CHECK(het_context_eval(r.ctx, toks, half, true, &err) == HET_OK, "eval: %s", err.msg);
-        for (int t = 0; t < N_TOK; t++) {
-            if (t >= half) CHECK(het_context_eval(r.ctx, &toks[t], 1, false, &err) == HET_OK, "decode: %s", err.msg);
-            const float *lg = het_context_logits(r.ctx, NULL) + (t < half ? (size_t)t * V : 0);
-            double e = row_rel_err(lg, ref + (size_t)t * V, V);
-            if (e > worst || e != e) worst = e;
-            agree += argmax(lg, V) == argmax(ref + (size_t)t * V, V);
-        }
-        printf("  %-40s f16 cache, decode: max rel err %.2e, top-1 %d/%d\n", rel, worst, agree, N_TOK);
-        CHECK(agree >= min_top1 * N_TOK, "%s: decode top-1 %d/%d", rel, agree, N_TOK);
-        CHECK(worst < max_err, "%s: f16-cache logits rel err %.3e >= %.0e", rel, worst, max_err);
-        run_close(&r);
-    }
+    CHECK(d.worst < max_err, "%s: f16-cache logits rel err %.3e >= %.0e", rel, d.worst, max_err);
     free(ref);
     het_model_free(m);
 }
@@ -168,10 +201,9 @@ int main(void)
     check_model(SHARED("models/llama-2-tiny-random.gguf"), "llama-2-tiny-random (f16)", true, 1.0, 5e-3, NULL, 0);
     check_model(SHARED("models/synthetic/llama-tiny-f32.gguf"), "llama-tiny-f32", true, 1.0, 5e-3, NULL, 0);
 
-    /* quantised variants of the trained model, on its reference text, against the
-     * same weights dequantised to F32. Activations are quantised to Q8 on the fly
-     * (as llama.cpp does), which alone moves logits by ~1-3% of their range on
-     * this 64-wide model; the argmax must still agree on >= 97% of positions. */
+    /* quantised variants of the trained model, on its reference text. Rounding
+     * activations to int8 (as llama.cpp does) alone moves logits by ~1-3% of
+     * their range on this 64-wide model and flips near-ties; see check_model. */
     int32_t toks[N_TOK];
     const char *texts[] = { "reference/stories260K-1.prompt", "reference/stories260K-1.expected",
                             "reference/stories260K-2.prompt", "reference/stories260K-2.expected" };
@@ -189,8 +221,10 @@ int main(void)
         remove(out);
     }
 
-    /* random-weight models: logits are near-ties everywhere, so activation
-     * quantisation legitimately flips some argmaxes; the error bound is the check */
+    /* random-weight models: logits are near-ties everywhere, so int8 activations
+     * flip 4-8% of argmaxes (a reference that rounds its activations the same
+     * way flips as many: 142/150 on qwen3-tiny-q8_0); the error bound and the
+     * F32-activation run are the checks */
     check_model(SHARED("models/synthetic/llama-tiny-q4_0.gguf"), "llama-tiny-q4_0", false, 0.85, 6e-2, NULL, 0);
     check_model(SHARED("models/synthetic/qwen3-tiny-q8_0.gguf"), "qwen3-tiny-q8_0", false, 0.85, 4e-2, NULL, 0);
     check_model(SHARED("models/synthetic/qwen3-tiny-q4_k_m.gguf"), "qwen3-tiny-q4_k_m", false, 0.85, 6e-2, NULL, 0);

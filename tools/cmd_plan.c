@@ -344,8 +344,8 @@ static void print_header(const struct planrun *r)
            r->n_tok == 1 ? "" : "s", r->past, r->o.policy ? r->o.policy : "fastest", r->plan.method,
            r->plan_us / 1e3, r->plan.n_nodes, r->plan.n_splits);
     for (int d = 0; d < r->n_dev; d++)
-        printf("  device %-8s %s%s\n", r->names[d], d >= r->n_real ? "(simulated) " : "",
-               het_profile_label(r->prof[d]));
+        printf("  device %-8s %s%s\n           %s\n", r->names[d], d >= r->n_real ? "(simulated) " : "",
+               het_profile_label(r->prof[d]), het_profile_device_desc(r->prof[d]));
 }
 
 static void print_nodes(const struct planrun *r)

@@ -37,6 +37,7 @@ struct hr_opts {
     const char *policy;       /* --policy first|single:D|alternate        */
     const char *npu;          /* --npu emulate|hardware|off (or HET_NPU)  */
     bool        strict;       /* --strict: fallbacks are errors           */
+    bool        f32_act;      /* --f32-activations: exact CPU matmuls     */
     bool        no_bos;       /* --no-bos                                 */
     bool        json;         /* --json                                   */
     const char *stats;        /* --stats[=json]                           */
@@ -69,7 +70,7 @@ struct hr_opts {
 /* The placement flags every command that runs a model takes (run, logits,
  * bench, plan, serve). */
 #define HR_PLACEMENT_FLAGS "--device --devices --policy --npu --strict --profile --pin --recalibrate --overlap " \
-                           "--accuracy-budget --sensitivity"
+                           "--accuracy-budget --sensitivity --f32-activations"
 
 /* Parse argv for cmd; allowed is a space-separated list of flags the command
  * takes. Prints one error line and returns false on a bad flag or value. */

@@ -44,6 +44,8 @@ static const struct flag flags[] = {
     { "--policy",       K_STR,   F(policy),      0, 0,   "placement: fastest (measured plan, default) | first | single:DEV | alternate" },
     { "--npu",          K_STR,   F(npu),         0, 0,   "NPU mode for the 'npu' device: hardware | emulate (default: $HET_NPU, else hardware)" },
     { "--strict",       K_BOOL,  F(strict),      0, 0,   "a fallback (op run off its planned device) is an error" },
+    { "--f32-activations", K_BOOL, F(f32_act),   0, 0,   "CPU matmuls keep activations in F32 (weights dequantised): the F32 weights'"
+                                                         " logits, runs 3-4x slower; default: 8-bit activations as llama.cpp" },
     { "--no-bos",       K_BOOL,  F(no_bos),      0, 0,   "do not add the BOS token" },
     { "--json",         K_BOOL,  F(json),        0, 0,   "print one JSON object" },
     { "--stats",        K_OPTSTR, F(stats),      0, 0,   "print memory and device statistics (--stats=json: one JSON line on stderr)" },

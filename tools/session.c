@@ -49,7 +49,14 @@ static het_device *open_npu(const struct hr_opts *o, const char *spec_mode, enum
 het_device *hr_open_device(const struct hr_opts *o, const char *spec, enum het_npu_mode npu_default,
                            het_error *err)
 {
-    if (!strcmp(spec, "cpu")) return het_cpu_device_init(o->threads, err);
+    if (!strcmp(spec, "cpu")) {
+        het_device *d = het_cpu_device_init(o->threads, err);
+        if (d && o->f32_act && het_cpu_device_set_f32_activations(d, true, err) != HET_OK) {
+            het_device_free(d);
+            return NULL;
+        }
+        return d;
+    }
     if (!strncmp(spec, "npu", 3) && (!spec[3] || spec[3] == ':'))
         return open_npu(o, spec[3] ? spec + 4 : NULL, npu_default, err);
     if (!strncmp(spec, "vulkan", 6)) {

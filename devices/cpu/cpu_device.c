@@ -28,6 +28,7 @@ struct cpu_context {
     int                     n_threads;
     struct het_cpu_features features;
     enum het_cpu_isa        isa;
+    bool                    f32_act;    /* matmul activations stay F32 (exact, slower) */
     void                   *wdata;      /* per-node scratch, grown on demand */
     size_t                  wsize;
     struct het_tensor     **packed_t;   /* weights whose t->extra we own      */
@@ -90,7 +91,7 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
     {
         struct het_compute_params p = {
             .ith = omp_get_thread_num(), .nth = omp_get_num_threads(),
-            .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa,
+            .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa, .f32_act = c->f32_act,
         };
         /* the device barrier counts on getting every thread it was made for */
         p.sync = p.nth == c->n_threads ? &sync : NULL;
@@ -130,6 +131,7 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
 static bool cpu_should_pack(const struct cpu_context *c, const struct het_tensor *t, size_t size,
                             struct het_tensor *const *w, int n)
 {
+    if (c->f32_act) return false; /* the F32 path reads the weights as stored */
     const bool embd = !strcmp(t->name, "token_embd.weight");
     if (embd) {
         for (int i = 0; i < n; i++)
@@ -240,6 +242,16 @@ static const struct het_device_i cpu_iface = {
     /* .register_pool      = */ cpu_register_pool,
 };
 
+/* The description names what changes the device's speed and results: it
+ * keys the device's calibration profile. */
+static void cpu_describe(het_device *dev)
+{
+    const struct cpu_context *c = dev->context;
+    snprintf(dev->desc, sizeof dev->desc, "CPU, %d threads, kernels: %s%s%s%s", c->n_threads,
+             het_cpu_isa_name(c->isa), c->features.avx512_vnni ? " (avx512-vnni)" : "",
+             c->features.avx_vnni ? " (avx-vnni)" : "", c->f32_act ? ", f32 activations" : "");
+}
+
 het_device *het_cpu_device_init(int n_threads, het_error *err)
 {
     struct cpu_context *c = calloc(1, sizeof *c);
@@ -258,10 +270,20 @@ het_device *het_cpu_device_init(int n_threads, het_error *err)
         het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory");
         return NULL;
     }
-    snprintf(dev->desc, sizeof dev->desc, "CPU, %d threads, kernels: %s%s%s", c->n_threads,
-             het_cpu_isa_name(c->isa), c->features.avx512_vnni ? " (avx512-vnni)" : "",
-             c->features.avx_vnni ? " (avx-vnni)" : "");
+    cpu_describe(dev);
     return dev;
+}
+
+enum het_status het_cpu_device_set_f32_activations(het_device *dev, bool on, het_error *err)
+{
+    if (!dev || dev->iface.run_split != cpu_run_split)
+        return het_error_set(err, HET_ERR_INVALID, "cpu: f32 activations: not a CPU device");
+    struct cpu_context *c = dev->context;
+    if (c->n_packed && on)
+        return het_error_set(err, HET_ERR_INVALID, "cpu: f32 activations must be chosen before weights are prepared");
+    c->f32_act = on;
+    cpu_describe(dev);
+    return HET_OK;
 }
 
 int het_cpu_device_n_threads(const het_device *dev)

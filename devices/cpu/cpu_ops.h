@@ -53,6 +53,7 @@ struct het_compute_params {
     size_t           wsize;  /* its size in bytes                       */
     enum het_cpu_isa isa;    /* kernel level to use                     */
     struct het_cpu_sync *sync; /* the threads' barrier; NULL: omp barrier */
+    bool             f32_act; /* matmul: F32 activations x dequantised weights */
 };
 
 void het_cpu_features_detect(struct het_cpu_features *f);

@@ -24,6 +24,10 @@
  *     cut into chunks only for very long rows).
  * Float a (F32/F16/BF16): b rows are used in place when contiguous (else
  * gathered to wdata first) and multiplied 2 weight rows x 4 b rows at a time.
+ * The same path serves quantised a when the device keeps activations in F32
+ * (het_cpu_device_set_f32_activations): each weight row is dequantised into
+ * thread scratch, so the result is that of the F32 weights, with no 8-bit
+ * rounding of b; 3-4x slower end to end than the integer kernels.
  */
 #include <string.h>
 
@@ -61,7 +65,9 @@ struct het_mm_plan {
     int64_t K, N, M, B2, B3, r2, r3;
     bool    quantized;
     bool    b_gather;         /* b rows not contiguous: F32 copies in wdata        */
-    bool    a_gather;         /* float a with nb[0] != element size                */
+    bool    a_gather;         /* a rows converted to F32 in scratch: float a with
+                                 nb[0] != element size, or dequantised a           */
+    bool    a_dequant;        /* quantised a, F32 activations: rows dequantised    */
     bool    use_panel;
     struct het_q8r_layout ql; /* quantised: activation row layout                  */
     size_t  act_row_bytes;    /* bytes of one prepared b row in wdata (0: none)    */
@@ -82,6 +88,7 @@ struct het_mm_plan {
     het_qgemv_fn    gemv_fn;
     het_fdot_fn     fdot_fn;
     het_quantize_fn quantize_fn;
+    het_dequant_fn  dequant_fn;   /* a_dequant: a SIMD dequantiser, or NULL */
 };
 
 static const struct het_mm_kernels *het_mm_level(enum het_cpu_isa isa)
@@ -126,9 +133,11 @@ static void het_mm_resolve(struct het_mm_plan *p, enum het_cpu_isa isa)
     p->gemv_fn = NULL;
     p->fdot_fn = NULL;
     p->quantize_fn = NULL;
+    p->dequant_fn = NULL;
     for (int lv = (int)isa; lv >= 0; lv--) {
         const struct het_mm_kernels *k = het_mm_level((enum het_cpu_isa)lv);
         if (!p->quantize_fn) p->quantize_fn = k->quantize;
+        if (!p->dequant_fn && p->a_dequant) p->dequant_fn = k->dequant[t];
         if (!p->gemv_fn) p->gemv_fn = k->gemv[t];
         if (!p->fdot_fn) p->fdot_fn = p->a_gather ? k->fdot[HET_TYPE_F32] : k->fdot[t];
     }
@@ -199,7 +208,8 @@ static size_t het_mm_wide_plan(struct het_mm_plan *p, int nth, size_t tb)
 }
 
 /* Fill plan for node at kernel level isa with nth threads. */
-static void het_mm_plan_init(struct het_mm_plan *p, struct het_tensor *dst, enum het_cpu_isa isa, int nth)
+static void het_mm_plan_init(struct het_mm_plan *p, struct het_tensor *dst, enum het_cpu_isa isa, int nth,
+                             bool f32_act)
 {
     memset(p, 0, sizeof(*p));
     p->dst = dst;
@@ -213,8 +223,10 @@ static void het_mm_plan_init(struct het_mm_plan *p, struct het_tensor *dst, enum
     p->r2 = p->B2 / p->a->ne[2];
     p->r3 = p->B3 / p->a->ne[3];
     p->quantized = !het_mm_is_float_type(p->a->type);
+    p->a_dequant = p->quantized && f32_act;
+    if (p->a_dequant) p->quantized = false;
     p->b_gather = p->b->nb[0] != sizeof(float);
-    p->a_gather = !p->quantized && p->a->nb[0] != het_mm_elem_size(p->a->type);
+    p->a_gather = p->a_dequant || (!p->quantized && p->a->nb[0] != het_mm_elem_size(p->a->type));
 
     het_mm_resolve(p, isa);
 
@@ -266,10 +278,12 @@ size_t het_cpu_mul_mat_work_size(const struct het_tensor *node, int nth)
     size_t need = 0;
     for (int lv = HET_CPU_ISA_SCALAR; lv <= HET_CPU_ISA_AVX512; lv++) {
         for (int t = 1; t <= nth; t++) {
-            struct het_mm_plan p;
-            het_mm_plan_init(&p, (struct het_tensor *)node, (enum het_cpu_isa)lv, t);
-            size_t w = het_mm_plan_wsize(&p, t);
-            if (w > need) need = w;
+            for (int f32_act = 0; f32_act <= 1; f32_act++) {
+                struct het_mm_plan p;
+                het_mm_plan_init(&p, (struct het_tensor *)node, (enum het_cpu_isa)lv, t, f32_act);
+                size_t w = het_mm_plan_wsize(&p, t);
+                if (w > need) need = w;
+            }
         }
     }
     return need;
@@ -611,6 +625,11 @@ static const void *het_mm_fweight(const struct het_mm_plan *p, int64_t n, int64_
 {
     const void *w = het_mm_a_row(p, n, i2, i3);
     if (!p->a_gather) return w;
+    if (p->a_dequant) { /* whole blocks, contiguous (het_mm_shapes_ok) */
+        if (p->dequant_fn) p->dequant_fn(w, buf, p->K);
+        else het_dequantize_row(p->a->type, w, buf, p->K);
+        return buf;
+    }
     const char *s = w;
     for (int64_t k = 0; k < p->K; k++) {
         const char *e = s + (size_t)k * p->a->nb[0];
@@ -662,7 +681,7 @@ enum het_status het_cpu_mul_mat(const struct het_compute_params *cp, struct het_
     /* Every thread takes the same decisions, so barriers match up. */
     if (!het_cpu_mul_mat_supports(dst)) return HET_ERR_UNSUPPORTED;
     struct het_mm_plan p;
-    het_mm_plan_init(&p, dst, cp->isa, cp->nth);
+    het_mm_plan_init(&p, dst, cp->isa, cp->nth, cp->f32_act);
     if (het_mm_plan_wsize(&p, cp->nth) > cp->wsize || (het_mm_plan_wsize(&p, cp->nth) && !cp->wdata))
         return HET_ERR_INVALID;
     if (p.act_bytes) {

@@ -233,11 +233,15 @@ typedef void (*het_panels_fn)(const struct het_panel_layout *l, const void *pane
 /* nr (1..2) float-type weight rows against nc (1..4) F32 rows: out[r*4 + c]. */
 typedef void (*het_fdot_fn)(int64_t K, const void *const *w, int nr, const float *const *x, int nc, float *out);
 typedef void (*het_quantize_fn)(const float *x, const struct het_q8r_layout *l, void *dst);
+/* n elements (whole blocks) of a quantised row to F32, bit-identical to
+ * het_dequantize_row (the F32-activation matmul path). */
+typedef void (*het_dequant_fn)(const void *src, float *y, int64_t n);
 
 struct het_mm_kernels {
     het_quantize_fn quantize;
     het_qgemv_fn    gemv[HET_TYPE_COUNT];    /* quantised types               */
     het_fdot_fn     fdot[HET_TYPE_COUNT];    /* F32, F16, BF16                */
+    het_dequant_fn  dequant[HET_TYPE_COUNT]; /* quantised types (NULL: below) */
     het_panel_fn    panel[HET_PANEL_COUNT];  /* NULL: no panel kernel         */
     het_panels_fn   panels[HET_PANEL_COUNT]; /* runs of panels (NULL: loop)   */
     int             panel_rows;              /* R of the panels               */

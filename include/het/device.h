@@ -51,6 +51,13 @@ const char *het_device_pool_import(const het_device *dev);
 /* CPU device. n_threads <= 0: physical cores (hwloc). */
 het_device *het_cpu_device_init(int n_threads, het_error *err);
 int         het_cpu_device_n_threads(const het_device *dev);
+/* Keep matmul activations in F32 and dequantise quantised weights on the fly,
+ * instead of rounding activations to 8 bits for integer dot products: the
+ * logits are then those of the F32 weights (within summation order), and
+ * a Qwen3-0.6B Q4_0 run is 3-4x slower (docs/accuracy.md). Off by default.
+ * Choose before weights are prepared; the device's description (and so its
+ * calibration profile) says so. */
+enum het_status het_cpu_device_set_f32_activations(het_device *dev, bool on, het_error *err);
 
 #ifdef __cplusplus
 }

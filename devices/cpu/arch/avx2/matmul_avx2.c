@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "devices/cpu/arch/avx2/dequant_avx2.h"
 #include "devices/cpu/arch/avx2/panel_compact_avx2.h"
 #include "devices/cpu/quant_dot.h"
 #include "model/quant_impl.h"
@@ -623,6 +624,10 @@ const struct het_mm_kernels het_mm_kernels_avx2 = {
     .fdot = {
         [HET_TYPE_F32] = het_fdot_f32_avx2, [HET_TYPE_F16] = het_fdot_f16_avx2,
         [HET_TYPE_BF16] = het_fdot_bf16_avx2,
+    },
+    .dequant = {
+        [HET_TYPE_Q4_0] = het_dequant_q4_0_avx2, [HET_TYPE_Q8_0] = het_dequant_q8_0_avx2,
+        [HET_TYPE_Q4_K] = het_dequant_q4_k_avx2, [HET_TYPE_Q6_K] = het_dequant_q6_k_avx2,
     },
     .panel = {
         [HET_PANEL_U4] = het_panel_u4_avx2, [HET_PANEL_U5] = het_panel_u5_avx2,
