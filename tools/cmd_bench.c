@@ -1,7 +1,8 @@
 /*
  * cmd_bench.c — `hetrun bench`: prefill (pp) and decode (tg) tokens/s over
  * repetitions, min/median/max, beside the machine's measured read-bandwidth
- * bound for decode. Like llama-bench: pp evaluates N tokens in one batch
+ * bound for decode and, on the CPU, a compute bound for prefill from the
+ * measured int8 and F32 peaks (het_cpu_measure_peak). Like llama-bench: pp evaluates N tokens in one batch
  * from an empty cache; tg generates N tokens one at a time from an empty
  * cache. A warm-up run is made first and not counted.
  */
@@ -68,6 +69,25 @@ static size_t decode_bytes(const het_model *m)
     return total;
 }
 
+/* Operations of one prefill token with p tokens in the batch (empty cache):
+ * the layers' matmuls (2 per weight; quantised ones run on int8 products
+ * unless activations stay F32) and attention's two products over (p+1)/2
+ * keys on average. The output matrix is left out: pp computes the logits of
+ * the last token only. */
+static void prefill_ops(const het_model *m, int p, bool f32_act, double *int8_ops, double *f32_ops)
+{
+    const struct het_model_config *c = het_model_get_config(m);
+    *int8_ops = *f32_ops = 0;
+    for (int i = 0; i < het_model_n_weights(m); i++) {
+        const struct het_tensor *t = het_model_weight(m, i);
+        if (strncmp(t->name, "blk.", 4) != 0 || t->ne[1] <= 1) continue; /* norms and biases: vectors */
+        double ops = 2.0 * (double)t->ne[0] * (double)t->ne[1];
+        if (het_type_get_traits(t->type)->is_quantized && !f32_act) *int8_ops += ops;
+        else *f32_ops += ops;
+    }
+    *f32_ops += 4.0 * c->n_layer * c->n_head * c->head_dim * (p + 1) / 2.0;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     struct hr_opts o;
@@ -114,6 +134,15 @@ int cmd_bench(int argc, char **argv)
     if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN); /* e.g. lavapipe's threads */
     if (threads <= 0) threads = 1;
     double bw = hr_measure_read_bandwidth(threads);
+    /* prefill's compute bound: meaningful when the CPU alone runs the graph */
+    struct het_cpu_peak peak = { 0 };
+    double q_ops = 0, f_ops = 0, pp_bound = 0;
+    if (pp.n && s.n_devices == 1 && het_device_kind(s.devices[0]) == HET_DEVICE_CPU &&
+        het_cpu_measure_peak(threads, &peak, NULL) == HET_OK) {
+        prefill_ops(s.model, o.pp, o.f32_act, &q_ops, &f_ops);
+        double t = q_ops / (peak.int8_gops * 1e9) + f_ops / (peak.f32_gflops * 1e9);
+        pp_bound = t > 0 ? 1.0 / t : 0;
+    }
     size_t wbytes = het_model_weight_bytes(s.model), dbytes = decode_bytes(s.model);
     double bound = bw > 0 ? bw * 1e9 / (double)dbytes : 0;
     const char *dev = o.device ? o.device : o.devices ? o.devices : "cpu";
@@ -122,14 +151,21 @@ int cmd_bench(int argc, char **argv)
                "\"pp\":%d,\"tg\":%d,\"reps\":%d,"
                "\"pp_tps\":%.2f,\"pp_tps_min\":%.2f,\"pp_tps_max\":%.2f,"
                "\"tg_tps\":%.2f,\"tg_tps_min\":%.2f,\"tg_tps_max\":%.2f,"
-               "\"read_bandwidth_gbs\":%.1f,\"tg_bound_tps\":%.1f}\n",
+               "\"read_bandwidth_gbs\":%.1f,\"tg_bound_tps\":%.1f,"
+               "\"peak_int8_gops\":%.1f,\"peak_f32_gflops\":%.1f,\"pp_bound_tps\":%.1f}\n",
                o.model, dev, threads, wbytes, dbytes, o.pp, o.tg, o.reps, pp.med, pp.min, pp.max, tg.med, tg.min,
-               tg.max, bw, bound);
+               tg.max, bw, bound, peak.int8_gops, peak.f32_gflops, pp_bound);
     } else {
         printf("model %s: %s, %.1f MiB weights, %d threads, device %s\n", o.model, c->arch_name, wbytes / 1048576.0,
                threads, dev);
-        if (pp.n)
-            printf("pp%-4d %8.2f tok/s median  (min %.2f, max %.2f, %d runs)\n", o.pp, pp.med, pp.min, pp.max, pp.n);
+        if (pp.n) {
+            printf("pp%-4d %8.2f tok/s median  (min %.2f, max %.2f, %d runs)", o.pp, pp.med, pp.min, pp.max, pp.n);
+            if (pp_bound > 0)
+                printf("   bound: %.1f tok/s = %.3f G int8 ops/token at %.0f GOP/s (%s) + %.3f GFLOP/token at "
+                       "%.0f GFLOP/s (%s), measured peaks", pp_bound, q_ops * 1e-9, peak.int8_gops, peak.int8_instr,
+                       f_ops * 1e-9, peak.f32_gflops, peak.f32_instr);
+            printf("\n");
+        }
         if (tg.n)
             printf("tg%-4d %8.2f tok/s median  (min %.2f, max %.2f, %d runs)   bound: %.1f tok/s = %.1f GB/s measured "
                    "read bandwidth / %.1f MB per token\n",

@@ -59,6 +59,19 @@ int         het_cpu_device_n_threads(const het_device *dev);
  * calibration profile) says so. */
 enum het_status het_cpu_device_set_f32_activations(het_device *dev, bool on, het_error *err);
 
+/* The CPU's arithmetic limits, measured (~0.3 s) on n_threads threads
+ * (<= 0: all) with the instructions of the kernel level het selects: int8
+ * multiply-adds as the quantised matmuls issue them, and F32 FMAs. A
+ * multiply-add counts two operations. HET_ERR_UNSUPPORTED at the scalar
+ * level (no peak is claimed there). */
+struct het_cpu_peak {
+    double      int8_gops;   /* int8 multiply-add operations, G/s */
+    double      f32_gflops;  /* F32 FMA operations, G/s           */
+    const char *int8_instr;  /* "vpmaddubsw ymm", "vpdpbusd zmm"  */
+    const char *f32_instr;
+};
+enum het_status het_cpu_measure_peak(int n_threads, struct het_cpu_peak *out, het_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,74 @@
+/*
+ * cpu_peak.c — het_cpu_device_measure_peak: the int8 multiply-add and F32
+ * FMA rates the CPU device's threads reach with the instructions of its
+ * kernel level (cpu_peak.h), so that prefill speed can be printed beside a
+ * measured compute limit. Each rate is the best of seven ~20 ms runs on all
+ * the device's threads at once (a busy machine only ever makes it slower).
+ */
+#include "devices/cpu/cpu_ops.h"
+#include "devices/cpu/cpu_peak.h"
+#include "het/device.h"
+#include "sched/device_impl.h"
+
+#include <omp.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+enum peak_kind { PEAK_INT8, PEAK_F32 };
+
+static double run_kernel(enum peak_kind k, const struct het_cpu_features *f, enum het_cpu_isa isa, int64_t iters,
+                         int32_t *sink)
+{
+    if (isa == HET_CPU_ISA_AVX512)
+        return k == PEAK_INT8 ? het_peak_int8_avx512(iters, f->avx512_vnni, sink) : het_peak_f32_avx512(iters, sink);
+    return k == PEAK_INT8 ? het_peak_int8_avx2(iters, sink) : het_peak_f32_avx2(iters, sink);
+}
+
+/* ops/s of kind k on n threads at once, best of 7 runs of about 20 ms */
+static double measure(enum peak_kind k, const struct het_cpu_features *f, enum het_cpu_isa isa, int n)
+{
+    int64_t iters = 1 << 16;
+    int32_t sink = 0;
+    for (;;) { /* size a run to ~20 ms on one thread */
+        double t0 = now_s();
+        run_kernel(k, f, isa, iters, &sink);
+        double dt = now_s() - t0;
+        if (dt > 0.02 || iters > ((int64_t)1 << 40)) break;
+        iters = dt > 0.002 ? (int64_t)(iters * 0.02 / dt) : iters * 8;
+    }
+    double best = 0;
+    for (int rep = 0; rep < 7; rep++) {
+        double ops = 0, t0 = now_s();
+#pragma omp parallel num_threads(n) reduction(+ : ops)
+        {
+            int32_t s = 0; /* per thread: the kernels store their result here */
+            ops += run_kernel(k, f, isa, iters, &s);
+        }
+        double dt = now_s() - t0;
+        if (dt > 0 && ops / dt > best) best = ops / dt;
+    }
+    return best;
+}
+
+enum het_status het_cpu_measure_peak(int n_threads, struct het_cpu_peak *out, het_error *err)
+{
+    struct het_cpu_features f;
+    het_cpu_features_detect(&f);
+    enum het_cpu_isa isa = het_cpu_isa_select(&f);
+    *out = (struct het_cpu_peak){ 0 };
+    if (isa == HET_CPU_ISA_SCALAR)
+        return het_error_set(err, HET_ERR_UNSUPPORTED, "cpu: no SIMD level to measure peaks with");
+    if (n_threads <= 0) n_threads = omp_get_num_procs();
+    out->int8_gops = measure(PEAK_INT8, &f, isa, n_threads) * 1e-9;
+    out->f32_gflops = measure(PEAK_F32, &f, isa, n_threads) * 1e-9;
+    out->int8_instr = isa == HET_CPU_ISA_AVX512 ? (f.avx512_vnni ? "vpdpbusd zmm" : "vpmaddubsw zmm")
+                                                : "vpmaddubsw ymm";
+    out->f32_instr = isa == HET_CPU_ISA_AVX512 ? "vfmadd zmm" : "vfmadd ymm";
+    return HET_OK;
+}
