@@ -17,6 +17,15 @@
 #include <unistd.h>
 
 /* stories260K's reference continuation of "Once upon a time" (shared/reference/stories260K-1) */
+/* The library's message without its own "sensitivity" prefix: the flag
+ * names the subject already. */
+static const char *sens_msg(const char *msg)
+{
+    if (!strncmp(msg, "sensitivity: ", 13)) return msg + 13;
+    if (!strncmp(msg, "sensitivity ", 12)) return msg + 12;
+    return msg;
+}
+
 static const char default_text[] =
     "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw "
     "a big, red ball. She wanted to play with it, but it was too high.\nLily's mom said\n";
@@ -178,7 +187,7 @@ static bool measure_group(struct hr_accuracy *a, const struct hr_acc_devices *d,
     het_error err = { 0 };
     het_sched *s = het_sched_init(&sp, &err);
     if (!s) {
-        hr_error(a->o, "--sensitivity: %s", err.msg);
+        hr_error(a->o, "--sensitivity: %s", sens_msg(err.msg));
         return false;
     }
     bool ok = logits_on(a, s, 0, a->test);
@@ -213,7 +222,7 @@ static bool measure_table(struct hr_accuracy *a, const het_graph *g, const struc
         if (!measure_group(a, d, cls[k], &r)) return false;
         het_error err = { 0 };
         if (het_sensitivity_add(&a->sens, cls[k], r.kl_mean, r.top1, count[k], &err) != HET_OK) {
-            hr_error(a->o, "--sensitivity: %s", err.msg);
+            hr_error(a->o, "--sensitivity: %s", sens_msg(err.msg));
             return false;
         }
     }
@@ -256,7 +265,7 @@ bool hr_accuracy_sensitivity(struct hr_accuracy *a, const struct hr_plan_opts *p
     const char *src = po->sensitivity;
     if (src && strcmp(src, "measure") && strcmp(src, "estimate")) {
         if (het_sensitivity_load(src, &a->sens, &err) != HET_OK) {
-            hr_error(a->o, "--sensitivity: %s", err.msg);
+            hr_error(a->o, "--sensitivity: %s", sens_msg(err.msg));
             return false;
         }
         snprintf(a->sens_source, sizeof a->sens_source, "%s", src);

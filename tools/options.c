@@ -77,7 +77,7 @@ static const struct flag flags[] = {
     { "--long-parallel", K_INT,  F(long_parallel), 1, 1024, "serve: sequences of the long route (default: --parallel)" },
     /* planning and calibration (struct hr_plan_opts); plan's --batch is the one above */
     { "--phase",        K_STR,   F(plan.phase),  0, 0,   "plan: prefill | decode (default decode)" },
-    { "--past",         K_INT,   F(plan.past),   1, 1 << 20, "plan: decode: tokens already in the cache (default 128)" },
+    { "--past",         K_INT,   F(plan.past),   0, 1 << 20, "plan: decode: tokens already in the cache (default 128)" },
     { "--measure",      K_BOOL,  F(plan.measure), 0, 0,  "plan: run the plan and add measured us per node and in total" },
     { "--profile",      K_STR,   F(plan.profile), 0, 0,  "profile file(s), comma-separated; devices not present are simulated;"
                                                          " 'default': unmeasured defaults, no calibration (also HET_CALIBRATE=0)" },
