@@ -8,6 +8,12 @@
 # be within 5% of the best measured policy and its prediction within 15% of
 # the measurement. Not a test (timings never are): run it on a quiet machine.
 #
+# Repetitions are interleaved (rep 1 of every policy, then rep 2, ...), so a
+# machine whose speed drifts over minutes slows every policy alike instead of
+# whichever ran last. Where the planner placed a phase on one device only,
+# its plan is that device's single-device plan, and the script says so:
+# their difference is then the machine's run-to-run noise.
+#
 #   bench/policy_quality.sh MODEL [DEVICES=cpu,vulkan] [PP=512] [TG=128] [REPS=3]
 #   HETRUN=build/hetrun (default)
 set -euo pipefail
@@ -17,40 +23,58 @@ hetrun="${HETRUN:-build/hetrun}"
 policies=(fastest alternate)
 IFS=, read -ra devs <<<"$devices"
 for d in "${devs[@]}"; do policies+=("single:$d"); done
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 
-field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
+echo "model $model, devices $devices, pp$pp / tg$tg, $reps interleaved repetitions, $(nproc) cores," \
+     "load $(cut -d' ' -f1 /proc/loadavg)"
 
-echo "model $model, devices $devices, pp$pp / tg$tg, $reps repetitions, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
-printf "%-16s %12s %12s\n" policy "pp tok/s" "tg tok/s"
-declare -A PP TG
-for pol in "${policies[@]}"; do
-    j=$("$hetrun" bench -m "$model" --devices "$devices" --policy "$pol" -p "$pp" -n "$tg" -r "$reps" --json 2>/dev/null)
-    PP[$pol]=$(field "$j" pp_tps); TG[$pol]=$(field "$j" tg_tps)
-    printf "%-16s %12.2f %12.2f\n" "$pol" "${PP[$pol]}" "${TG[$pol]}"
+# the planner's placement per phase (and, later, its prediction against a measurement)
+plan_json() { # phase out [--measure]
+    "$hetrun" plan -m "$model" --devices "$devices" --phase "$1" --batch "$pp" --past "$tg" ${3:-} --json \
+        >"$2" 2>/dev/null
+}
+plan_json prefill "$tmp/prefill.json"
+plan_json decode "$tmp/decode.json"
+
+for ((r = 1; r <= reps; r++)); do
+    for pol in "${policies[@]}"; do
+        "$hetrun" bench -m "$model" --devices "$devices" --policy "$pol" -p "$pp" -n "$tg" -r 1 --json \
+            >>"$tmp/runs.$pol.jsonl" 2>/dev/null
+    done
 done
-best_pp=0; best_tg=0
-for pol in "${policies[@]}"; do
-    best_pp=$(python3 -c "print(max($best_pp, ${PP[$pol]}))"); best_tg=$(python3 -c "print(max($best_tg, ${TG[$pol]}))")
-done
-python3 - "${PP[fastest]}" "$best_pp" "${TG[fastest]}" "$best_tg" <<'PY'
-import sys
-pp, bpp, tg, btg = map(float, sys.argv[1:])
-print("planner vs best measured: pp %.1f%% of best, tg %.1f%% of best (target >= 95%%)" % (100*pp/bpp, 100*tg/btg))
+
+python3 - "$tmp" "$pp" "$tg" "${policies[@]}" <<'PY'
+import json, statistics, sys
+tmp, pp, tg, pols = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+runs = {p: [json.loads(l) for l in open("%s/runs.%s.jsonl" % (tmp, p))] for p in pols}
+med = {p: (statistics.median(r["pp_tps"] for r in runs[p]), statistics.median(r["tg_tps"] for r in runs[p]))
+       for p in pols}
+print("%-16s %24s %24s" % ("policy", "pp%s tok/s (min-max)" % pp, "tg%s tok/s (min-max)" % tg))
+for p in pols:
+    a = [r["pp_tps"] for r in runs[p]]; b = [r["tg_tps"] for r in runs[p]]
+    print("%-16s %9.2f (%6.1f-%6.1f) %9.2f (%6.1f-%6.1f)" % (p, med[p][0], min(a), max(a), med[p][1], min(b), max(b)))
+best_pp = max(m[0] for m in med.values()); best_tg = max(m[1] for m in med.values())
+print("planner vs best measured: pp %.1f%% of best, tg %.1f%% of best (target >= 95%%)"
+      % (100 * med["fastest"][0] / best_pp, 100 * med["fastest"][1] / best_tg))
+for phase in ("prefill", "decode"):
+    j = json.load(open("%s/%s.json" % (tmp, phase)))
+    used = sorted({n["device"] for n in j.get("nodes", [])})
+    same = "single:%s" % used[0] if len(used) == 1 else None
+    print("%-8s the planner places nodes on %s%s" % (phase, ",".join(used),
+          "; that is the %s plan, so the two rows differ by run-to-run noise only" % same if same in pols else ""))
 PY
-tmp="$(mktemp)"; trap 'rm -f "$tmp"' EXIT
+
 for phase in prefill decode; do
     # the plan JSON has one object per node: read it from a file, not argv
-    "$hetrun" plan -m "$model" --devices "$devices" --phase "$phase" --batch "$pp" --past "$tg" --measure --json \
-        >"$tmp" 2>/dev/null
-    python3 - "$tmp" "$phase" <<'PY'
+    plan_json "$phase" "$tmp/m.json" --measure
+    python3 - "$tmp/m.json" "$phase" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
 p, m = j.get("total_pred_us"), j.get("measured_us")
 err = (p / m - 1) * 100 if p and m else float("nan")
-devs = sorted({n["device"] for n in j.get("nodes", [])})
 print("%-8s predicted %.0f us, measured %.0f us (quartiles %.0f-%.0f over %d evals), error %+.1f%% "
-      "(target within 15%%); plan uses %s"
+      "(target within 15%%)"
       % (sys.argv[2], p or 0, m or 0, j.get("measured_q1_us") or 0, j.get("measured_q3_us") or 0,
-         j.get("measured_runs", 0), err, ",".join(devs)))
+         j.get("measured_runs", 0), err))
 PY
 done
