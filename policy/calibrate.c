@@ -200,10 +200,16 @@ static double cold_bytes(void)
 
 /* R: enough distinct weights to leave the caches (small M, where the cost
  * is reading the weights), enough work to dwarf the split overhead, but no
- * split longer than ~20 ms unless leaving the caches needs it */
+ * split longer than ~20 ms unless leaving the caches needs it.
+ * Matrices under 1/512 of the cold set (256 KiB for 128 MiB: 256x256 in
+ * any type) are measured warm instead: only models small enough to stay in
+ * the last-level cache have them (stories260K: 1 MB of weights), and read
+ * cold they cost a DRAM latency each (~6 us at 256x256 q4_0, against ~1 us
+ * in such a model), which set the fit's per-node t0 for every model. */
 static int copies(const struct cal *c, double wbytes, int m, double est_us)
 {
-    double cache = m <= 16 ? ceil(c->cold_bytes / wbytes) : 1;                    /* >= 1 */
+    const bool cold = m <= 16 && wbytes > c->cold_bytes / 512;
+    double cache = cold ? ceil(c->cold_bytes / wbytes) : 1;                       /* >= 1 */
     double work = fmin(ceil(1000.0 / est_us), fmax(1, floor(20000.0 / est_us)));
     return (int)fmin(fmax(cache, work), 4096);
 }

@@ -1,8 +1,9 @@
 /*
  * fit.c — fitting t = t0 + max(flops / F(M), bytes / B) to measured samples.
  *
- * The model has four positive parameters (t0, B, F_peak, m_half); times span
- * orders of magnitude, so the fit minimises squared log-ratios (relative
+ * The model has four positive parameters (t0, B, F_peak, m_half), t0 at most
+ * the fastest sample and B at most 1.5x the best bandwidth a sample reached.
+ * Times span orders of magnitude, so the fit minimises squared log-ratios (relative
  * error) with Nelder–Mead over the logarithms of the parameters, restarted
  * from its own best point until it stops improving. Samples the first fit
  * misses by far more than the rest (a stray measurement) are dropped once
@@ -26,6 +27,7 @@ struct fit_data {
     int n;
     int np;                      /* parameters varied: 4 = all, 2 = t0 and B    */
     double t0_max_log;           /* t0 cannot exceed the fastest sample          */
+    double b_max_log;            /* nor B 1.5x the best bandwidth any achieved   */
     struct het_cost_fit base;    /* the rest (knots when np == 2)               */
 };
 
@@ -60,11 +62,19 @@ static double sq_error(const struct fit_data *d, const struct het_cost_fit *f, d
     return sum;
 }
 
+/* upper bound of parameter i (log space): the data's where it has one */
+static double upper(const struct fit_data *d, int i)
+{
+    if (i == 0 && d->t0_max_log < hi[0]) return d->t0_max_log;
+    if (i == 1 && d->b_max_log < hi[1]) return d->b_max_log;
+    return hi[i];
+}
+
 static double objective(const struct fit_data *d, const double *x)
 {
     double pen = 0, y[NP];
     for (int i = 0; i < d->np; i++) {
-        double h = i == 0 && d->t0_max_log < hi[0] ? d->t0_max_log : hi[i];
+        double h = upper(d, i);
         y[i] = x[i] < lo[i] ? lo[i] : x[i] > h ? h : x[i];
         pen += (x[i] - y[i]) * (x[i] - y[i]);
     }
@@ -134,7 +144,7 @@ static void fit_once(const struct fit_data *d, double *x)
         best = v;
     }
     for (int i = 0; i < d->np; i++) {
-        double h = i == 0 && d->t0_max_log < hi[0] ? d->t0_max_log : hi[i];
+        double h = upper(d, i);
         x[i] = x[i] < lo[i] ? lo[i] : x[i] > h ? h : x[i];
     }
 }
@@ -205,7 +215,7 @@ static void fit_knots(const struct fit_data *d, struct het_cost_fit *f)
     }
     for (int k = 0; k < g.n_knots; k++)
         if (!(g.knot_gflops[k] > 0)) g.knot_gflops[k] = smooth[k];
-    g.gbps = fmax(bw * 1.05, 1e-3);
+    g.gbps = fmin(fmax(bw * 1.05, 1e-3), exp(d->b_max_log));
     g.t0_us = fmin(g.t0_us, exp(d->t0_max_log) * 0.5);
     for (int round = 0; round < 3; round++) {
         for (int k = 0; k < g.n_knots; k++) fit_knot(d, &g, k, smooth[k]);
@@ -262,7 +272,12 @@ bool het_cost_fit_samples(const struct het_profile_sample *s, int n, struct het_
     if (n_ok < 2) return false;
     /* start: t0 half the fastest sample, rates the best achieved (per µs -> G/s) */
     double x[NP] = { log(fmax(tmin * 0.5, 0.02)), log(fmax(bw * 1e-3, 0.01)), log(fmax(fl * 1e-3, 0.01)), log(4.0) };
-    struct fit_data d = { .s = s, .use = use, .n = n, .np = NP, .t0_max_log = log(fmax(tmin, 0.02)) };
+    /* B is only seen where samples are bandwidth-bound; where none is (or
+     * the compute term explains them as well), it used to run off to
+     * thousands of GB/s. No sample read faster than bw, so B stays under
+     * 1.5x that: a fitted figure a reader can take as a bandwidth. */
+    struct fit_data d = { .s = s, .use = use, .n = n, .np = NP, .t0_max_log = log(fmax(tmin, 0.02)),
+                          .b_max_log = log(fmax(1.5 * bw * 1e-3, 0.01)) };
     fit_once(&d, x);
     struct het_cost_fit f;
     to_fit(&d, x, &f);
