@@ -76,6 +76,7 @@ int cmd_run(int argc, char **argv)
     double t_decode = hr_now_ms() - t1;
     hr_gpu_times_take(&gt, "decode");
     printf("\n");
+    fflush(stdout); /* before the stderr line: piped, stdout is fully buffered */
     fprintf(stderr, "prefill: %d tokens in %.1f ms (%.1f tok/s); decode: %d tokens in %.1f ms (%.1f tok/s)\n", n_ids,
             t_prefill, n_ids * 1000.0 / t_prefill, n_gen, t_decode, n_gen > 1 ? (n_gen - 1) * 1000.0 / t_decode : 0.0);
     hr_print_stats(&s, &o);
