@@ -178,7 +178,7 @@ static int run_case(enum het_type type, int64_t K, int64_t N, int64_t M, int nth
         packed = aligned_alloc(64, (psize + 63) & ~(size_t)63);
         if (het_cpu_mul_mat_repack(&a, isa, packed, psize) == HET_OK) a.extra = packed;
     }
-    const size_t ws = het_cpu_mul_mat_work_size(&d, nth);
+    const size_t ws = het_cpu_mul_mat_work_size(&d, nth, false);
     void *wdata = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
 
     /* As the device runs a graph: one parallel region, a barrier between

@@ -3,13 +3,14 @@
  *
  * The model has four positive parameters (t0, B, F_peak, m_half), t0 at most
  * the fastest sample and B at most 1.5x the best bandwidth a sample reached.
- * Times span orders of magnitude, so the fit minimises squared log-ratios (relative
- * error) with Nelder–Mead over the logarithms of the parameters, restarted
- * from its own best point until it stops improving. Samples the first fit
- * misses by far more than the rest (a stray measurement) are dropped once
- * and the fit redone. When the samples sweep M, F(M) is then tabulated at
- * each measured M (golden-section per knot, alternating with t0 and B) and
- * kept if it fits better. A few dozen samples: well under a millisecond.
+ * Times span orders of magnitude, so the fit minimises squared log-ratios
+ * (relative error) with Nelder–Mead over the logarithms of the parameters,
+ * restarted from its own best point until it stops improving. Samples the
+ * first fit misses by far more than the rest (a stray measurement) are
+ * dropped once and the fit redone. When the samples sweep M, F(M) is then
+ * tabulated at each measured M (golden-section per knot, alternating with t0
+ * and B) and kept if it fits better. A few dozen samples: well under a
+ * millisecond.
  */
 #include "policy/profile_impl.h"
 

@@ -139,7 +139,7 @@ static void free_case(struct mm_data *d)
 /* Run the kernel as the device does: one parallel region, one call per thread. */
 static enum het_status run_mm(struct het_tensor *dst, int nth, enum het_cpu_isa isa, bool f32_act)
 {
-    size_t ws = het_cpu_mul_mat_work_size(dst, nth);
+    size_t ws = het_cpu_mul_mat_work_size(dst, nth, f32_act);
     void *wdata = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
     enum het_status st = HET_OK;
 #pragma omp parallel num_threads(nth)

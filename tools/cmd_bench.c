@@ -2,9 +2,10 @@
  * cmd_bench.c — `hetrun bench`: prefill (pp) and decode (tg) tokens/s over
  * repetitions, min/median/max, beside the machine's measured read-bandwidth
  * bound for decode and, on the CPU, a compute bound for prefill from the
- * measured int8 and F32 peaks (het_cpu_measure_peak). Like llama-bench: pp evaluates N tokens in one batch
- * from an empty cache; tg generates N tokens one at a time from an empty
- * cache. A warm-up run is made first and not counted.
+ * measured int8 and F32 peaks (het_cpu_measure_peak). Like llama-bench: pp
+ * evaluates N tokens in one batch from an empty cache; tg generates N tokens
+ * one at a time from an empty cache. A warm-up run is made first and not
+ * counted.
  */
 #include "tools/gpu_times.h"
 #include "tools/hetrun.h"

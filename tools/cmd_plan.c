@@ -178,15 +178,19 @@ static int cmp_run(const void *a, const void *b)
 /* The measured time of the planned graph: the median of many normal evals.
  * One eval on a shared machine varies by tens of percent, and the machine's
  * memory bandwidth drifts over seconds, so evals are taken for about two
- * seconds (at least 5 prefills or 9 decode steps; at most HR_MEAS_MAX) and the quartiles are kept with
- * the median. Prefill: each from a fresh cache filled to --past, untimed.
+ * seconds (at least 5 prefills or 9 decode steps; at most HR_MEAS_MAX) and
+ * the quartiles are kept with the median. Prefill: each from a fresh cache
+ * filled to --past, untimed.
  * Decode: windows of up to 9 consecutive steps ending at --past, back to
  * back as a generation runs them; the window is refilled and repeated. */
 #define HR_MEAS_MAX 256
 static bool measure_normal(struct planrun *r, const int32_t *toks, het_error *err)
 {
     double (*runs)[2] = malloc(HR_MEAS_MAX * sizeof *runs); /* busy us, wall ms */
-    if (!runs) return het_error_set(err, HET_ERR_NOMEM, "plan: out of memory") == HET_OK;
+    if (!runs) {
+        het_error_set(err, HET_ERR_NOMEM, "plan: out of memory");
+        return false;
+    }
     bool ok = true;
     int n = 0;
     double spent_ms = 0;

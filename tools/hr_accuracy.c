@@ -16,7 +16,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* stories260K's reference continuation of "Once upon a time" (shared/reference/stories260K-1) */
 /* The library's message without its own "sensitivity" prefix: the flag
  * names the subject already. */
 static const char *sens_msg(const char *msg)
@@ -26,6 +25,7 @@ static const char *sens_msg(const char *msg)
     return msg;
 }
 
+/* stories260K's reference continuation of "Once upon a time" (shared/reference/stories260K-1) */
 static const char default_text[] =
     "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw "
     "a big, red ball. She wanted to play with it, but it was too high.\nLily's mom said\n";

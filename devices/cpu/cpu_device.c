@@ -74,7 +74,7 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
     struct cpu_context *c = dev->context;
     size_t need = 0;
     for (int i = 0; i < n; i++) {
-        size_t w = het_cpu_work_size(nodes[i], c->n_threads);
+        size_t w = het_cpu_work_size(nodes[i], c->n_threads, c->f32_act);
         if (w > need) need = w;
     }
     enum het_status st = ensure_wdata(c, need, err);

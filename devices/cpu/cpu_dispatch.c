@@ -33,10 +33,10 @@ bool het_cpu_supports(const struct het_tensor *node)
     }
 }
 
-size_t het_cpu_work_size(const struct het_tensor *node, int nth)
+size_t het_cpu_work_size(const struct het_tensor *node, int nth, bool f32_act)
 {
     switch (node->op) {
-    case HET_OP_MUL_MAT: return het_cpu_mul_mat_work_size(node, nth);
+    case HET_OP_MUL_MAT: return het_cpu_mul_mat_work_size(node, nth, f32_act);
     case HET_OP_ATTN:    return het_cpu_attn_work_size(node, nth);
     default:             return 0;
     }

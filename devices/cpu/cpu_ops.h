@@ -65,8 +65,9 @@ const char *het_cpu_isa_name(enum het_cpu_isa isa);
  * or an OpenMP barrier when there is none). */
 void het_cpu_barrier(const struct het_compute_params *p);
 
-/* Scratch bytes node needs with nth threads (0 if none). */
-size_t het_cpu_work_size(const struct het_tensor *node, int nth);
+/* Scratch bytes node needs with nth threads (0 if none); f32_act as in
+ * het_compute_params. */
+size_t het_cpu_work_size(const struct het_tensor *node, int nth, bool f32_act);
 /* Can the CPU run this node (op, types, shapes)? */
 bool het_cpu_supports(const struct het_tensor *node);
 /* Run one node; returns HET_OK or HET_ERR_UNSUPPORTED (never aborts). */
@@ -74,7 +75,7 @@ enum het_status het_cpu_compute(const struct het_compute_params *p, struct het_t
 
 /* ---- op entry points (one file per op family) ---------------------------- */
 /* matmul.c */
-size_t          het_cpu_mul_mat_work_size(const struct het_tensor *node, int nth);
+size_t          het_cpu_mul_mat_work_size(const struct het_tensor *node, int nth, bool f32_act);
 bool            het_cpu_mul_mat_supports(const struct het_tensor *node);
 enum het_status het_cpu_mul_mat(const struct het_compute_params *p, struct het_tensor *dst);
 /* True when `isa` (or a level below it, above scalar) has a GEMV that streams

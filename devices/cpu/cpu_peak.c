@@ -1,5 +1,5 @@
 /*
- * cpu_peak.c — het_cpu_device_measure_peak: the int8 multiply-add and F32
+ * cpu_peak.c — het_cpu_measure_peak: the int8 multiply-add and F32
  * FMA rates the CPU device's threads reach with the instructions of its
  * kernel level (cpu_peak.h), so that prefill speed can be printed beside a
  * measured compute limit. Each rate is the best of seven ~20 ms runs on all
@@ -8,17 +8,9 @@
 #include "devices/cpu/cpu_ops.h"
 #include "devices/cpu/cpu_peak.h"
 #include "het/device.h"
-#include "sched/device_impl.h"
+#include "sched/clock.h"
 
 #include <omp.h>
-#include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 enum peak_kind { PEAK_INT8, PEAK_F32 };
 
@@ -36,21 +28,21 @@ static double measure(enum peak_kind k, const struct het_cpu_features *f, enum h
     int64_t iters = 1 << 16;
     int32_t sink = 0;
     for (;;) { /* size a run to ~20 ms on one thread */
-        double t0 = now_s();
+        double t0 = het_now_us();
         run_kernel(k, f, isa, iters, &sink);
-        double dt = now_s() - t0;
+        double dt = (het_now_us() - t0) * 1e-6;
         if (dt > 0.02 || iters > ((int64_t)1 << 40)) break;
         iters = dt > 0.002 ? (int64_t)(iters * 0.02 / dt) : iters * 8;
     }
     double best = 0;
     for (int rep = 0; rep < 7; rep++) {
-        double ops = 0, t0 = now_s();
+        double ops = 0, t0 = het_now_us();
 #pragma omp parallel num_threads(n) reduction(+ : ops)
         {
             int32_t s = 0; /* per thread: the kernels store their result here */
             ops += run_kernel(k, f, isa, iters, &s);
         }
-        double dt = now_s() - t0;
+        double dt = (het_now_us() - t0) * 1e-6;
         if (dt > 0 && ops / dt > best) best = ops / dt;
     }
     return best;

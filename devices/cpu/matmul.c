@@ -269,7 +269,7 @@ bool het_cpu_mul_mat_supports(const struct het_tensor *node)
     return node && node->op == HET_OP_MUL_MAT && het_mm_shapes_ok(node);
 }
 
-size_t het_cpu_mul_mat_work_size(const struct het_tensor *node, int nth)
+size_t het_cpu_mul_mat_work_size(const struct het_tensor *node, int nth, bool f32_act)
 {
     if (!het_cpu_mul_mat_supports(node)) return 0;
     if (nth < 1) nth = 1;
@@ -278,12 +278,10 @@ size_t het_cpu_mul_mat_work_size(const struct het_tensor *node, int nth)
     size_t need = 0;
     for (int lv = HET_CPU_ISA_SCALAR; lv <= HET_CPU_ISA_AVX512; lv++) {
         for (int t = 1; t <= nth; t++) {
-            for (int f32_act = 0; f32_act <= 1; f32_act++) {
-                struct het_mm_plan p;
-                het_mm_plan_init(&p, (struct het_tensor *)node, (enum het_cpu_isa)lv, t, f32_act);
-                size_t w = het_mm_plan_wsize(&p, t);
-                if (w > need) need = w;
-            }
+            struct het_mm_plan p;
+            het_mm_plan_init(&p, (struct het_tensor *)node, (enum het_cpu_isa)lv, t, f32_act);
+            size_t w = het_mm_plan_wsize(&p, t);
+            if (w > need) need = w;
         }
     }
     return need;
