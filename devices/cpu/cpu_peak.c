@@ -15,7 +15,7 @@
 enum peak_kind { PEAK_INT8, PEAK_F32 };
 
 static double run_kernel(enum peak_kind k, const struct het_cpu_features *f, enum het_cpu_isa isa, int64_t iters,
-                         int32_t *sink)
+                         uint32_t *sink)
 {
     if (isa == HET_CPU_ISA_AVX512)
         return k == PEAK_INT8 ? het_peak_int8_avx512(iters, f->avx512_vnni, sink) : het_peak_f32_avx512(iters, sink);
@@ -26,7 +26,7 @@ static double run_kernel(enum peak_kind k, const struct het_cpu_features *f, enu
 static double measure(enum peak_kind k, const struct het_cpu_features *f, enum het_cpu_isa isa, int n)
 {
     int64_t iters = 1 << 16;
-    int32_t sink = 0;
+    uint32_t sink = 0;
     for (;;) { /* size a run to ~20 ms on one thread */
         double t0 = het_now_us();
         run_kernel(k, f, isa, iters, &sink);
@@ -39,7 +39,7 @@ static double measure(enum peak_kind k, const struct het_cpu_features *f, enum h
         double ops = 0, t0 = het_now_us();
 #pragma omp parallel num_threads(n) reduction(+ : ops)
         {
-            int32_t s = 0; /* per thread: the kernels store their result here */
+            uint32_t s = 0; /* per thread: the kernels store their result here */
             ops += run_kernel(k, f, isa, iters, &s);
         }
         double dt = (het_now_us() - t0) * 1e-6;

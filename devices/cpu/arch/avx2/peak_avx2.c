@@ -17,7 +17,7 @@
 
 #define KEEP(v) __asm__ volatile("" : "+x"(v))
 
-double het_peak_int8_avx2(int64_t iters, int32_t *sink)
+double het_peak_int8_avx2(int64_t iters, uint32_t *sink)
 {
     /* In assembly: with intrinsics the compiler kept the eight accumulators
      * in memory, and the loop measured store forwarding (half the rate).
@@ -55,7 +55,7 @@ double het_peak_int8_avx2(int64_t iters, int32_t *sink)
     return (double)iters * 8 * 32 * 2;
 }
 
-double het_peak_f32_avx2(int64_t iters, int32_t *sink)
+double het_peak_f32_avx2(int64_t iters, uint32_t *sink)
 {
     /* twelve accumulators, each its own chain: no two FMAs are equal */
     __m256 a = _mm256_set1_ps(1.0f), b = _mm256_set1_ps(1e-7f);

@@ -10,7 +10,7 @@
 
 #define KEEP(v) __asm__ volatile("" : "+v"(v))
 
-double het_peak_int8_avx512(int64_t iters, bool vnni, int32_t *sink)
+double het_peak_int8_avx512(int64_t iters, bool vnni, uint32_t *sink)
 {
     /* eight chains with distinct weights (equal products would be computed
      * once); 8 + 8 + 1 of the 32 registers */
@@ -38,7 +38,7 @@ double het_peak_int8_avx512(int64_t iters, bool vnni, int32_t *sink)
     return (double)iters * 8 * 64 * 2;
 }
 
-double het_peak_f32_avx512(int64_t iters, int32_t *sink)
+double het_peak_f32_avx512(int64_t iters, uint32_t *sink)
 {
     __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(1e-7f);
     __m512 c[12];
