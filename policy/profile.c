@@ -55,6 +55,30 @@ static void cost_mul_mat(const struct het_tensor *n, struct het_op_cost *c)
     c->bytes = dense_bytes(w) + dense_bytes(x) + dense_bytes(n);
 }
 
+/* Expected distinct experts hit when T tokens each pick k of E at random:
+ * E * (1 - (1 - k/E)^T) (k for decode). */
+double het_moe_expected_experts(double E, double k, double T)
+{
+    if (E <= 0 || k <= 0 || T <= 0) return 0;
+    if (k >= E) return E;
+    return E * (1.0 - pow(1.0 - k / E, T));
+}
+
+/* mul_mat_id: one GEMM per expert hit. Which experts are hit depends on
+ * the data, so the cost uses the expected count: the bytes of the experts
+ * read, and M = the average columns per expert GEMM. */
+static void cost_mul_mat_id(const struct het_tensor *n, struct het_op_cost *c)
+{
+    const struct het_tensor *w = n->src[0], *x = n->src[1];
+    const double K = (double)w->ne[0], N = (double)w->ne[1], E = (double)w->ne[2];
+    const double k = (double)n->ne[1], T = (double)n->ne[2];
+    const double hit = het_moe_expected_experts(E, k, T);
+    c->wtype = w->type;
+    c->m = hit > 0 ? k * T / hit : 1;
+    c->flops = 2.0 * K * N * k * T;
+    c->bytes = dense_bytes(w) / E * hit + dense_bytes(x) + dense_bytes(n);
+}
+
 static void cost_attn(const struct het_tensor *n, struct het_op_cost *c)
 {
     const struct het_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
@@ -85,6 +109,15 @@ void het_op_cost_of(const struct het_tensor *n, struct het_op_cost *c)
         return;
     case HET_OP_MUL_MAT: c->cls = HET_OPCLASS_MATMUL; cost_mul_mat(n, c); return;
     case HET_OP_ATTN:    c->cls = HET_OPCLASS_ATTN; cost_attn(n, c); return;
+    case HET_OP_MUL_MAT_ID: c->cls = HET_OPCLASS_MATMUL; cost_mul_mat_id(n, c); return;
+    case HET_OP_TOP_K:   c->cls = HET_OPCLASS_SOFTMAX; c->flops = (double)het_nelements(n->src[0]) * 4;
+                         c->bytes = in0 + out; return;
+    case HET_OP_SUM_ROWS: c->cls = HET_OPCLASS_NORM; c->flops = (double)het_nelements(n->src[0]);
+                         c->bytes = in0 + out; return;
+    case HET_OP_DIV:     c->cls = HET_OPCLASS_ELTWISE; c->flops = 4 * ne; c->bytes = in0 + in1 + out; return;
+    case HET_OP_SIGMOID: c->cls = HET_OPCLASS_ELTWISE; c->flops = 10 * ne; c->bytes = in0 + out; return;
+    case HET_OP_MOE_SUM: c->cls = HET_OPCLASS_ELTWISE; c->flops = 2 * (double)het_nelements(n->src[0]);
+                         c->bytes = in0 + in1 + out; return;
     case HET_OP_RMS_NORM: c->cls = HET_OPCLASS_NORM; c->flops = 3 * ne; c->bytes = in0 + out; return;
     /* flops count transcendental functions as ~8 operations (sin/cos, exp) */
     case HET_OP_ROPE:    c->cls = HET_OPCLASS_ROPE; c->flops = 12 * ne; c->bytes = in0 + in1 + out; return;

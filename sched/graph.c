@@ -357,3 +357,66 @@ struct het_tensor *het_attn(het_graph *g, struct het_tensor *q, struct het_tenso
     t->op_params[1] = n_past;
     return t;
 }
+
+/* ---------------------------------------------------------------------------
+ * mixture of experts (contracts in graph.h)                                  */
+
+struct het_tensor *het_mul_mat_id(het_graph *g, struct het_tensor *as, struct het_tensor *b,
+                                  struct het_tensor *ids)
+{
+    if (!as || !b || !ids) return NULL;
+    if (ids->type != HET_TYPE_I32) return fail(g, "graph: mul_mat_id ids '%s' must be i32", ids->name);
+    if (b->type != HET_TYPE_F32) return fail(g, "graph: mul_mat_id activations '%s' must be f32", b->name);
+    if (as->ne[0] != b->ne[0])
+        return fail(g, "graph: mul_mat_id '%s' x '%s': K mismatch (%lld vs %lld)", as->name, b->name,
+                    (long long)as->ne[0], (long long)b->ne[0]);
+    if (as->ne[3] != 1 || b->ne[3] != 1 || ids->ne[2] != 1 || ids->ne[3] != 1)
+        return fail(g, "graph: mul_mat_id '%s' takes 3-D experts, 3-D input and 2-D ids", as->name);
+    if (ids->ne[1] != b->ne[2])
+        return fail(g, "graph: mul_mat_id '%s': %lld tokens of ids but %lld of input", as->name,
+                    (long long)ids->ne[1], (long long)b->ne[2]);
+    if (b->ne[1] != 1 && b->ne[1] != ids->ne[0])
+        return fail(g, "graph: mul_mat_id '%s': input has %lld columns per token, want 1 or k=%lld", as->name,
+                    (long long)b->ne[1], (long long)ids->ne[0]);
+    const int64_t ne[4] = { as->ne[1], ids->ne[0], ids->ne[1], 1 };
+    return new_node(g, HET_OP_MUL_MAT_ID, HET_TYPE_F32, ne, as, b, ids);
+}
+
+struct het_tensor *het_top_k(het_graph *g, struct het_tensor *a, int k)
+{
+    if (!a) return NULL;
+    if (a->type != HET_TYPE_F32) return fail(g, "graph: top_k of '%s' needs f32", a->name);
+    if (k < 1 || k > a->ne[0])
+        return fail(g, "graph: top_k k=%d out of range for rows of %lld", k, (long long)a->ne[0]);
+    const int64_t ne[4] = { k, a->ne[1], a->ne[2], a->ne[3] };
+    struct het_tensor *t = new_node(g, HET_OP_TOP_K, HET_TYPE_I32, ne, a, NULL, NULL);
+    if (t) t->op_params[0] = k;
+    return t;
+}
+
+struct het_tensor *het_sum_rows(het_graph *g, struct het_tensor *a)
+{
+    if (!a) return NULL;
+    const int64_t ne[4] = { 1, a->ne[1], a->ne[2], a->ne[3] };
+    return new_node(g, HET_OP_SUM_ROWS, HET_TYPE_F32, ne, a, NULL, NULL);
+}
+
+struct het_tensor *het_div(het_graph *g, struct het_tensor *a, struct het_tensor *b) { return binary(g, HET_OP_DIV, a, b); }
+
+struct het_tensor *het_sigmoid(het_graph *g, struct het_tensor *a)
+{
+    if (!a) return NULL;
+    return new_node(g, HET_OP_SIGMOID, HET_TYPE_F32, a->ne, a, NULL, NULL);
+}
+
+struct het_tensor *het_moe_sum(het_graph *g, struct het_tensor *x, struct het_tensor *w)
+{
+    if (!x || !w) return NULL;
+    if (x->type != HET_TYPE_F32 || w->type != HET_TYPE_F32)
+        return fail(g, "graph: moe_sum '%s' needs f32 inputs", x->name);
+    if (x->ne[3] != 1 || w->ne[0] != x->ne[1] || w->ne[1] != x->ne[2] || w->ne[2] != 1 || w->ne[3] != 1)
+        return fail(g, "graph: moe_sum '%s': weights (%lld, %lld) do not match slots x tokens (%lld, %lld)",
+                    x->name, (long long)w->ne[0], (long long)w->ne[1], (long long)x->ne[1], (long long)x->ne[2]);
+    const int64_t ne[4] = { x->ne[0], x->ne[2], 1, 1 };
+    return new_node(g, HET_OP_MOE_SUM, HET_TYPE_F32, ne, x, w, NULL);
+}

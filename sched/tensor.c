@@ -93,8 +93,10 @@ static const char *const op_names[HET_OP_COUNT] = {
     [HET_OP_SCALE] = "scale",       [HET_OP_RMS_NORM] = "rms_norm", [HET_OP_ROPE] = "rope",
     [HET_OP_SOFTMAX] = "softmax",   [HET_OP_SILU] = "silu",       [HET_OP_SWIGLU] = "swiglu",
     [HET_OP_CPY] = "cpy",           [HET_OP_CONT] = "cont",       [HET_OP_ATTN] = "attn",
+    [HET_OP_MUL_MAT_ID] = "mul_mat_id", [HET_OP_TOP_K] = "top_k", [HET_OP_SUM_ROWS] = "sum_rows",
+    [HET_OP_DIV] = "div",           [HET_OP_SIGMOID] = "sigmoid", [HET_OP_MOE_SUM] = "moe_sum",
 };
-_Static_assert(HET_OP_COUNT == 15, "update op_names when adding an op");
+_Static_assert(HET_OP_COUNT == 21, "update op_names when adding an op");
 
 const char *het_op_name(enum het_op op)
 {

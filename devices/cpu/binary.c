@@ -1,5 +1,5 @@
 /*
- * binary.c — CPU kernels for element-wise ADD and MUL.
+ * binary.c — CPU kernels for element-wise ADD, MUL and DIV.
  *
  * dst = src0 (op) src1, all F32, with src1 broadcast over src0: every dim of
  * src1 divides src0's (normally 1 or equal) and is indexed modulo its size.
@@ -9,11 +9,11 @@
 #include "devices/cpu/cpu_ops.h"
 #include "devices/cpu/vec.h"
 
-enum binary_op { BINARY_ADD, BINARY_MUL };
+enum binary_op { BINARY_ADD, BINARY_MUL, BINARY_DIV };
 
 static inline float binary_apply(enum binary_op op, float a, float b)
 {
-    return op == BINARY_ADD ? a + b : a * b;
+    return op == BINARY_ADD ? a + b : op == BINARY_MUL ? a * b : a / b;
 }
 
 /* One dst row when every run is contiguous (nb0 == 4 everywhere). */
@@ -22,6 +22,10 @@ static void binary_row_dense(enum binary_op op, int64_t n, float *y, const float
     if (nb == 1) {
         float s = b[0];
         for (int64_t i = 0; i < n; i++) y[i] = binary_apply(op, a[i], s);
+        return;
+    }
+    if (op == BINARY_DIV) {
+        for (int64_t i = 0; i < n; i++) y[i] = a[i] / b[i % nb];
         return;
     }
     for (int64_t i = 0; i < n; i += nb) {
@@ -83,4 +87,9 @@ enum het_status het_cpu_add(const struct het_compute_params *p, struct het_tenso
 enum het_status het_cpu_mul(const struct het_compute_params *p, struct het_tensor *dst)
 {
     return binary_compute(BINARY_MUL, p, dst);
+}
+
+enum het_status het_cpu_div(const struct het_compute_params *p, struct het_tensor *dst)
+{
+    return binary_compute(BINARY_DIV, p, dst);
 }

@@ -18,7 +18,13 @@ bool het_cpu_supports(const struct het_tensor *node)
     case HET_OP_GET_ROWS: return het_type_get_traits(s0->type)->can_compute && s1->type == HET_TYPE_I32;
     case HET_OP_ADD:
     case HET_OP_MUL:
+    case HET_OP_DIV:
     case HET_OP_SWIGLU:   return s0->type == HET_TYPE_F32 && s1->type == HET_TYPE_F32;
+    case HET_OP_MUL_MAT_ID: return het_cpu_mul_mat_id_supports(node);
+    case HET_OP_MOE_SUM:  return s0->type == HET_TYPE_F32 && s1->type == HET_TYPE_F32;
+    case HET_OP_TOP_K:
+    case HET_OP_SUM_ROWS:
+    case HET_OP_SIGMOID:
     case HET_OP_SCALE:
     case HET_OP_RMS_NORM:
     case HET_OP_SILU:     return s0->type == HET_TYPE_F32;
@@ -38,6 +44,7 @@ size_t het_cpu_work_size(const struct het_tensor *node, int nth, bool f32_act)
     switch (node->op) {
     case HET_OP_MUL_MAT: return het_cpu_mul_mat_work_size(node, nth, f32_act);
     case HET_OP_ATTN:    return het_cpu_attn_work_size(node, nth);
+    case HET_OP_MUL_MAT_ID: return het_cpu_mul_mat_id_work_size(node, nth, f32_act);
     default:             return 0;
     }
 }
@@ -58,6 +65,12 @@ enum het_status het_cpu_compute(const struct het_compute_params *p, struct het_t
     case HET_OP_CPY:      return het_cpu_cpy(p, node);
     case HET_OP_CONT:     return het_cpu_cont(p, node);
     case HET_OP_ATTN:     return het_cpu_attn(p, node);
+    case HET_OP_MUL_MAT_ID: return het_cpu_mul_mat_id(p, node);
+    case HET_OP_TOP_K:    return het_cpu_top_k(p, node);
+    case HET_OP_SUM_ROWS: return het_cpu_sum_rows(p, node);
+    case HET_OP_DIV:      return het_cpu_div(p, node);
+    case HET_OP_SIGMOID:  return het_cpu_sigmoid(p, node);
+    case HET_OP_MOE_SUM:  return het_cpu_moe_sum(p, node);
     default:              return HET_ERR_UNSUPPORTED;
     }
 }

@@ -99,6 +99,17 @@ enum het_status het_cpu_softmax(const struct het_compute_params *p, struct het_t
 /* copy.c: cpy, cont */
 enum het_status het_cpu_cpy(const struct het_compute_params *p, struct het_tensor *dst);
 enum het_status het_cpu_cont(const struct het_compute_params *p, struct het_tensor *dst);
+/* matmul_id.c: the experts of a mixture of experts, through het_cpu_mul_mat */
+bool            het_cpu_mul_mat_id_supports(const struct het_tensor *node);
+size_t          het_cpu_mul_mat_id_work_size(const struct het_tensor *node, int nth, bool f32_act);
+enum het_status het_cpu_mul_mat_id(const struct het_compute_params *p, struct het_tensor *dst);
+/* moe_route.c: top_k, sum_rows, moe_sum */
+enum het_status het_cpu_top_k(const struct het_compute_params *p, struct het_tensor *dst);
+enum het_status het_cpu_sum_rows(const struct het_compute_params *p, struct het_tensor *dst);
+enum het_status het_cpu_moe_sum(const struct het_compute_params *p, struct het_tensor *dst);
+/* binary.c: div; unary.c: sigmoid */
+enum het_status het_cpu_div(const struct het_compute_params *p, struct het_tensor *dst);
+enum het_status het_cpu_sigmoid(const struct het_compute_params *p, struct het_tensor *dst);
 /* attention.c */
 size_t          het_cpu_attn_work_size(const struct het_tensor *node, int nth);
 enum het_status het_cpu_attn(const struct het_compute_params *p, struct het_tensor *dst);

@@ -1,8 +1,8 @@
 /*
- * unary.c — CPU kernels for SCALE, SILU and SWIGLU (element-wise, F32).
+ * unary.c — CPU kernels for SCALE, SILU, SWIGLU and SIGMOID (element-wise, F32).
  *
  * SCALE: dst = src0 * s (op_params[0] = float s).
- * SILU: dst = src0 * sigmoid(src0).
+ * SILU: dst = src0 * sigmoid(src0). SIGMOID: dst = 1 / (1 + exp(-src0)).
  * SWIGLU: dst = silu(src0) * src1, src0 the gate and src1 the up
  * projection, same shape. dst may share storage with an input (in place).
  * Rows whose elements are all contiguous use the vec.h helpers; any other
@@ -12,13 +12,14 @@
 #include "devices/cpu/cpu_ops.h"
 #include "devices/cpu/vec.h"
 
-enum unary_op { UNARY_SCALE, UNARY_SILU, UNARY_SWIGLU };
+enum unary_op { UNARY_SCALE, UNARY_SILU, UNARY_SWIGLU, UNARY_SIGMOID };
 
 static float unary_apply(enum unary_op op, float x, float u, float s)
 {
     switch (op) {
     case UNARY_SCALE: return x * s;
     case UNARY_SILU:  return het_silu_f32(x);
+    case UNARY_SIGMOID: return 1.0f / (1.0f + expf(-x));
     default:          return het_silu_f32(x) * u;
     }
 }
@@ -29,6 +30,7 @@ static void unary_row_dense(enum unary_op op, enum het_cpu_isa isa, int64_t n, f
     switch (op) {
     case UNARY_SCALE: het_vec_scale_f32(n, y, x, s); break;
     case UNARY_SILU:  het_vec_silu_f32(isa, n, y, x); break;
+    case UNARY_SIGMOID: for (int64_t i = 0; i < n; i++) y[i] = 1.0f / (1.0f + expf(-x[i])); break;
     default:          het_vec_swiglu_f32(isa, n, y, x, u); break;
     }
 }
@@ -81,4 +83,9 @@ enum het_status het_cpu_silu(const struct het_compute_params *p, struct het_tens
 enum het_status het_cpu_swiglu(const struct het_compute_params *p, struct het_tensor *dst)
 {
     return unary_compute(UNARY_SWIGLU, p, dst);
+}
+
+enum het_status het_cpu_sigmoid(const struct het_compute_params *p, struct het_tensor *dst)
+{
+    return unary_compute(UNARY_SIGMOID, p, dst);
 }

@@ -47,6 +47,13 @@ enum het_op {
     HET_OP_CPY,        /* convert/copy src0 into the view src1; result views src1 */
     HET_OP_CONT,       /* contiguous copy of src0                                 */
     HET_OP_ATTN,       /* fused causal attention of q over a K/V cache (GQA)      */
+    /* mixture of experts (contracts at the builders below)                      */
+    HET_OP_MUL_MAT_ID, /* per-slot expert matmul: src0 experts, src1 x, src2 ids  */
+    HET_OP_TOP_K,      /* I32 indices of the k largest values of each row         */
+    HET_OP_SUM_ROWS,   /* sum of each row -> (1, ne1, ne2, ne3)                   */
+    HET_OP_DIV,        /* src0 / src1 (src1 broadcast over src0)                  */
+    HET_OP_SIGMOID,    /* 1 / (1 + exp(-x))                                       */
+    HET_OP_MOE_SUM,    /* weighted sum over the expert slot                       */
     HET_OP_COUNT,
 };
 
@@ -184,6 +191,35 @@ struct het_tensor *het_cont(het_graph *g, struct het_tensor *a);
  * head h reads kv head h / (n_head / n_kv_head). */
 struct het_tensor *het_attn(het_graph *g, struct het_tensor *q, struct het_tensor *k, struct het_tensor *v,
                             float scale, int32_t n_past);
+
+/* ---------------------------------------------------------------------------
+ * Mixture-of-experts ops. Every tensor, the I32 ones included, is read
+ * through its byte strides nb[]: views (of ids too) are legal inputs.
+ *
+ * mul_mat_id: as (K, N, E) expert weights of any mul_mat weight type, each
+ * expert one (K, N) matrix at as + e*nb[2]; b (K, n_b, T) F32; ids (k, T)
+ * I32 with n_b == 1 or n_b == k. Result F32 (N, k, T):
+ *     out[:, s, t] = as[:, :, ids[s, t]] x b[:, s % n_b, t]
+ * (n_b == 1: one input column per token shared by its k experts, the
+ * gate/up projections; n_b == k: one column per slot, the down projection).
+ * An id outside [0, E) is an error of the kernel (HET_ERR_INVALID). */
+struct het_tensor *het_mul_mat_id(het_graph *g, struct het_tensor *as, struct het_tensor *b,
+                                  struct het_tensor *ids);
+/* top_k: a (n, ne1, ne2, ne3) F32 -> I32 (k, ne1, ne2, ne3): per row the
+ * indices of the k largest values, largest first; equal values keep index
+ * order (lower index first). 1 <= k <= n. (ggml's argsort descending, viewed
+ * to its first k.) NaN compares below every number. */
+struct het_tensor *het_top_k(het_graph *g, struct het_tensor *a, int k);
+/* sum_rows: a (n, ne1, ne2, ne3) F32 -> (1, ne1, ne2, ne3), each row summed
+ * (in double). */
+struct het_tensor *het_sum_rows(het_graph *g, struct het_tensor *a);
+/* div: a / b element-wise, b broadcast over a as for het_add. */
+struct het_tensor *het_div(het_graph *g, struct het_tensor *a, struct het_tensor *b);
+struct het_tensor *het_sigmoid(het_graph *g, struct het_tensor *a);
+/* moe_sum: x (N, k, T) F32 (the experts' outputs), w (k, T) F32 (their
+ * routing weights) -> (N, T):  out[:, t] = sum_s w[s, t] * x[:, s, t],
+ * summed in slot order s = 0..k-1. */
+struct het_tensor *het_moe_sum(het_graph *g, struct het_tensor *x, struct het_tensor *w);
 
 const char *het_op_name(enum het_op op);
 

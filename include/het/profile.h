@@ -63,6 +63,9 @@ struct het_op_cost {
 };
 /* Describe node (any op). cls is HET_OPCLASS_NONE for views and leaves. */
 void het_op_cost_of(const struct het_tensor *node, struct het_op_cost *out);
+/* Expected distinct experts hit when T tokens each pick k of E uniformly:
+ * E * (1 - (1 - k/E)^T). mul_mat_id's cost uses it for the experts read. */
+double het_moe_expected_experts(double E, double k, double T);
 
 /* One measurement: the node's features and its median time. */
 struct het_profile_sample {

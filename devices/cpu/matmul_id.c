@@ -1,0 +1,249 @@
+/*
+ * matmul_id.c — HET_OP_MUL_MAT_ID on the CPU (the experts of a mixture of
+ * experts): dst (N, k, T) with dst[:, s, t] = as[:, :, ids[s, t]] x
+ * b[:, s % n_b, t] (contract in het/graph.h).
+ *
+ * The arithmetic is het_cpu_mul_mat's: for every expert that was hit this
+ * file builds a 2-D mul_mat node over that expert's slab of `as` and runs it
+ * with all threads, so every weight type, ISA level, int8 activation mode
+ * and F32-activation mode of matmul.c applies unchanged, and the threads
+ * split each expert's output rows (balanced however unevenly the tokens
+ * are routed). Experts nobody picked are never read.
+ *
+ *   1. thread 0 groups the (slot, token) pairs by expert (a counting sort
+ *      of ids, read through its strides; an id out of range fails the node
+ *      on every thread); barrier.
+ *   2. per expert, in chunks of at most `chunk` pairs:
+ *      - one pair (decode): the mul_mat node views b's column and dst's
+ *        column in place (strides as they are), nothing is copied;
+ *      - more (prefill): the threads gather the pairs' input columns into a
+ *        dense F32 block, one GEMM runs over it into a dense output block,
+ *        and the threads scatter its columns to dst through dst's strides.
+ *      A barrier follows each phase (the next expert reuses the scratch).
+ *
+ * Scratch (wdata): [status + counts + offsets | pair list | gathered input |
+ * output block | the inner mul_mat's own scratch].
+ */
+#include <string.h>
+
+#include "devices/cpu/cpu_ops.h"
+#include "devices/cpu/vec.h"
+
+static size_t mmid_align(size_t x) { return (x + 63) & ~(size_t)63; }
+
+struct mmid_plan {
+    const struct het_tensor *as, *b, *ids;
+    struct het_tensor *dst;
+    int64_t K, N, E, k, n_b, T;
+    int64_t chunk;            /* pairs per GEMM at most                          */
+    size_t  off_list, off_in, off_out, off_mm, mm_bytes, total;
+};
+
+/* The 2-D mul_mat node of expert e over m columns: input and output views
+ * described by (b_data, b_nb1) and (d_data, d_nb1) with the given nb0s. */
+struct mmid_node {
+    struct het_tensor a, b, d;
+};
+
+static void mmid_node_init(struct mmid_node *n, const struct mmid_plan *p, int64_t e, int64_t m,
+                           void *b_data, size_t b_nb0, size_t b_nb1, void *d_data, size_t d_nb0, size_t d_nb1)
+{
+    const int64_t ane[2] = { p->K, p->N }, bne[2] = { p->K, m }, dne[2] = { p->N, m };
+    het_tensor_init(&n->a, p->as->type, 2, ane);
+    n->a.nb[0] = p->as->nb[0];
+    n->a.nb[1] = p->as->nb[1];
+    n->a.nb[2] = n->a.nb[3] = p->as->nb[1] * (size_t)p->N;
+    n->a.data = (char *)p->as->data + (size_t)e * p->as->nb[2];
+    het_tensor_init(&n->b, HET_TYPE_F32, 2, bne);
+    n->b.nb[0] = b_nb0;
+    n->b.nb[1] = b_nb1;
+    n->b.nb[2] = n->b.nb[3] = b_nb1 * (size_t)m;
+    n->b.data = b_data;
+    het_tensor_init(&n->d, HET_TYPE_F32, 2, dne);
+    n->d.nb[0] = d_nb0;
+    n->d.nb[1] = d_nb1;
+    n->d.nb[2] = n->d.nb[3] = d_nb1 * (size_t)m;
+    n->d.data = d_data;
+    n->d.op = HET_OP_MUL_MAT;
+    n->d.src[0] = &n->a;
+    n->d.src[1] = &n->b;
+}
+
+static bool mmid_shapes_ok(const struct het_tensor *dst)
+{
+    const struct het_tensor *as = dst->src[0], *b = dst->src[1], *ids = dst->src[2];
+    if (!as || !b || !ids || dst->type != HET_TYPE_F32 || b->type != HET_TYPE_F32 || ids->type != HET_TYPE_I32)
+        return false;
+    if (as->ne[0] != b->ne[0] || as->ne[0] <= 0 || as->ne[3] != 1 || b->ne[3] != 1) return false;
+    if (ids->ne[1] != b->ne[2] || ids->ne[2] != 1 || ids->ne[3] != 1) return false;
+    if (b->ne[1] != 1 && b->ne[1] != ids->ne[0]) return false;
+    return dst->ne[0] == as->ne[1] && dst->ne[1] == ids->ne[0] && dst->ne[2] == ids->ne[1] && dst->ne[3] == 1;
+}
+
+static void mmid_plan_init(struct mmid_plan *p, struct het_tensor *dst, int nth, bool f32_act)
+{
+    memset(p, 0, sizeof *p);
+    p->dst = dst;
+    p->as = dst->src[0];
+    p->b = dst->src[1];
+    p->ids = dst->src[2];
+    p->K = p->as->ne[0];
+    p->N = p->as->ne[1];
+    p->E = p->as->ne[2];
+    p->k = p->ids->ne[0];
+    p->n_b = p->b->ne[1];
+    p->T = p->ids->ne[1];
+    /* routers pick distinct experts per token, so an expert sees at most T
+     * pairs; repeated ids (legal) just take more chunks */
+    p->chunk = p->T > 0 ? p->T : 1;
+
+    const size_t pairs = (size_t)(p->k * p->T);
+    p->off_list = mmid_align(sizeof(int64_t) * (size_t)(2 * p->E + 2));
+    p->off_in = p->off_list + mmid_align(sizeof(int32_t) * pairs);
+    p->off_out = p->off_in + mmid_align(sizeof(float) * (size_t)(p->chunk * p->K));
+    p->off_mm = p->off_out + mmid_align(sizeof(float) * (size_t)(p->chunk * p->N));
+    /* the inner mul_mat's scratch for the largest chunk (any data address
+     * will do for sizing; a 1-column one covers the in-place decode case) */
+    struct mmid_node n;
+    mmid_node_init(&n, p, 0, p->chunk, (char *)dst + 0, sizeof(float), sizeof(float) * (size_t)p->K,
+                   (char *)dst + 0, sizeof(float), sizeof(float) * (size_t)p->N);
+    n.a.data = (char *)dst;
+    size_t w1 = het_cpu_mul_mat_work_size(&n.d, nth, f32_act);
+    mmid_node_init(&n, p, 0, 1, (char *)dst, p->b->nb[0], p->b->nb[1], (char *)dst, dst->nb[0], dst->nb[1]);
+    n.a.data = (char *)dst;
+    size_t w2 = het_cpu_mul_mat_work_size(&n.d, nth, f32_act);
+    p->mm_bytes = mmid_align(w1 > w2 ? w1 : w2);
+    p->total = p->off_mm + p->mm_bytes;
+}
+
+bool het_cpu_mul_mat_id_supports(const struct het_tensor *node)
+{
+    if (!node || node->op != HET_OP_MUL_MAT_ID || !mmid_shapes_ok(node)) return false;
+    if (!node->src[0]->data || !node->src[1]->data || !node->src[2]->data || !node->data) return false;
+    /* the weight type and layout are mul_mat's question */
+    struct mmid_plan p;
+    memset(&p, 0, sizeof p);
+    p.as = node->src[0];
+    p.b = node->src[1];
+    p.K = p.as->ne[0];
+    p.N = p.as->ne[1];
+    struct mmid_node n;
+    mmid_node_init(&n, &p, 0, 1, node->src[1]->data, sizeof(float), sizeof(float) * (size_t)p.K, node->data,
+                   sizeof(float), sizeof(float) * (size_t)p.N);
+    return het_cpu_mul_mat_supports(&n.d);
+}
+
+size_t het_cpu_mul_mat_id_work_size(const struct het_tensor *node, int nth, bool f32_act)
+{
+    if (!node || node->op != HET_OP_MUL_MAT_ID || !mmid_shapes_ok(node)) return 0;
+    if (nth < 1) nth = 1;
+    struct mmid_plan p;
+    mmid_plan_init(&p, (struct het_tensor *)node, nth, f32_act);
+    return p.total;
+}
+
+static int32_t mmid_id(const struct het_tensor *ids, int64_t s, int64_t t)
+{
+    int32_t v;
+    memcpy(&v, (const char *)ids->data + s * ids->nb[0] + t * ids->nb[1], sizeof v);
+    return v;
+}
+
+/* Thread 0: counting sort of the pairs by expert. hdr[0] status, hdr[1..E]
+ * counts, hdr[E+1..2E+1] offsets into the list of pair codes s + t*k. */
+static void mmid_group(const struct mmid_plan *p, int64_t *hdr, int32_t *list)
+{
+    int64_t *count = hdr + 1, *offs = hdr + 1 + p->E;
+    memset(hdr, 0, sizeof(int64_t) * (size_t)(2 * p->E + 2));
+    for (int64_t t = 0; t < p->T; t++)
+        for (int64_t s = 0; s < p->k; s++) {
+            int32_t e = mmid_id(p->ids, s, t);
+            if (e < 0 || e >= p->E) {
+                hdr[0] = 1;
+                return;
+            }
+            count[e]++;
+        }
+    for (int64_t e = 0; e < p->E; e++) offs[e + 1] = offs[e] + count[e];
+    for (int64_t e = 0; e < p->E; e++) count[e] = 0;
+    for (int64_t t = 0; t < p->T; t++)
+        for (int64_t s = 0; s < p->k; s++) {
+            int32_t e = mmid_id(p->ids, s, t);
+            list[offs[e] + count[e]++] = (int32_t)(s + t * p->k);
+        }
+}
+
+static const char *mmid_b_col(const struct mmid_plan *p, int32_t code)
+{
+    const int64_t s = code % p->k, t = code / p->k;
+    return (const char *)p->b->data + (s % p->n_b) * p->b->nb[1] + t * p->b->nb[2];
+}
+
+static char *mmid_d_col(const struct mmid_plan *p, int32_t code)
+{
+    const int64_t s = code % p->k, t = code / p->k;
+    return (char *)p->dst->data + s * p->dst->nb[1] + t * p->dst->nb[2];
+}
+
+enum het_status het_cpu_mul_mat_id(const struct het_compute_params *cp, struct het_tensor *dst)
+{
+    if (!het_cpu_mul_mat_id_supports(dst)) return HET_ERR_UNSUPPORTED;
+    struct mmid_plan p;
+    mmid_plan_init(&p, dst, cp->nth, cp->f32_act);
+    if (p.total > cp->wsize || !cp->wdata) return HET_ERR_INVALID;
+    char *w = cp->wdata;
+    int64_t *hdr = (int64_t *)w;
+    int32_t *list = (int32_t *)(w + p.off_list);
+    float *in = (float *)(w + p.off_in), *out = (float *)(w + p.off_out);
+    struct het_compute_params inner = *cp;
+    inner.wdata = w + p.off_mm;
+    inner.wsize = p.mm_bytes;
+
+    if (cp->ith == 0) mmid_group(&p, hdr, list);
+    het_cpu_barrier(cp);
+    if (hdr[0]) return HET_ERR_INVALID;
+    const int64_t *count = hdr + 1, *offs = hdr + 1 + p.E;
+
+    enum het_status st = HET_OK;
+    for (int64_t e = 0; e < p.E; e++) {
+        for (int64_t c0 = 0; c0 < count[e]; c0 += p.chunk) {
+            const int64_t m = count[e] - c0 < p.chunk ? count[e] - c0 : p.chunk;
+            const int32_t *codes = list + offs[e] + c0;
+            struct mmid_node n;
+            if (m == 1) {
+                /* in place: b's column in, dst's column out */
+                mmid_node_init(&n, &p, e, 1, (void *)mmid_b_col(&p, codes[0]), p.b->nb[0],
+                               sizeof(float) * (size_t)p.K, mmid_d_col(&p, codes[0]), dst->nb[0],
+                               sizeof(float) * (size_t)p.N);
+                enum het_status s = het_cpu_mul_mat(&inner, &n.d);
+                if (s != HET_OK) st = s;
+                het_cpu_barrier(cp);
+                continue;
+            }
+            int64_t r0, r1;
+            het_vec_split(m, cp->ith, cp->nth, &r0, &r1);
+            for (int64_t r = r0; r < r1; r++) {
+                const char *src = mmid_b_col(&p, codes[r]);
+                float *y = in + r * p.K;
+                if (p.b->nb[0] == sizeof(float)) memcpy(y, src, sizeof(float) * (size_t)p.K);
+                else
+                    for (int64_t i = 0; i < p.K; i++) memcpy(&y[i], src + i * p.b->nb[0], sizeof(float));
+            }
+            het_cpu_barrier(cp);
+            mmid_node_init(&n, &p, e, m, in, sizeof(float), sizeof(float) * (size_t)p.K, out, sizeof(float),
+                           sizeof(float) * (size_t)p.N);
+            enum het_status s = het_cpu_mul_mat(&inner, &n.d);
+            if (s != HET_OK) st = s;
+            het_cpu_barrier(cp);
+            for (int64_t r = r0; r < r1; r++) {
+                char *y = mmid_d_col(&p, codes[r]);
+                const float *x = out + r * p.N;
+                if (dst->nb[0] == sizeof(float)) memcpy(y, x, sizeof(float) * (size_t)p.N);
+                else
+                    for (int64_t i = 0; i < p.N; i++) memcpy(y + i * dst->nb[0], &x[i], sizeof(float));
+            }
+            het_cpu_barrier(cp);
+        }
+    }
+    return st;
+}
