@@ -177,7 +177,7 @@ runs nc run -m "$ll" --device cpu -n 8 --temp 0 --accuracy-budget 1e-3 --stats
 cmp -s "$tmp/nc.out" "$tmp/rc.out" && ok || bad "no NPU: the text changed"
 # pins are explicit: kept, and said to exceed the budget
 runs rp run "${R[@]}" -n 4 --temp 0 --pin 'mul_mat=npu' --accuracy-budget 0 --stats=json
-grep -q -- '--accuracy-budget 0: pins or --policy single:DEV alone put a predicted KL' "$tmp/rp.err" && ok \
+grep -q -- 'accuracy budget 0: pins or the single:DEV policy alone put a predicted KL' "$tmp/rp.err" && ok \
     || bad "pins over the budget not reported: $(grep -v '^{' "$tmp/rp.err" | tail -2)"
 stats "$tmp/rp.err" 'npu > 0' "pins over the budget are kept"
 # serve takes it too (starts, says it has no effect on the CPU alone, stops on SIGTERM)
@@ -185,7 +185,7 @@ stats "$tmp/rp.err" 'npu > 0' "pins over the budget are kept"
 spid=$!
 for _ in $(seq 100); do grep -q 'listening on' "$tmp/serve.err" && break; sleep 0.1; done
 kill -TERM "$spid" 2>/dev/null; wait "$spid"
-grep -q 'listening on' "$tmp/serve.err" && grep -q -- '--accuracy-budget 1e-3: no lossy device' "$tmp/serve.err" && ok \
+grep -q 'listening on' "$tmp/serve.err" && grep -q -- 'accuracy budget 0.001: no lossy device' "$tmp/serve.err" && ok \
     || bad "serve --accuracy-budget: $(head -3 "$tmp/serve.err")"
 # bad values: one line naming the flag, exit 2, for every command
 for cmd in run logits bench serve plan; do

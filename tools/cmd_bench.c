@@ -174,7 +174,7 @@ int cmd_bench(int argc, char **argv)
     }
     if (o.plan.ops) { /* per op class rates beside the device's roofline */
         het_profile *prof[4] = { 0 };
-        if (hr_profiles_for(s.devices, s.n_devices, &o.plan, false, prof))
+        if (hr_profiles_for(s.devices, s.n_devices, &o.plan, prof))
             for (int i = 0; i < s.n_devices; i++) {
                 hr_print_ops(stdout, prof[i]);
                 het_profile_free(prof[i]);

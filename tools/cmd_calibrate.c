@@ -44,7 +44,7 @@ static int open_devices(const struct hr_opts *o, het_device **devs, int max)
     char *save = NULL;
     for (char *tok = strtok_r(list, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save)) {
         het_error err = { 0 };
-        het_device *d = hr_open_device(o, tok, HET_NPU_EMULATE, &err); /* its cost model needs no hardware */
+        het_device *d = hr_open_device(o, tok, "emulate", &err); /* its cost model needs no hardware */
         if (d) devs[n++] = d;
         else if (explicit) {
             hr_error(o, "device '%s': %s", tok, err.msg);

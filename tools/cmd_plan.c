@@ -30,6 +30,8 @@ struct planrun {
     struct hr_opts      o;
     struct hr_plan_opts po;
     struct hr_session   s;
+    het_sched          *sched;               /* plan's own: all profiles, real pins      */
+    het_context        *ctx;                 /* a context of past + batch tokens on it   */
     het_profile        *prof[MAXD];          /* opened devices, then simulated ones      */
     const char         *names[MAXD];
     int                 n_real, n_dev;
@@ -73,18 +75,18 @@ static bool make_sched(struct planrun *r)
         hr_error(&r->o, "%s", err.msg);
         return false;
     }
-    het_sched_free(r->s.sched);
-    r->s.sched = s;
+    het_sched_free(r->sched);
+    r->sched = s;
     return true;
 }
 
 static bool new_context(struct planrun *r, het_error *err)
 {
-    het_context_free(r->s.ctx);
-    struct het_context_params cp = { .n_ctx = r->past + r->n_tok + 8, .sched = r->s.sched, .pool = r->s.pool };
-    r->s.ctx = het_context_init(r->s.model, &cp, err);
-    if (!r->s.ctx) hr_error(&r->o, "%s", err->msg);
-    return r->s.ctx != NULL;
+    het_context_free(r->ctx);
+    struct het_context_params cp = { .n_ctx = r->past + r->n_tok + 8, .sched = r->sched, .pool = r->s.pool };
+    r->ctx = het_context_init(r->s.model, &cp, err);
+    if (!r->ctx) hr_error(&r->o, "%s", err->msg);
+    return r->ctx != NULL;
 }
 
 static bool setup(struct planrun *r)
@@ -93,7 +95,7 @@ static bool setup(struct planrun *r)
     so.plan.accuracy_budget = so.plan.sensitivity = NULL;
     if (!hr_session_open(&r->s, &so, false)) return false;
     r->n_real = r->s.n_devices;
-    if (!hr_profiles_for(r->s.devices, r->n_real, &r->po, r->o.json, r->prof)) return false;
+    if (!hr_profiles_for(r->s.devices, r->n_real, &r->po, r->prof)) return false;
     r->n_dev = r->n_real + hr_profiles_extra(&r->po, r->s.devices, r->n_real, r->prof + r->n_real, MAXD - r->n_real);
     for (int i = 0; i < r->n_dev; i++) r->names[i] = het_profile_device_name(r->prof[i]);
     if (r->po.measure && r->n_dev > r->n_real) {
@@ -125,9 +127,9 @@ static bool setup(struct planrun *r)
 
 static bool eval_phase(struct planrun *r, const int32_t *toks, bool with_past, het_error *err)
 {
-    het_context_reset(r->s.ctx);
-    if (with_past && r->past > 0 && het_context_eval(r->s.ctx, toks, r->past, false, err) != HET_OK) return false;
-    return het_context_eval(r->s.ctx, toks + r->past, r->n_tok, false, err) == HET_OK;
+    het_context_reset(r->ctx);
+    if (with_past && r->past > 0 && het_context_eval(r->ctx, toks, r->past, false, err) != HET_OK) return false;
+    return het_context_eval(r->ctx, toks + r->past, r->n_tok, false, err) == HET_OK;
 }
 
 struct sim_support { const het_sched *sched; int n_real; het_profile *const *prof; };
@@ -142,7 +144,7 @@ static bool simulate(struct planrun *r, het_error *err)
 {
     struct het_plan_device devs[MAXD];
     for (int i = 0; i < r->n_dev; i++) devs[i] = (struct het_plan_device){ r->names[i], r->prof[i], false };
-    struct sim_support sup = { r->s.sched, r->n_real, r->prof };
+    struct sim_support sup = { r->sched, r->n_real, r->prof };
     struct het_sched_params sp = { 0 };
     if (!hr_policy_parse(r->o.policy, r->s.devices, r->s.n_devices, &sp)) return false;
     struct het_plan_params pp = {
@@ -197,12 +199,12 @@ static bool measure_normal(struct planrun *r, const int32_t *toks, het_error *er
     const int start = r->prefill ? r->past : r->past >= 8 ? r->past - 8 : 0;
     const int window = r->prefill ? 1 : r->past - start + 1;
     while (ok && n < HR_MEAS_MAX && (n < (r->prefill ? 5 : 9) || spent_ms < 2000)) {
-        het_context_reset(r->s.ctx);
-        ok = start == 0 || het_context_eval(r->s.ctx, toks, start, false, err) == HET_OK;
+        het_context_reset(r->ctx);
+        ok = start == 0 || het_context_eval(r->ctx, toks, start, false, err) == HET_OK;
         for (int w = 0; ok && w < window && n < HR_MEAS_MAX; w++) {
             const int32_t *in = toks + (r->prefill ? r->past : start + w);
             double b0 = busy_us(r), t0 = hr_now_ms();
-            if (het_context_eval(r->s.ctx, in, r->n_tok, false, err) != HET_OK) ok = false;
+            if (het_context_eval(r->ctx, in, r->n_tok, false, err) != HET_OK) ok = false;
             if (!ok) break;
             runs[n][1] = hr_now_ms() - t0;
             runs[n][0] = busy_us(r) - b0;
@@ -223,14 +225,14 @@ static bool measure_normal(struct planrun *r, const int32_t *toks, het_error *er
 
 static bool measure(struct planrun *r, const int32_t *toks, het_error *err)
 {
-    het_sched_set_dry_run(r->s.sched, false);
+    het_sched_set_dry_run(r->sched, false);
     if (!eval_phase(r, toks, true, err)) return false; /* warm-up: pages, scratch, pipelines */
     if (!measure_normal(r, toks, err)) return false;
-    het_sched_set_measure(r->s.sched, true);
+    het_sched_set_measure(r->sched, true);
     bool ok = eval_phase(r, toks, true, err);
-    het_sched_set_measure(r->s.sched, false);
+    het_sched_set_measure(r->sched, false);
     int n = 0;
-    r->meas = het_sched_node_times(r->s.sched, &n);
+    r->meas = het_sched_node_times(r->sched, &n);
     if (n != r->plan.n_nodes) r->meas = NULL;
     return ok;
 }
@@ -252,14 +254,14 @@ static bool run_plan(struct planrun *r, bool with_measure)
     if (!toks) return false;
     for (int i = 0; i < n; i++) toks[i] = (int32_t)((i * 7919 + 13) % c->n_vocab);
     het_error err = { 0 };
-    het_sched_set_dry_run(r->s.sched, true);
+    het_sched_set_dry_run(r->sched, true);
     bool ok = eval_phase(r, toks, true, &err);
     if (ok) {
         struct het_sched_stats st;
-        het_sched_get_stats(r->s.sched, &st);
+        het_sched_get_stats(r->sched, &st);
         r->plan_us = st.last_plan_us;
-        r->g = het_sched_last_graph(r->s.sched);
-        ok = het_plan_copy(&r->plan, het_sched_last_plan(r->s.sched), &err) == HET_OK;
+        r->g = het_sched_last_graph(r->sched);
+        ok = het_plan_copy(&r->plan, het_sched_last_plan(r->sched), &err) == HET_OK;
     }
     if (ok && r->want_acc) ok = het_plan_copy(&r->sched_plan, &r->plan, &err) == HET_OK;
     if (ok && (r->n_dev > r->n_real || r->want_acc)) ok = simulate(r, &err);
@@ -276,7 +278,7 @@ static bool run_plan(struct planrun *r, bool with_measure)
 
 static struct hr_acc_devices acc_devices(const struct planrun *r)
 {
-    struct hr_acc_devices d = { r->s.devices, (const het_profile *const *)r->prof, r->n_real, -1, -1, r->s.sched };
+    struct hr_acc_devices d = { r->s.devices, (const het_profile *const *)r->prof, r->n_real, -1, -1, r->sched };
     for (int i = 0; i < r->n_real; i++) {
         bool lossy = het_profile_device_kind(r->prof[i]) == HET_DEVICE_NPU;
         if (lossy && d.lossy < 0) d.lossy = i;
@@ -291,9 +293,9 @@ static bool run_accuracy(struct planrun *r)
 {
     struct hr_acc_devices d = acc_devices(r);
     if (!hr_accuracy_sensitivity(&r->acc, &r->po, r->g, &d)) return false;
-    het_sched_set_accuracy(r->s.sched, &r->acc.pa);
+    het_sched_set_accuracy(r->sched, &r->acc.pa);
     if (!run_plan(r, true)) return false;
-    return !r->po.accuracy || hr_accuracy_eval(&r->acc, r->s.sched);
+    return !r->po.accuracy || hr_accuracy_eval(&r->acc, r->sched);
 }
 
 /* ---------------------------------------------------------------------------
@@ -540,6 +542,8 @@ done:
     hr_accuracy_close(&r->acc);
     het_plan_free(&r->sched_plan);
     het_plan_free(&r->plan);
+    het_context_free(r->ctx);
+    het_sched_free(r->sched);
     hr_session_close(&r->s);
     for (int i = 0; i < MAXD; i++) het_profile_free(r->prof[i]);
     free(r);

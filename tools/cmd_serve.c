@@ -88,7 +88,7 @@ int cmd_serve(int argc, char **argv)
         device_list(&s[i], devs[i], sizeof devs[i]);
         p.routes[i] = (struct het_serve_route){
             .model = s[i].model, .sched = s[i].sched, .id = ids[i], .devices = devs[i], .n_ctx = ro.n_ctx,
-            .n_parallel = i == 1 && o.long_parallel ? o.long_parallel : o.parallel,
+            .n_parallel = ro.parallel > 0 ? ro.parallel : HR_SERVE_PARALLEL,
         };
     }
     rc = serve_until_signal(&p, &o);

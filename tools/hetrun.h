@@ -17,6 +17,7 @@
 #include "het/pool.h"
 #include "het/profile.h"
 #include "het/sched.h"
+#include "het/session.h"
 #include "tools/hr_profile.h"
 
 struct hr_opts {
@@ -67,6 +68,9 @@ struct hr_opts {
     char      **argv_rest;
 };
 
+/* serve's --parallel when not given */
+#define HR_SERVE_PARALLEL 4
+
 /* The placement flags every command that runs a model takes (run, logits,
  * bench, plan, serve). */
 #define HR_PLACEMENT_FLAGS "--device --devices --policy --npu --strict --profile --pin --recalibrate --overlap " \
@@ -78,29 +82,30 @@ bool hr_parse(struct hr_opts *o, const char *cmd, const char *allowed, int argc,
 /* The bundled default model path (HET_MODEL env, then next to the binary, then the source tree). */
 const char *hr_default_model(void);
 
-/* A ready-to-run model: devices, memory pool, scheduler, model, context. */
+/* A ready-to-run model: the library's session (het/session.h) opened from
+ * the flags, with its parts at hand and the log lines it printed. */
 struct hr_session {
+    het_session *hs;
     het_pool    *pool;         /* every tensor of the run; NULL with HET_POOL=off */
     het_device  *devices[4];
     int          n_devices;
-    het_profile *profiles[4];  /* per device (owned); NULL: unmeasured default */
-    struct het_plan_pin pins[HET_SCHED_MAX_PINS];
-    uint32_t     seen[64];     /* hashes of log lines already shown           */
-    int          n_seen;
     het_sched   *sched;
     het_model   *model;
     het_context *ctx;
+    uint32_t     seen[64];     /* hashes of log lines already shown           */
+    int          n_seen;
     uint64_t     fallback_lines;
-    struct hr_budget *budget;  /* --accuracy-budget (hr_budget.c); NULL: none  */
-    struct het_device_stats stats_base[4]; /* device counters at the end of set-up
-                                              (the budget's measurement runs), not reported */
 };
+/* Open the session the flags describe; prints one error line on failure.
+ * need_ctx: open a context (n_ctx tokens, serve: --parallel sequences). */
 bool hr_session_open(struct hr_session *s, const struct hr_opts *o, bool need_ctx);
-/* One device from a spec: "cpu", "vulkan", "vulkan:N", "npu" or "npu:MODE".
- * The NPU's mode: the spec's, else --npu, else $HET_NPU, else npu_default. */
-het_device *hr_open_device(const struct hr_opts *o, const char *spec, enum het_npu_mode npu_default,
-                           het_error *err);
 void hr_session_close(struct hr_session *s);
+/* The session parameters the flags (and HET_POOL, HET_POOL_MB,
+ * HET_CALIBRATE, HET_NPU) describe; false after one error line. */
+bool hr_session_params(const struct hr_opts *o, struct het_session_params *p);
+/* One device from a spec ("cpu", "vulkan:N", "npu:MODE") with the flags'
+ * threads and NPU mode; npu_default: the NPU's mode when nothing names one. */
+het_device *hr_open_device(const struct hr_opts *o, const char *spec, const char *npu_default, het_error *err);
 /* The prompt's bytes: -p, or the contents of -f (then *owned is the buffer
  * to free). NULL, after one error line, when the file cannot be read. */
 const char *hr_prompt_text(const struct hr_opts *o, size_t *len, char **owned);
@@ -108,24 +113,13 @@ const char *hr_prompt_text(const struct hr_opts *o, size_t *len, char **owned);
 bool hr_tokenize_prompt(const struct hr_session *s, const struct hr_opts *o, int32_t **ids, int32_t *n);
 void hr_print_stats(const struct hr_session *s, const struct hr_opts *o);
 
-/* hr_budget.c: --accuracy-budget for the session's scheduler (after the
- * weights are prepared): takes the sensitivity table once (file, cache, or
- * measured now and cached) and plans every graph with the budget; a set
- * without a lossy device says once that the flag has no effect. */
-bool hr_budget_open(struct hr_session *s, const struct hr_opts *o);
-void hr_budget_free(struct hr_budget *b);   /* NULL is a no-op */
-/* --stats: one line; json: an "accuracy_budget":{...} member and a comma */
+/* hr_budget.c: --stats for --accuracy-budget: one line; json: an
+ * "accuracy_budget":{...} member and a comma */
 void hr_budget_print_stats(const struct hr_session *s, const struct hr_opts *o, FILE *f, bool json);
 
-/* hr_pool.c: the session's pool (HET_POOL backing order or "off",
- * HET_POOL_MB size; default size estimated from the model), created after
- * the devices (an NPU on hardware provides backing 1) and holding the
- * model's weights on return. */
-bool   hr_pool_open(struct hr_session *s, const struct hr_opts *o);
-/* Bytes to reserve for the model (weights, n_repacking repacked copies, one
- * KV cache (serve: one per --parallel sequence) and the scratch of a
- * whole-context prefill). */
-size_t hr_pool_estimate(const het_model *m, const struct hr_opts *o, int n_repacking);
+/* hr_pool.c: HET_POOL (backing order or "off") and HET_POOL_MB (size) onto
+ * the session parameters; false after one error line. */
+bool   hr_pool_params(const struct hr_opts *o, struct het_session_params *p);
 /* --stats lines: the pool's description and counters */
 void   hr_pool_print_stats(const struct hr_session *s, FILE *f);
 /* --stats=json members (each followed by a comma): pool_backing, sizes */

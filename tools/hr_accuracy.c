@@ -1,34 +1,22 @@
 /*
  * hr_accuracy.c — `hetrun plan --accuracy`, `--accuracy-budget` and
- * `--sensitivity` (see hr_accuracy.h). The reference is a separate session
- * with the CPU alone, so nothing the plan's devices prepared is shared
- * with it. A group's sensitivity is measured by running the text with only
- * that group of nodes pinned to the lossy device (everything else on an
- * exact device) and recording the mean KL against the reference; the table
- * is stored beside the device profiles and reused by later plans.
+ * `--sensitivity` (see hr_accuracy.h): the flags and the printing. The
+ * measuring is the library's (het/session.h): the reference is the CPU
+ * alone in a session of its own (het_reference_logits), and the
+ * sensitivity table comes from het_sensitivity_acquire.
  */
 #include "tools/hr_accuracy.h"
 
-#include <ctype.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-/* The library's message without its own "sensitivity" prefix: the flag
- * names the subject already. */
-static const char *sens_msg(const char *msg)
+static void log_line(void *user, const char *line)
 {
-    if (!strncmp(msg, "sensitivity: ", 13)) return msg + 13;
-    if (!strncmp(msg, "sensitivity ", 12)) return msg + 12;
-    return msg;
+    (void)user;
+    fprintf(stderr, "het: %s\n", line);
 }
-
-/* stories260K's reference continuation of "Once upon a time" (shared/reference/stories260K-1) */
-static const char default_text[] =
-    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw "
-    "a big, red ball. She wanted to play with it, but it was too high.\nLily's mom said\n";
 
 bool hr_accuracy_open(struct hr_accuracy *a, const struct hr_opts *o, const struct hr_plan_opts *po, het_model *m,
                       int32_t chunk)
@@ -39,7 +27,7 @@ bool hr_accuracy_open(struct hr_accuracy *a, const struct hr_opts *o, const stru
     a->chunk = chunk;
     a->budget = po->accuracy_budget ? po->budget_kl : NAN; /* parsed by hr_parse */
     struct hr_opts to = *o;
-    if (!to.prompt && !to.prompt_file) to.prompt = default_text;
+    if (!to.prompt && !to.prompt_file) to.prompt = het_accuracy_default_text();
     struct hr_session tmp = { .model = m };
     if (!hr_tokenize_prompt(&tmp, &to, &a->tokens, &a->n)) return false;
     if (a->n < 1) {
@@ -64,7 +52,6 @@ void hr_accuracy_close(struct hr_accuracy *a)
 {
     free(a->tokens);
     free(a->ref);
-    free(a->ref_batch);
     free(a->test);
     free(a->kl);
     free(a->top);
@@ -88,22 +75,14 @@ static bool logits_on(struct hr_accuracy *a, het_sched *s, int32_t chunk, float 
 /* the CPU alone, in its own session (own model mapping, own device) */
 static bool reference(struct hr_accuracy *a, int32_t chunk, float *out)
 {
-    struct hr_opts ro = *a->o;
-    ro.device = "cpu";
-    ro.devices = NULL;
-    ro.policy = NULL;
-    ro.strict = false;
-    memset(&ro.plan, 0, sizeof ro.plan);
-    struct hr_session s;
-    bool ok = hr_session_open(&s, &ro, false);
-    if (ok) {
-        het_model *keep = a->model;
-        a->model = s.model;
-        ok = logits_on(a, s.sched, chunk, out);
-        a->model = keep;
+    struct het_session_params p;
+    if (!hr_session_params(a->o, &p)) return false;
+    het_error err = { 0 };
+    if (het_reference_logits(&p, a->tokens, a->n, chunk, out, &err) != HET_OK) {
+        hr_error(a->o, "--accuracy: %s", err.msg);
+        return false;
     }
-    hr_session_close(&s);
-    return ok;
+    return true;
 }
 
 static bool ensure_ref(struct hr_accuracy *a)
@@ -125,168 +104,26 @@ bool hr_accuracy_eval(struct hr_accuracy *a, het_sched *sched)
 /* ---------------------------------------------------------------------------
  * sensitivity                                                               */
 
-void hr_node_class(const char *name, char *buf, size_t size)
-{
-    size_t n = strlen(name), k = n;
-    while (k > 0 && isdigit((unsigned char)name[k - 1])) k--;
-    if (k < n && k > 1 && name[k - 1] == '.') snprintf(buf, size, "%.*s*", (int)k, name);
-    else snprintf(buf, size, "%s", name);
-}
-
-/* the classes of nodes the lossy device runs, in graph order, with counts */
-static int node_classes(const het_graph *g, const struct hr_acc_devices *d, char (*cls)[64], int *count, int max)
-{
-    int n = 0;
-    for (int i = 0; i < het_graph_n_nodes(g); i++) {
-        const struct het_tensor *t = het_graph_node(g, i);
-        if (!t->name[0] || !het_sched_device_supports(d->sched, d->lossy, t)) continue;
-        char c[64];
-        hr_node_class(t->name, c, sizeof c);
-        int k = 0;
-        while (k < n && strcmp(cls[k], c)) k++;
-        if (k == n) {
-            if (n == max) continue;
-            snprintf(cls[n], sizeof cls[n], "%s", c);
-            count[n++] = 0;
-        }
-        count[k]++;
-    }
-    return n;
-}
-
-/* The cache key of a sensitivity table: the model file (path, size, mtime)
- * and the lossy device's description, which names its numerics (e.g. the
- * NPU's activation format and group), so a table measured with other
- * numerics is not reused. */
-static void model_id(const char *path, const struct hr_acc_devices *d, char *buf, size_t size)
-{
-    struct stat st;
-    const char *desc = d && d->lossy >= 0 ? het_device_description(d->devices[d->lossy]) : "";
-    if (path && stat(path, &st) == 0)
-        snprintf(buf, size, "%s:%lld:%lld|%s", path, (long long)st.st_size, (long long)st.st_mtime, desc);
-    else
-        snprintf(buf, size, "%s|%s", path ? path : "", desc);
-}
-
-static const char *base_name(const char *path)
-{
-    const char *s = path ? strrchr(path, '/') : NULL;
-    return s ? s + 1 : path ? path : "";
-}
-
-/* one group alone on the lossy device: its mean KL and top-1 */
-static bool measure_group(struct hr_accuracy *a, const struct hr_acc_devices *d, const char *pattern,
-                          struct het_accuracy *res)
-{
-    struct het_plan_pin pin = { .device = d->lossy };
-    snprintf(pin.pattern, sizeof pin.pattern, "%s", pattern);
-    struct het_sched_params sp = {
-        .devices = d->devices, .n_devices = d->n, .policy = HET_POLICY_SINGLE, .single = d->exact,
-        .profiles = d->profiles, .pins = &pin, .n_pins = 1,
-    };
-    het_error err = { 0 };
-    het_sched *s = het_sched_init(&sp, &err);
-    if (!s) {
-        hr_error(a->o, "--sensitivity: %s", sens_msg(err.msg));
-        return false;
-    }
-    bool ok = logits_on(a, s, 0, a->test);
-    if (ok) het_accuracy_compare(a->ref_batch, a->test, a->n, a->n_vocab, res, NULL, NULL);
-    het_sched_free(s);
-    return ok;
-}
-
-static bool measure_table(struct hr_accuracy *a, const het_graph *g, const struct hr_acc_devices *d)
-{
-    if (d->lossy < 0 || d->exact < 0) {
-        hr_error(a->o, "--sensitivity measure: needs a lossy device (npu) and an exact one (cpu) in --devices");
-        return false;
-    }
-    if (!a->ref_batch) {
-        a->ref_batch = malloc((size_t)a->n * (size_t)a->n_vocab * sizeof *a->ref_batch);
-        if (!a->ref_batch || !reference(a, 0, a->ref_batch)) return false;
-    }
-    char cls[HET_SENSITIVITY_MAX][64];
-    int count[HET_SENSITIVITY_MAX];
-    int n = node_classes(g, d, cls, count, HET_SENSITIVITY_MAX);
-    memset(&a->sens, 0, sizeof a->sens);
-    snprintf(a->sens.model, sizeof a->sens.model, "%s", base_name(a->o->model));
-    snprintf(a->sens.device, sizeof a->sens.device, "%s", het_device_name(d->devices[d->lossy]));
-    a->sens.measured = true;
-    a->sens.n_positions = a->n;
-    const bool tty = isatty(2);
-    const double t0 = hr_now_ms();
-    for (int k = 0; k < n; k++) {
-        if (tty) fprintf(stderr, "\rhet: sensitivity: %s alone on %s (%d/%d)      ", cls[k], a->sens.device, k + 1, n);
-        struct het_accuracy r;
-        if (!measure_group(a, d, cls[k], &r)) return false;
-        het_error err = { 0 };
-        if (het_sensitivity_add(&a->sens, cls[k], r.kl_mean, r.top1, count[k], &err) != HET_OK) {
-            hr_error(a->o, "--sensitivity: %s", sens_msg(err.msg));
-            return false;
-        }
-    }
-    if (tty) fprintf(stderr, "\r%60s\r", "");
-    snprintf(a->sens.label, sizeof a->sens.label, "measured: each group alone on %s, %d positions, vs %s alone",
-             a->sens.device, a->n, "cpu");
-    char id[4200], path[4096];
-    model_id(a->o->model, d, id, sizeof id);
-    het_error err = { 0 };
-    snprintf(a->sens_source, sizeof a->sens_source, "measured now");
-    if (het_sensitivity_cache_store(&a->sens, id, &err) != HET_OK)
-        fprintf(stderr, "het: %s\n", err.msg);
-    else if (het_sensitivity_cache_path(id, a->sens.device, path, sizeof path, &err) == HET_OK)
-        snprintf(a->sens_source, sizeof a->sens_source, "measured now, stored in %s", path);
-    fprintf(stderr, "het: sensitivity: %d node groups measured on %s in %.1f s (%d positions, each group alone vs "
-            "the CPU alone); %s\n", n, a->sens.device, (hr_now_ms() - t0) / 1e3, a->n, a->sens_source);
-    return true;
-}
-
-/* one group per class, HET_PLAN_DEFAULT_NODE_KL per node */
-static void estimate_table(struct hr_accuracy *a, const het_graph *g, const struct hr_acc_devices *d)
-{
-    memset(&a->sens, 0, sizeof a->sens);
-    snprintf(a->sens.model, sizeof a->sens.model, "%s", base_name(a->o->model));
-    if (d->lossy >= 0) snprintf(a->sens.device, sizeof a->sens.device, "%s", het_device_name(d->devices[d->lossy]));
-    snprintf(a->sens.label, sizeof a->sens.label, "estimated: %.0e per matmul (`--sensitivity measure` measures it)",
-             HET_PLAN_DEFAULT_NODE_KL);
-    snprintf(a->sens_source, sizeof a->sens_source, "estimated");
-    if (d->lossy < 0 || !g) return;
-    char cls[HET_SENSITIVITY_MAX][64];
-    int count[HET_SENSITIVITY_MAX];
-    int n = node_classes(g, d, cls, count, HET_SENSITIVITY_MAX);
-    for (int k = 0; k < n; k++) het_sensitivity_add(&a->sens, cls[k], count[k] * HET_PLAN_DEFAULT_NODE_KL, NAN, count[k], NULL);
-}
-
 bool hr_accuracy_sensitivity(struct hr_accuracy *a, const struct hr_plan_opts *po, const het_graph *g,
                              const struct hr_acc_devices *d)
 {
+    struct het_session_params p;
+    if (!hr_session_params(a->o, &p)) return false;
+    bool measuring = po->sensitivity && !strcmp(po->sensitivity, "measure");
+    if (measuring && (d->lossy < 0 || d->exact < 0)) {
+        hr_error(a->o, "--sensitivity measure: needs a lossy device (npu) and an exact one (cpu) in --devices");
+        return false;
+    }
+    struct het_sensitivity_request r = {
+        .source = po->sensitivity, .measure_missing = !isnan(a->budget), .ref = &p, .tokens = a->tokens,
+        .n_tokens = a->n, .devices = d->devices, .profiles = d->profiles,
+        .n_devices = d->n, .lossy = d->lossy, .exact = d->exact, .sched = d->sched, .log = log_line,
+    };
     het_error err = { 0 };
-    const char *src = po->sensitivity;
-    if (src && strcmp(src, "measure") && strcmp(src, "estimate")) {
-        if (het_sensitivity_load(src, &a->sens, &err) != HET_OK) {
-            hr_error(a->o, "--sensitivity: %s", sens_msg(err.msg));
-            return false;
-        }
-        snprintf(a->sens_source, sizeof a->sens_source, "%s", src);
-        return true;
+    if (het_sensitivity_acquire(a->model, g, &r, &a->sens, a->sens_source, sizeof a->sens_source, &err) != HET_OK) {
+        hr_error(a->o, "--sensitivity: %s", err.msg);
+        return false;
     }
-    if (src && !strcmp(src, "measure")) return measure_table(a, g, d);
-    if (src && !strcmp(src, "estimate")) {
-        estimate_table(a, g, d);
-        return true;
-    }
-    char id[4200], path[4096];
-    model_id(a->o->model, d, id, sizeof id);
-    const char *dev = d->lossy >= 0 ? het_device_name(d->devices[d->lossy]) : "npu";
-    if (het_sensitivity_cache_path(id, dev, path, sizeof path, &err) == HET_OK &&
-        het_sensitivity_load(path, &a->sens, &err) == HET_OK) {
-        snprintf(a->sens_source, sizeof a->sens_source, "cached %s", path);
-        return true;
-    }
-    /* a budget is spent with a measured table; a prediction alone takes the estimate */
-    if (!isnan(a->budget) && d->lossy >= 0 && d->exact >= 0) return measure_table(a, g, d);
-    estimate_table(a, g, d);
     return true;
 }
 

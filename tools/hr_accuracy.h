@@ -24,7 +24,6 @@ struct hr_accuracy {
     int32_t     chunk;            /* tokens per eval: 1 decode, the batch for prefill */
     float      *ref;              /* n x n_vocab, the CPU alone, in the eval's mode */
     bool        have_ref;
-    float      *ref_batch;        /* the same as one batch (for measuring groups)  */
     float      *test;             /* n x n_vocab, the plan                        */
     double     *kl;               /* per position                                  */
     int32_t    *top;              /* per position: cpu top-1, plan top-1          */
@@ -63,9 +62,6 @@ bool hr_accuracy_sensitivity(struct hr_accuracy *a, const struct hr_plan_opts *p
 
 /* Evaluate the text on sched (a context of its own) and compare with the CPU alone. */
 bool hr_accuracy_eval(struct hr_accuracy *a, het_sched *sched);
-
-/* Class of a node name: "attn_q.3" -> "attn_q.*", "logits" -> "logits". */
-void hr_node_class(const char *name, char *buf, size_t size);
 
 void hr_accuracy_print(const struct hr_accuracy *a, const struct het_plan *plan);
 /* ,"accuracy":{...} (leading comma included) */

@@ -1,8 +1,9 @@
 /*
- * hr_profile.c — hetrun's glue for profiles (see hr_profile.h): extra
- * flags, devices by name, a profile per device (NPU cost model, --profile,
- * cache, or a first-use quick calibration with a progress bar), policies,
- * and the profile/crossover printouts shared by plan, calibrate and bench.
+ * hr_profile.c — hetrun's glue for profiles (see hr_profile.h): the flags
+ * onto the library's profile acquisition (het_profiles_acquire: NPU cost
+ * model, --profile, cache, or a first-use quick calibration), a progress
+ * bar, policies, and the profile/crossover printouts shared by plan,
+ * calibrate and bench.
  */
 #include "tools/hr_profile.h"
 
@@ -11,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "het/npu.h"
+#include "het/session.h"
 
 /* ---------------------------------------------------------------------------
  * flags                                                                     */
@@ -32,144 +33,52 @@ void hr_progress(void *user, double fraction, const char *what)
 /* ---------------------------------------------------------------------------
  * profiles                                                                  */
 
-static int load_profile_files(const char *list, het_profile **out, int max)
+static void log_line(void *user, const char *line)
 {
-    if (!list || !strcmp(list, "default")) return 0;
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", list);
-    int n = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save)) {
-        het_error err = { 0 };
-        int got = 0;
-        if (het_profile_load_all(tok, out + n, max - n, &got, &err) != HET_OK) {
-            fprintf(stderr, "hetrun: --profile: %s\n", err.msg);
-            for (int i = 0; i < n; i++) het_profile_free(out[i]);
-            return -1;
-        }
-        n += got;
-    }
-    return n;
+    (void)user;
+    fprintf(stderr, "het: %s\n", line);
 }
 
-static het_profile *calibrate_now(het_device *dev, bool quick, bool quiet, het_error *err)
+static void progress(void *user, double fraction, const char *what)
 {
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "calibrating %s", het_device_name(dev));
-    if (!quiet)
-        fprintf(stderr, "het: no profile for %s yet: %s calibration (`hetrun calibrate` for a full one)\n",
-                het_device_name(dev), quick ? "a quick" : "a full");
-    struct het_calibrate_params cp = { .quick = quick, .progress = hr_progress, .progress_user = prefix };
-    het_profile *p = het_calibrate_device(dev, &cp, err);
-    if (p && het_profile_cache_store(p, err) != HET_OK)
-        fprintf(stderr, "het: cannot store the profile: %s\n", err->msg);
-    return p;
+    (void)user;
+    hr_progress("calibrating", fraction, what);
 }
 
-/* the profile for one device, *fresh set when it was just measured */
-static het_profile *profile_for(het_device *dev, const struct hr_plan_opts *po, het_profile **files, int n_files,
-                                bool quiet, bool *fresh)
+static struct het_profiles_params profiles_params(const struct hr_plan_opts *po)
 {
-    het_error err = { 0 };
-    *fresh = false;
-    for (int i = 0; i < n_files; i++)
-        if (files[i] && !strcmp(het_profile_device_name(files[i]), het_device_name(dev))) {
-            het_profile *p = files[i];
-            files[i] = NULL; /* taken */
-            return p;
-        }
-    if (het_npu_is_npu(dev))
-        return het_profile_from_npu(het_npu_get_profile(dev), het_device_name(dev), het_device_description(dev),
-                                    &err);
-    if (!po->recalibrate) {
-        het_profile *p = het_profile_cache_load(dev, &err);
-        if (p) return p;
-    }
     const char *env = getenv("HET_CALIBRATE");
-    if ((po->profile && !strcmp(po->profile, "default")) || (env && !strcmp(env, "0")))
-        return het_profile_default(dev, HET_DEVICE_CPU, false); /* asked not to measure: labelled unmeasured */
-    *fresh = true;
-    het_profile *p = calibrate_now(dev, true, quiet, &err);
-    if (!p) {
-        fprintf(stderr, "het: %s; using its unmeasured default profile\n", err.msg);
-        *fresh = false;
-        return het_profile_default(dev, HET_DEVICE_CPU, false);
-    }
-    return p;
+    return (struct het_profiles_params){
+        .files = po->profile, .recalibrate = po->recalibrate, .no_calibration = env && !strcmp(env, "0"),
+        .log = log_line, .progress = progress,
+    };
 }
 
-static void measure_handoffs(het_device *const *devs, int n, het_profile **out, const bool *fresh, bool quiet)
+bool hr_profiles_for(het_device *const *devs, int n, const struct hr_plan_opts *po, het_profile **out)
 {
-    for (int a = 0; a < n; a++) {
-        bool changed = false;
-        for (int b = 0; b < n; b++) {
-            if (a == b || het_npu_is_npu(devs[a]) || het_npu_is_npu(devs[b])) continue;
-            if (!het_profile_is_measured(out[a]) || !het_profile_is_measured(out[b])) continue;
-            if (!fresh[a] && !fresh[b] && het_profile_get_handoff(out[a], het_device_name(devs[b]), NULL)) continue;
-            het_error err = { 0 };
-            struct het_calibrate_params cp = { .quick = true };
-            if (!quiet)
-                fprintf(stderr, "het: measuring the hand-off %s -> %s\n", het_device_name(devs[a]),
-                        het_device_name(devs[b]));
-            if (het_calibrate_handoff(devs[a], devs[b], out[a], &cp, &err) != HET_OK)
-                fprintf(stderr, "het: %s\n", err.msg);
-            else changed = true;
-        }
-        het_error err = { 0 };
-        if (changed && het_profile_cache_store(out[a], &err) != HET_OK) fprintf(stderr, "het: %s\n", err.msg);
+    struct het_profiles_params p = profiles_params(po);
+    het_error err = { 0 };
+    if (het_profiles_acquire(devs, n, &p, out, &err) != HET_OK) {
+        fprintf(stderr, "hetrun: --profile: %s\n", err.msg);
+        return false;
     }
-}
-
-bool hr_profiles_for(het_device *const *devs, int n, const struct hr_plan_opts *po, bool quiet, het_profile **out)
-{
-    het_profile *files[16] = { NULL };
-    int n_files = load_profile_files(po->profile, files, 16);
-    if (n_files < 0) return false;
-    bool fresh[16] = { false };
-    for (int i = 0; i < n; i++) out[i] = profile_for(devs[i], po, files, n_files, quiet, &fresh[i]);
-    for (int i = 0; i < n_files; i++) het_profile_free(files[i]);
-    for (int i = 0; i < n; i++)
-        if (!out[i]) {
-            fprintf(stderr, "het: no profile for %s\n", het_device_name(devs[i]));
-            for (int k = 0; k < n; k++) {
-                het_profile_free(out[k]);
-                out[k] = NULL;
-            }
-            return false;
-        }
-    if (!po->profile) measure_handoffs(devs, n, out, fresh, quiet);
     return true;
 }
 
 int hr_profiles_extra(const struct hr_plan_opts *po, het_device *const *devs, int n, het_profile **out, int max)
 {
-    het_profile *files[16] = { NULL };
-    int n_files = load_profile_files(po->profile, files, 16), k = 0;
-    for (int i = 0; i < n_files; i++) {
-        bool present = false;
-        for (int d = 0; d < n; d++) present |= !strcmp(het_profile_device_name(files[i]), het_device_name(devs[d]));
-        if (!present && k < max) out[k++] = files[i];
-        else het_profile_free(files[i]);
-    }
+    struct het_profiles_params p = profiles_params(po);
+    het_error err = { 0 };
+    int k = 0;
+    if (het_profiles_extra(&p, devs, n, out, max, &k, &err) != HET_OK) return 0; /* reported by hr_profiles_for */
     return k;
 }
 
 bool hr_policy_parse(const char *spec, het_device *const *devs, int n, struct het_sched_params *sp)
 {
-    if (!spec || !strcmp(spec, "fastest")) sp->policy = HET_POLICY_FASTEST;
-    else if (!strcmp(spec, "first")) sp->policy = HET_POLICY_FIRST;
-    else if (!strcmp(spec, "alternate")) sp->policy = HET_POLICY_ALTERNATE;
-    else if (!strncmp(spec, "single:", 7)) {
-        sp->policy = HET_POLICY_SINGLE;
-        sp->single = -1;
-        for (int i = 0; i < n && sp->single < 0; i++)
-            if (!strncmp(het_device_name(devs[i]), spec + 7, strlen(spec + 7))) sp->single = i;
-        if (sp->single < 0) {
-            fprintf(stderr, "hetrun: --policy %s: no such device in the set\n", spec);
-            return false;
-        }
-    } else {
-        fprintf(stderr, "hetrun: --policy: unknown policy '%s' (fastest, first, single:DEV, alternate)\n", spec);
+    het_error err = { 0 };
+    if (het_policy_parse(spec, devs, n, sp, &err) != HET_OK) {
+        fprintf(stderr, "hetrun: --%s\n", err.msg);
         return false;
     }
     return true;

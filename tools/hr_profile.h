@@ -39,12 +39,10 @@ struct hr_plan_opts {
 /* Progress bar on stderr (user: const char * prefix). */
 void hr_progress(void *user, double fraction, const char *what);
 
-/* One profile per device into out[] (owned by the caller): an NPU from its
- * cost model; a --profile entry with the device's name; the cache; else a
- * quick calibration (progress on stderr), stored — unless --profile default
- * or HET_CALIBRATE=0, which take the unmeasured defaults. Hand-offs between
- * the devices are measured when missing. quiet: no notes on stderr. */
-bool hr_profiles_for(het_device *const *devs, int n, const struct hr_plan_opts *po, bool quiet, het_profile **out);
+/* One profile per device into out[] (owned by the caller), as the library's
+ * het_profiles_acquire gets them from --profile, --recalibrate and
+ * HET_CALIBRATE=0; notices and progress on stderr. */
+bool hr_profiles_for(het_device *const *devs, int n, const struct hr_plan_opts *po, het_profile **out);
 /* Profiles from --profile files that match none of devs (simulation). */
 int  hr_profiles_extra(const struct hr_plan_opts *po, het_device *const *devs, int n, het_profile **out, int max);
 

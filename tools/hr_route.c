@@ -20,6 +20,7 @@ void hr_long_opts(const struct hr_opts *o, struct hr_opts *lo)
         lo->devices = o->long_devices;
     }
     lo->n_ctx = o->long_ctx;
+    if (o->long_parallel) lo->parallel = o->long_parallel;
 }
 
 /* calibrate both routes (the long one in a session of its own, closed after) */

@@ -1,90 +1,14 @@
 /*
- * session.c — turning hetrun's placement flags into a device set and a
- * scheduler, and loading the model and context every running command needs.
- * Order: model (mapped), devices, memory pool (sized from the model; the
- * weights move into it), scheduler (imports the pool into every device),
- * per-device weight preparation, the accuracy budget (hr_budget.c),
- * context (KV cache in the pool).
+ * session.c — hetrun's flags onto the library's session (het/session.h:
+ * model, devices, pool, profiles, scheduler, prepared weights, accuracy
+ * budget, context), its log lines on stderr, the prompt, and --stats.
  */
 #include "tools/hetrun.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "het/npu.h"
-
-#include <sys/stat.h>
-
-#if defined(HET_HAVE_VULKAN) && __has_include("het/vulkan.h")
-#include "het/vulkan.h"
-#define HR_VULKAN 1
-#endif
-
-/* The NPU: the spec's ":MODE", else --npu, else $HET_NPU, else npu_default.
- * The repack cache is keyed by the model file's path, size and mtime. */
-static het_device *open_npu(const struct hr_opts *o, const char *spec_mode, enum het_npu_mode npu_default,
-                            het_error *err)
-{
-    enum het_npu_mode mode = HET_NPU_OFF;
-    if (spec_mode) {
-        if (het_npu_parse_mode(spec_mode, &mode, err) != HET_OK) return NULL;
-    } else if (o->npu) {
-        if (het_npu_parse_mode(o->npu, &mode, err) != HET_OK) return NULL;
-    } else if (het_npu_mode_from_env(&mode, err) != HET_OK) {
-        return NULL;
-    }
-    if (mode == HET_NPU_OFF) mode = npu_default;
-    struct het_npu_params p;
-    het_npu_params_default(&p, mode);
-    char key[4200]; /* copied by the device */
-    struct stat st;
-    if (o->model && stat(o->model, &st) == 0) {
-        snprintf(key, sizeof key, "%s:%lld:%lld", o->model, (long long)st.st_size, (long long)st.st_mtime);
-        p.model_key = key;
-    }
-    p.n_threads = o->threads;
-    return het_npu_device_init_params(&p, err);
-}
-
-het_device *hr_open_device(const struct hr_opts *o, const char *spec, enum het_npu_mode npu_default,
-                           het_error *err)
-{
-    if (!strcmp(spec, "cpu")) {
-        het_device *d = het_cpu_device_init(o->threads, err);
-        if (d && o->f32_act && het_cpu_device_set_f32_activations(d, true, err) != HET_OK) {
-            het_device_free(d);
-            return NULL;
-        }
-        return d;
-    }
-    if (!strncmp(spec, "npu", 3) && (!spec[3] || spec[3] == ':'))
-        return open_npu(o, spec[3] ? spec + 4 : NULL, npu_default, err);
-    if (!strncmp(spec, "vulkan", 6)) {
-#ifdef HR_VULKAN
-        int index = -1;
-        if (spec[6] == ':') {
-            char *end;
-            long v = strtol(spec + 7, &end, 10);
-            if (*end || end == spec + 7 || v < 0) {
-                het_error_set(err, HET_ERR_INVALID, "bad device '%s' (expected vulkan or vulkan:N)", spec);
-                return NULL;
-            }
-            index = (int)v;
-        } else if (spec[6]) {
-            het_error_set(err, HET_ERR_INVALID, "unknown device '%s'", spec);
-            return NULL;
-        }
-        return het_vulkan_device_init(index, err);
-#else
-        het_error_set(err, HET_ERR_NO_DEVICE, "this build has no Vulkan backend (install libvulkan-dev glslc, rebuild)");
-        return NULL;
-#endif
-    }
-    het_error_set(err, HET_ERR_INVALID, "unknown device '%s' (devices: cpu, vulkan, vulkan:N, npu, npu:MODE)", spec);
-    return NULL;
-}
-
-/* Fallbacks are counted by the scheduler; each distinct message is shown once. */
+/* Each distinct message is shown once (fallbacks are counted by the scheduler). */
 static void log_line(void *user, const char *line)
 {
     struct hr_session *s = user;
@@ -97,103 +21,93 @@ static void log_line(void *user, const char *line)
     fprintf(stderr, "het: %s%s\n", line, s->n_seen == (int)(sizeof s->seen / sizeof s->seen[0]) ? " (further messages suppressed)" : "");
 }
 
-static bool open_devices(struct hr_session *s, const struct hr_opts *o)
+static void calibration_progress(void *user, double fraction, const char *what)
 {
-    char list[256];
-    het_error err = { 0 };
-    snprintf(list, sizeof list, "%s", o->device ? o->device : o->devices ? o->devices : "cpu");
-    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (s->n_devices == (int)(sizeof s->devices / sizeof s->devices[0])) {
-            hr_error(o, "--devices: too many devices");
-            return false;
-        }
-        het_device *d = hr_open_device(o, tok, HET_NPU_HARDWARE, &err);
-        if (!d) {
-            hr_error(o, "device '%s': %s", tok, err.msg);
-            return false;
-        }
-        s->devices[s->n_devices++] = d;
-    }
-    return true;
+    (void)user;
+    hr_progress("calibrating", fraction, what);
 }
 
-static bool make_sched(struct hr_session *s, const struct hr_opts *o)
+bool hr_session_params(const struct hr_opts *o, struct het_session_params *p)
 {
-    het_error err = { 0 };
-    struct het_sched_params sp = {
-        .devices = s->devices, .n_devices = s->n_devices, .strict = o->strict, .overlap = o->plan.overlap,
-        .log = log_line, .log_user = s, .pool = s->pool,
-    };
-    if (!hr_policy_parse(o->policy, s->devices, s->n_devices, &sp)) return false;
-    /* a single device needs no cost model; a set is planned from measured profiles */
-    if (s->n_devices > 1) {
-        if (!hr_profiles_for(s->devices, s->n_devices, &o->plan, !o->verbose, s->profiles)) return false;
-        sp.profiles = (const het_profile *const *)s->profiles;
-    }
-    if (o->plan.pin) {
-        const char *names[4];
-        for (int i = 0; i < s->n_devices; i++) names[i] = het_device_name(s->devices[i]);
-        if (het_plan_pins_parse(o->plan.pin, names, s->n_devices, s->pins, HET_SCHED_MAX_PINS, &sp.n_pins, &err) !=
-            HET_OK) {
-            hr_error(o, "--pin: %s", err.msg);
+    memset(p, 0, sizeof *p);
+    p->model_path = o->model;
+    p->devices = o->device ? o->device : o->devices;
+    p->n_threads = o->threads;
+    p->f32_activations = o->f32_act;
+    p->npu_mode = o->npu ? o->npu : getenv("HET_NPU");
+    p->policy = o->policy;
+    p->pins = o->plan.pin;
+    p->strict = o->strict;
+    p->overlap = o->plan.overlap;
+    p->profiles = o->plan.profile;
+    p->recalibrate = o->plan.recalibrate;
+    const char *cal = getenv("HET_CALIBRATE");
+    p->no_calibration = cal && !strcmp(cal, "0");
+    p->has_accuracy_budget = o->plan.accuracy_budget != NULL;
+    p->accuracy_budget = o->plan.budget_kl;
+    p->sensitivity = o->plan.sensitivity;
+    const char *sf = o->plan.sensitivity;
+    if (sf && strcmp(sf, "measure") && strcmp(sf, "estimate")) { /* a file: read now, so the flag is named */
+        struct het_sensitivity check;
+        het_error err = { 0 };
+        if (het_sensitivity_load(sf, &check, &err) != HET_OK) {
+            hr_error(o, "--sensitivity: %s", err.msg);
             return false;
         }
-        sp.pins = s->pins;
     }
-    s->sched = het_sched_init(&sp, &err);
-    if (!s->sched) {
-        hr_error(o, "%s", err.msg);
-        return false;
+    p->n_ctx = o->n_ctx;
+    const bool serve = o->cmd && !strcmp(o->cmd, "serve");
+    p->n_parallel = serve ? (o->parallel > 0 ? o->parallel : HR_SERVE_PARALLEL) : 1;
+    if (o->cmd && !strcmp(o->cmd, "plan")) /* plan's own context: a batch after the past */
+        p->n_ctx_min = (o->plan.batch > 0 ? o->plan.batch : 128) + (o->plan.past > 0 ? o->plan.past : 128) + 8;
+    p->all_logits = o->cmd && !strcmp(o->cmd, "logits");
+    return hr_pool_params(o, p);
+}
+
+het_device *hr_open_device(const struct hr_opts *o, const char *spec, const char *npu_default, het_error *err)
+{
+    struct het_session_params p;
+    if (!hr_session_params(o, &p)) {
+        het_error_set(err, HET_ERR_INVALID, "bad options");
+        return NULL;
     }
-    return true;
+    return het_session_device_init(&p, spec, npu_default, err);
 }
 
 bool hr_session_open(struct hr_session *s, const struct hr_opts *o, bool need_ctx)
 {
     memset(s, 0, sizeof *s);
+    struct het_session_params p;
+    if (!hr_session_params(o, &p)) return false;
+    p.open_context = need_ctx;
+    p.log = log_line;
+    p.progress = calibration_progress;
+    p.user = s;
     het_error err = { 0 };
-    s->model = het_model_load(o->model, &err);
-    if (!s->model) {
-        hr_error(o, "%s", err.msg);
-        return false;
-    }
-    if (!open_devices(s, o) || !hr_pool_open(s, o) || !make_sched(s, o)) return false;
-    if (!het_model_pool(s->model)) {
-        /* no pool: the weights are used in place from the mapped file */
-        size_t size = 0;
-        const void *base = het_gguf_file_data(het_model_gguf(s->model), &size);
-        if (het_sched_register_memory(s->sched, (void *)base, size, 0 /* weights */, &err) != HET_OK) {
+    s->hs = het_session_open(&p, &err);
+    if (!s->hs) {
+        if (err.status == HET_ERR_NOMEM && strstr(err.msg, "lower the context length"))
+            hr_error(o, "%s (--ctx N%s)", err.msg, p.n_parallel > 1 ? ", --parallel N" : "");
+        else if (err.status == HET_ERR_NOMEM && p.pool_bytes)
+            hr_error(o, "%s (HET_POOL_MB sets the pool size)", err.msg);
+        else if (!strncmp(err.msg, "pool: ", 6))
+            hr_error(o, "%s (HET_POOL=off runs without one)", err.msg);
+        else
             hr_error(o, "%s", err.msg);
-            return false;
-        }
-    }
-    if (het_model_prepare(s->model, s->sched, &err) != HET_OK) {
-        hr_error(o, "%s", err.msg);
         return false;
     }
-    if (!hr_budget_open(s, o)) return false;
-    for (int i = 0; i < s->n_devices; i++) het_device_get_stats(s->devices[i], &s->stats_base[i]);
-    if (!need_ctx) return true;
-    struct het_context_params cp = { .n_ctx = o->n_ctx, .sched = s->sched, .pool = s->pool };
-    s->ctx = het_context_init(s->model, &cp, &err);
-    if (!s->ctx) {
-        hr_error(o, "%s", err.msg);
-        return false;
-    }
+    s->model = het_session_model(s->hs);
+    s->sched = het_session_sched(s->hs);
+    s->pool = het_session_pool(s->hs);
+    s->ctx = het_session_context(s->hs);
+    s->n_devices = het_session_n_devices(s->hs);
+    for (int i = 0; i < s->n_devices; i++) s->devices[i] = het_session_device(s->hs, i);
     return true;
 }
 
 void hr_session_close(struct hr_session *s)
 {
-    het_context_free(s->ctx);
-    het_sched_free(s->sched);
-    for (int i = 0; i < s->n_devices; i++) {
-        het_profile_free(s->profiles[i]);
-        het_device_free(s->devices[i]);
-    }
-    het_model_free(s->model);
-    hr_budget_free(s->budget);
-    het_pool_free(s->pool);   /* last: devices and the model kept slices in it */
+    het_session_close(s->hs);
     memset(s, 0, sizeof *s);
 }
 
@@ -254,17 +168,6 @@ bool hr_tokenize_prompt(const struct hr_session *s, const struct hr_opts *o, int
     return true;
 }
 
-/* device i's counters since the session was set up */
-static void device_stats(const struct hr_session *s, int i, struct het_device_stats *ds)
-{
-    het_device_get_stats(s->devices[i], ds);
-    const struct het_device_stats *b = &s->stats_base[i];
-    ds->n_splits -= b->n_splits;
-    ds->n_nodes -= b->n_nodes;
-    ds->copied_bytes -= b->copied_bytes;
-    ds->busy_us -= b->busy_us;
-}
-
 void hr_print_stats(const struct hr_session *s, const struct hr_opts *o)
 {
     if (!o->stats) return;
@@ -273,7 +176,7 @@ void hr_print_stats(const struct hr_session *s, const struct hr_opts *o)
     uint64_t copied = 0;
     for (int i = 0; i < s->n_devices; i++) {
         struct het_device_stats ds;
-        device_stats(s, i, &ds);
+        het_session_device_stats(s->hs, i, &ds);
         copied += ds.copied_bytes;
     }
     if (s->pool) { /* the devices' copies, forwarded to the pool, plus any made outside a run */
@@ -295,7 +198,7 @@ void hr_print_stats(const struct hr_session *s, const struct hr_opts *o)
                 (unsigned long long)ss.n_handoffs, (unsigned long long)ss.n_fallbacks);
         for (int i = 0; i < s->n_devices; i++) {
             struct het_device_stats ds;
-            device_stats(s, i, &ds);
+            het_session_device_stats(s->hs, i, &ds);
             fprintf(stderr,
                     "%s{\"name\":\"%s\",\"splits\":%llu,\"nodes\":%llu,\"busy_us\":%.0f,\"copied_bytes\":%llu,"
                     "\"pool_import\":\"%s\"}",
@@ -316,7 +219,7 @@ void hr_print_stats(const struct hr_session *s, const struct hr_opts *o)
     hr_budget_print_stats(s, o, stderr, false);
     for (int i = 0; i < s->n_devices; i++) {
         struct het_device_stats ds;
-        device_stats(s, i, &ds);
+        het_session_device_stats(s->hs, i, &ds);
         const char *imp = het_device_pool_import(s->devices[i]);
         fprintf(stderr, "device %s%s: %llu splits, %llu nodes, busy %.1f ms%s%s — %s\n", het_device_name(s->devices[i]),
                 het_device_is_emulated(s->devices[i]) ? " (emulated)" : "", (unsigned long long)ds.n_splits,

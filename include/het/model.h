@@ -70,6 +70,27 @@ enum het_status het_model_place_in_pool(het_model *m, het_pool *pool, het_error 
 /* The pool holding the weights, or NULL (they are used from the mapped file). */
 het_pool       *het_model_pool(const het_model *m);
 
+/* What a pool must hold for this model (het_model_pool_estimate): the
+ * weights, a repacked copy per device that repacks, n_seq F16 KV caches of
+ * n_ctx tokens and the scratch of a whole-context prefill. memfd and
+ * udmabuf pages materialise only when written, so the repack allowance
+ * (an upper bound) costs address space, not memory. */
+struct het_pool_estimate_params {
+    int32_t n_ctx;        /* tokens per sequence (0: min(train ctx, 4096))       */
+    int32_t n_seq;        /* sequences (0: 1)                                     */
+    int32_t n_ctx_min;    /* at least this many tokens (a planner's own context)  */
+    int     n_repacking;  /* devices that keep a repacked copy of the weights     */
+    bool    all_logits;   /* logits of every position of a prefill kept           */
+};
+struct het_pool_estimate {
+    size_t weights, repacked, kv, scratch; /* bytes of each part                  */
+    size_t total;         /* the reservation: the parts, headroom, 2 MiB rounded  */
+    size_t needed;        /* what will be written: total less the repack allowance */
+    int32_t n_ctx, n_seq; /* the context the KV part was sized for                */
+};
+void het_model_pool_estimate(const het_model *m, const struct het_pool_estimate_params *p,
+                             struct het_pool_estimate *out);
+
 const struct het_model_config *het_model_get_config(const het_model *m);
 const het_tokenizer           *het_model_tokenizer(const het_model *m);
 const het_gguf                *het_model_gguf(const het_model *m);

@@ -239,6 +239,36 @@ het_profile    *het_calibrate_device(het_device *dev, const struct het_calibrate
 enum het_status het_calibrate_handoff(het_device *from, het_device *to, het_profile *from_profile,
                                       const struct het_calibrate_params *params, het_error *err);
 
+/* ---------------------------------------------------------------------------
+ * Acquisition (policy/acquire.c): a profile for every device of a set, as a
+ * session gets them.                                                       */
+
+struct het_profiles_params {
+    const char *files;           /* "FILE[,FILE]": profiles to use by device name;
+                                    "default": the unmeasured defaults; NULL: none  */
+    bool        recalibrate;     /* ignore cached profiles                          */
+    bool        no_calibration;  /* never calibrate: unmeasured defaults instead    */
+    /* (optional) one line per notice (a calibration starting, a hand-off being
+     * measured, a profile that could not be stored) */
+    void      (*log)(void *user, const char *line);
+    void      (*progress)(void *user, double fraction, const char *what);
+    void       *user;
+};
+
+/* One profile per device into out[n] (owned by the caller), in this order: a
+ * --profile file entry with the device's name; the NPU's cost model; the
+ * cache (unless recalibrate); the unmeasured default when files is
+ * "default" or no_calibration; else a quick calibration now, stored in the
+ * cache (when it fails: the unmeasured default, with a notice). Hand-offs
+ * between measured devices are measured when missing or when either side
+ * is new (not with files), and stored. */
+enum het_status het_profiles_acquire(het_device *const *devs, int n, const struct het_profiles_params *p,
+                                     het_profile **out, het_error *err);
+/* The profiles in p->files that match none of devs (devices to simulate)
+ * into out[max]; *n_out receives the count. */
+enum het_status het_profiles_extra(const struct het_profiles_params *p, het_device *const *devs, int n,
+                                   het_profile **out, int max, int *n_out, het_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,155 @@
+/*
+ * acquire.c — a profile for every device of a set (het/profile.h:
+ * het_profiles_acquire): from --profile files, the NPU's cost model, the
+ * cache, or a quick first-use calibration that is stored for next time,
+ * plus the hand-offs between the devices. What a session does before it
+ * plans; notices go to the caller's log callback, never to a stream.
+ */
+#include "het/npu.h"
+#include "het/profile.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_FILES 16
+
+static void notice(const struct het_profiles_params *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void notice(const struct het_profiles_params *p, const char *fmt, ...)
+{
+    if (!p->log) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    p->log(p->user, line);
+}
+
+static enum het_status load_files(const char *list, het_profile **out, int max, int *n_out, het_error *err)
+{
+    *n_out = 0;
+    if (!list || !strcmp(list, "default")) return HET_OK;
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", list);
+    int n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save)) {
+        int got = 0;
+        enum het_status st = het_profile_load_all(tok, out + n, max - n, &got, err);
+        if (st != HET_OK) {
+            for (int i = 0; i < n; i++) het_profile_free(out[i]);
+            return st;
+        }
+        n += got;
+    }
+    *n_out = n;
+    return HET_OK;
+}
+
+static het_profile *calibrate_now(het_device *dev, const struct het_profiles_params *p, het_error *err)
+{
+    notice(p, "no profile for %s yet: a quick calibration (`hetrun calibrate` for a full one)", het_device_name(dev));
+    struct het_calibrate_params cp = { .quick = true, .progress = p->progress, .progress_user = p->user };
+    het_profile *prof = het_calibrate_device(dev, &cp, err);
+    het_error serr = { 0 };
+    if (prof && het_profile_cache_store(prof, &serr) != HET_OK) notice(p, "cannot store the profile: %s", serr.msg);
+    return prof;
+}
+
+/* the profile for one device, *fresh set when it was just measured */
+static het_profile *profile_for(het_device *dev, const struct het_profiles_params *p, het_profile **files,
+                                int n_files, bool *fresh, het_error *err)
+{
+    *fresh = false;
+    for (int i = 0; i < n_files; i++)
+        if (files[i] && !strcmp(het_profile_device_name(files[i]), het_device_name(dev))) {
+            het_profile *prof = files[i];
+            files[i] = NULL; /* taken */
+            return prof;
+        }
+    if (het_npu_is_npu(dev))
+        return het_profile_from_npu(het_npu_get_profile(dev), het_device_name(dev), het_device_description(dev), err);
+    if (!p->recalibrate) {
+        het_error cerr = { 0 };
+        het_profile *prof = het_profile_cache_load(dev, &cerr);
+        if (prof) return prof;
+    }
+    if ((p->files && !strcmp(p->files, "default")) || p->no_calibration)
+        return het_profile_default(dev, HET_DEVICE_CPU, false); /* asked not to measure: labelled unmeasured */
+    het_error cerr = { 0 };
+    het_profile *prof = calibrate_now(dev, p, &cerr);
+    if (!prof) {
+        notice(p, "%s; using its unmeasured default profile", cerr.msg);
+        return het_profile_default(dev, HET_DEVICE_CPU, false);
+    }
+    *fresh = true;
+    return prof;
+}
+
+static void measure_handoffs(het_device *const *devs, int n, het_profile **out, const bool *fresh,
+                             const struct het_profiles_params *p)
+{
+    for (int a = 0; a < n; a++) {
+        bool changed = false;
+        for (int b = 0; b < n; b++) {
+            if (a == b || het_npu_is_npu(devs[a]) || het_npu_is_npu(devs[b])) continue;
+            if (!het_profile_is_measured(out[a]) || !het_profile_is_measured(out[b])) continue;
+            if (!fresh[a] && !fresh[b] && het_profile_get_handoff(out[a], het_device_name(devs[b]), NULL)) continue;
+            het_error err = { 0 };
+            struct het_calibrate_params cp = { .quick = true };
+            notice(p, "measuring the hand-off %s -> %s", het_device_name(devs[a]), het_device_name(devs[b]));
+            if (het_calibrate_handoff(devs[a], devs[b], out[a], &cp, &err) != HET_OK) notice(p, "%s", err.msg);
+            else changed = true;
+        }
+        het_error err = { 0 };
+        if (changed && het_profile_cache_store(out[a], &err) != HET_OK) notice(p, "%s", err.msg);
+    }
+}
+
+enum het_status het_profiles_acquire(het_device *const *devs, int n, const struct het_profiles_params *p,
+                                     het_profile **out, het_error *err)
+{
+    if (n < 0 || n > MAX_FILES) return het_error_set(err, HET_ERR_INVALID, "profiles: %d devices (at most %d)", n,
+                                                     MAX_FILES);
+    het_profile *files[MAX_FILES] = { NULL };
+    int n_files = 0;
+    enum het_status st = load_files(p->files, files, MAX_FILES, &n_files, err);
+    if (st != HET_OK) return st;
+    bool fresh[MAX_FILES] = { false };
+    for (int i = 0; i < n; i++) out[i] = NULL;
+    for (int i = 0; i < n && st == HET_OK; i++) {
+        het_error e = { 0 };
+        out[i] = profile_for(devs[i], p, files, n_files, &fresh[i], &e);
+        if (!out[i]) st = het_error_set(err, e.status ? e.status : HET_ERR_INVALID, "profile for %s: %s",
+                                        het_device_name(devs[i]), e.msg);
+    }
+    for (int i = 0; i < n_files; i++) het_profile_free(files[i]);
+    if (st != HET_OK) {
+        for (int i = 0; i < n; i++) {
+            het_profile_free(out[i]);
+            out[i] = NULL;
+        }
+        return st;
+    }
+    if (!p->files) measure_handoffs(devs, n, out, fresh, p);
+    return HET_OK;
+}
+
+enum het_status het_profiles_extra(const struct het_profiles_params *p, het_device *const *devs, int n,
+                                   het_profile **out, int max, int *n_out, het_error *err)
+{
+    het_profile *files[MAX_FILES] = { NULL };
+    int n_files = 0, k = 0;
+    *n_out = 0;
+    enum het_status st = load_files(p->files, files, MAX_FILES, &n_files, err);
+    if (st != HET_OK) return st;
+    for (int i = 0; i < n_files; i++) {
+        bool present = false;
+        for (int d = 0; d < n; d++) present |= !strcmp(het_profile_device_name(files[i]), het_device_name(devs[d]));
+        if (!present && k < max) out[k++] = files[i];
+        else het_profile_free(files[i]);
+    }
+    *n_out = k;
+    return HET_OK;
+}
