@@ -30,6 +30,7 @@
  *   mul_mat (all weight types, GEMV and GEMM) : NMSE <= 1e-9 vs the
  *                                               dequantised weights in double
  *   attn (F16 and F32 K/V)                    : NMSE <= 1e-9
+ *   mul_mat_id (all weight types, strided ids, inputs and outputs): NMSE <= 1e-9
  * Exit 77 only when no Vulkan device exists at all.
  */
 #include "testutil.h"
@@ -184,6 +185,7 @@ static void rand_blocks(enum het_type t, uint8_t *x, int64_t n)
 struct env {
     het_device       *dev;
     const char       *cfg;
+    uint64_t          max_bind; /* the configuration's cap on one descriptor (0: device limit) */
     uint8_t          *arena;
     size_t            cap, used;
     struct het_tensor t[MAX_T];
@@ -756,6 +758,78 @@ static void test_mul_mat_all(struct env *e)
 }
 
 /* ------------------------------------------------------------------------ */
+/* mul_mat_id (mixture of experts)                                          */
+
+/* E experts (K, N) of type t; x (K, n_b, T) with padded columns, or a
+ * transposed view; ids (k, T) padded rows, or a transposed view of (T, k);
+ * dst (N, k, T) with padded rows when dst_pad. */
+static void test_mul_mat_id(struct env *e, enum het_type t, int64_t n_b, bool ids_t, bool x_t, bool dst_pad)
+{
+    env_reset(e);
+    const int64_t K = 512, N = 37, E = 5, k = 3, T = 4;
+    struct het_tensor *w = t_new_pad(e, t, K, N, E, 1, is_quant(t) ? 0 : 8);
+    fill_weights(w);
+    struct het_tensor *x;
+    if (x_t) {
+        struct het_tensor *xb = t_new_pad(e, HET_TYPE_F32, n_b, K, T, 1, 4);
+        x = t_permute(e, xb, 1, 0, 2, 3);
+        t_fill(xb, 1.0f);
+    } else {
+        x = t_new_pad(e, HET_TYPE_F32, K, n_b, T, 1, 8);
+        t_fill(x, 1.0f);
+    }
+    struct het_tensor *ids;
+    if (ids_t) {
+        struct het_tensor *ib = t_new_pad(e, HET_TYPE_I32, T, k, 1, 1, 4);
+        ids = t_permute(e, ib, 1, 0, 2, 3);
+    } else {
+        ids = t_new_pad(e, HET_TYPE_I32, k, T, 1, 1, 12);
+    }
+    for (int64_t tok = 0; tok < T; tok++) /* distinct experts per token, as top-k gives */
+        for (int64_t s = 0; s < k; s++) t_set(ids, s, tok, 0, 0, (float)((tok * 2 + s * (tok % 2 ? 1 : 3) + s) % E));
+    struct het_tensor *d = t_new_pad(e, HET_TYPE_F32, N, k, T, 1, dst_pad ? 20 : 0);
+    d->op = HET_OP_MUL_MAT_ID;
+    d->src[0] = w;
+    d->src[1] = x;
+    d->src[2] = ids;
+    if (e->max_bind && het_vk_tensor_span(w) > e->max_bind) {
+        /* the experts must fit one descriptor: refused, and so placed elsewhere */
+        CHECK(!het_device_supports_op(e->dev, d), "[%s] mul_mat_id %s: accepted experts wider than a descriptor",
+              e->cfg, tname(t));
+        return;
+    }
+    float *ref = malloc((size_t)(N * k * T) * sizeof *ref), *row = malloc((size_t)K * sizeof *row);
+    for (int64_t tok = 0; tok < T; tok++)
+        for (int64_t s = 0; s < k; s++) {
+            int64_t ex = (int64_t)t_get(ids, s, tok, 0, 0);
+            for (int64_t n = 0; n < N; n++) {
+                weight_row(w, n, ex, 0, row);
+                double acc = 0;
+                for (int64_t i = 0; i < K; i++) acc += (double)row[i] * t_get(x, i, s % n_b, tok, 0);
+                ref[(tok * k + s) * N + n] = (float)acc;
+            }
+        }
+    char what[128];
+    snprintf(what, sizeof what, "mul_mat_id %s n_b=%lld%s%s%s", tname(t), (long long)n_b, ids_t ? " idsT" : "",
+             x_t ? " xT" : "", dst_pad ? " dpad" : "");
+    if (run1(e, d, what)) check_nmse(e, what, d, ref, 1e-9);
+    free(row);
+    free(ref);
+}
+
+static void test_mul_mat_id_all(struct env *e)
+{
+    static const enum het_type types[] = { HET_TYPE_F32, HET_TYPE_F16, HET_TYPE_Q4_0,
+                                           HET_TYPE_Q8_0, HET_TYPE_Q4_K, HET_TYPE_Q6_K };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        test_mul_mat_id(e, types[i], 1, false, false, false); /* gate/up: one column per token */
+        test_mul_mat_id(e, types[i], 3, true, false, true);   /* down: one column per slot */
+    }
+    test_mul_mat_id(e, HET_TYPE_Q4_0, 3, false, true, false);
+    test_mul_mat_id(e, HET_TYPE_F16, 1, true, true, true);
+}
+
+/* ------------------------------------------------------------------------ */
 /* attention                                                                */
 
 struct attn_case {
@@ -1056,6 +1130,7 @@ static void run_suite(struct env *e, bool full)
     test_get_rows(e, HET_TYPE_Q6_K, 11, true, false);
     test_get_rows(e, HET_TYPE_Q4_0, 11, true, true);
     test_mul_mat_all(e);
+    test_mul_mat_id_all(e);
     if (full) {
         /* wide enough for several row and column windows at 64 KiB ranges */
         test_mul_mat(e, &(struct mm_case){ HET_TYPE_F16, 512, 300, 70, 1, 1, 1, 1, false, false });
@@ -1081,7 +1156,7 @@ static void run_config(const char *name, const struct het_vk_options *opt, bool 
     CHECK(dev != NULL, "[%s] init: %s", name, err.msg);
     if (!dev) return;
     printf("[%s] %s: %s\n", name, het_device_name(dev), het_device_description(dev));
-    struct env e = { .dev = dev, .cfg = name, .cap = 8u << 20 };
+    struct env e = { .dev = dev, .cfg = name, .cap = 8u << 20, .max_bind = opt ? opt->max_bind : 0 };
     e.arena = aligned_alloc(4096, e.cap);
     memset(e.arena, 0, e.cap);
     enum het_status st = het_device_register_memory(dev, e.arena, e.cap, HET_MEMORY_SCRATCH, &err);

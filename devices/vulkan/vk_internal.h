@@ -71,6 +71,7 @@ enum het_vk_kernel {
     HET_VK_K_MUL_MAT_ROWSN, /* CPU-type devices, several columns; variant: src0 type */
     HET_VK_K_ATTN_ROWS,     /* CPU-type devices; variant: head size / 32 - 1, +8 for F16 K/V */
     HET_VK_K_RMS_NORM_ROWS, /* CPU-type devices: one subgroup per row */
+    HET_VK_K_MUL_MAT_VEC_ID, /* MUL_MAT_ID, a GEMV per (slot, token); variant: src0 type */
     HET_VK_K_COUNT
 };
 #define HET_VK_N_TYPES  31 /* HET_TYPE_COUNT: pipeline table width */
@@ -295,11 +296,12 @@ size_t het_vk_tensor_span(const struct het_tensor *t);
 bool   het_vk_tensor_dense(const struct het_tensor *t);
 bool   het_vk_type_is_float(enum het_type t); /* F32 or F16 */
 
-/* ---- vk_encode.c / vk_encode_mm.c -------------------------------------------- */
+/* ---- vk_encode.c / vk_encode_mm.c / vk_encode_moe.c -------------------------------------------- */
 /* Append node's dispatches to ctx->split. */
 enum het_status het_vk_encode_node(struct het_vk_ctx *ctx, struct het_tensor *node, int idx, het_error *err);
 enum het_status het_vk_encode_mul_mat(struct het_vk_ctx *ctx, struct het_tensor *node, int idx, het_error *err);
 enum het_status het_vk_encode_get_rows(struct het_vk_ctx *ctx, struct het_tensor *node, int idx, het_error *err);
+enum het_status het_vk_encode_mul_mat_id(struct het_vk_ctx *ctx, struct het_tensor *node, int idx, het_error *err);
 /* Queue one dispatch of kernel k with groups[3] workgroups; push is copied. */
 enum het_status het_vk_emit(struct het_vk_ctx *ctx, enum het_vk_kernel k, enum het_type variant, int node,
                             const struct het_vk_operand *const ops[HET_VK_N_BIND], const void *push,

@@ -25,6 +25,8 @@
 #include "shaders/mul_mat_rows1.spv.h"
 #include "shaders/mul_mat_rowsn.spv.h"
 #include "shaders/mul_mat_vec.spv.h"
+#include "shaders/mul_mat_vec_id.spv.h"
+#include "shaders/mul_mat_vec_id_sg.spv.h"
 #include "shaders/mul_mat_vec_sg.spv.h"
 #include "shaders/rms_norm.spv.h"
 #include "shaders/rms_norm_rows.spv.h"
@@ -65,6 +67,7 @@ static const struct kernel_desc kernels[HET_VK_K_COUNT] = {
     [HET_VK_K_MUL_MAT_ROWSN] = { "mul_mat_rowsn", SPV(mul_mat_rowsn), { NULL, 0 },     64 },
     [HET_VK_K_ATTN_ROWS]     = { "attn_rows",     SPV(attn_rows),     { NULL, 0 },     0 /* one subgroup */ },
     [HET_VK_K_RMS_NORM_ROWS] = { "rms_norm_rows", SPV(rms_norm_rows), { NULL, 0 },     0 /* one subgroup */ },
+    [HET_VK_K_MUL_MAT_VEC_ID] = { "mul_mat_vec_id", SPV(mul_mat_vec_id), SPV(mul_mat_vec_id_sg), 64 },
 };
 
 uint32_t het_vk_kernel_wg(const struct het_vk_ctx *ctx, enum het_vk_kernel k)
@@ -156,7 +159,8 @@ void het_vk_pipelines_free(struct het_vk_ctx *ctx)
 static bool typed(enum het_vk_kernel k)
 {
     return k <= HET_VK_K_COPY || k == HET_VK_K_GET_ROWS || k == HET_VK_K_MUL_MAT_VEC || k == HET_VK_K_MUL_MAT ||
-           k == HET_VK_K_MUL_MAT_ROWS1 || k == HET_VK_K_MUL_MAT_ROWSN || k == HET_VK_K_ATTN_ROWS;
+           k == HET_VK_K_MUL_MAT_ROWS1 || k == HET_VK_K_MUL_MAT_ROWSN || k == HET_VK_K_ATTN_ROWS ||
+           k == HET_VK_K_MUL_MAT_VEC_ID;
 }
 
 static uint32_t variant_of(enum het_vk_kernel k, enum het_type type)

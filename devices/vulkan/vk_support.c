@@ -122,6 +122,22 @@ static bool supports_mul_mat(const struct het_vk_ctx *ctx, const struct het_tens
     return n->ne[2] * n->ne[3] <= ctx->max_groups[2];
 }
 
+/* MUL_MAT_ID (het/graph.h): experts (K, N, E), x (K, n_b, T) with n_b 1 or
+ * k, ids I32 (k, T), dst (N, k, T); every operand inside one descriptor
+ * (the experts of a 30B-A3B-shaped Q4_0 layer are about 113 MB). */
+static bool supports_mul_mat_id(const struct het_vk_ctx *ctx, const struct het_tensor *n)
+{
+    const struct het_tensor *a = n->src[0], *b = n->src[1], *ids = n->src[2];
+    if (!het_vk_type_is_weight(a->type) || !f32(b) || !f32(n) || ids->type != HET_TYPE_I32) return false;
+    if (!fits(ctx, a) || !fits(ctx, b) || !fits(ctx, ids) || !fits(ctx, n)) return false;
+    int64_t k = ids->ne[0], T = ids->ne[1];
+    if (a->ne[3] != 1 || b->ne[3] != 1 || ids->ne[2] != 1 || ids->ne[3] != 1 || n->ne[3] != 1) return false;
+    if (a->ne[0] != b->ne[0] || (b->ne[1] != 1 && b->ne[1] != k) || b->ne[2] != T) return false;
+    if (n->ne[0] != a->ne[1] || n->ne[1] != k || n->ne[2] != T) return false;
+    uint64_t groups = (uint64_t)((a->ne[1] + HET_VK_GEMV_ROWS - 1) / HET_VK_GEMV_ROWS) * (uint64_t)(k * T);
+    return groups <= (uint64_t)ctx->max_groups[0] * ctx->max_groups[1];
+}
+
 static bool supports_get_rows(const struct het_vk_ctx *ctx, const struct het_tensor *n)
 {
     const struct het_tensor *a = n->src[0], *ids = n->src[1];
@@ -187,6 +203,8 @@ bool het_vk_supports(const struct het_vk_ctx *ctx, const struct het_tensor *node
     case HET_OP_VIEW:     return true;
     case HET_OP_MUL_MAT:  return node->src[0] && node->src[1] && supports_mul_mat(ctx, node);
     case HET_OP_GET_ROWS: return node->src[0] && node->src[1] && supports_get_rows(ctx, node);
+    case HET_OP_MUL_MAT_ID:
+        return node->src[0] && node->src[1] && node->src[2] && supports_mul_mat_id(ctx, node);
     case HET_OP_ADD:
     case HET_OP_MUL:
     case HET_OP_SCALE:

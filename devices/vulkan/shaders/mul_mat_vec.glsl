@@ -5,10 +5,18 @@
 // one pass (subgroupAdd per subgroup plus one shared-memory step, or a
 // shared-memory tree). VARIANT = src0 type. ROWS must match the host's
 // HET_VK_GEMV_ROWS (vk_internal.h).
+// With MUL_MAT_ID defined (mul_mat_vec_id*.comp) the same kernel computes
+// MUL_MAT_ID one input column per (slot, token): the batch index z is
+// slot + k * token, and the weights are the expert that binding 2's ids name
+// (mul_mat_id_pc.glsl).
 #include "subgroup_ext.glsl"
 #include "common.glsl"
 #include "quant.glsl"
+#ifdef MUL_MAT_ID
+#include "mul_mat_id_pc.glsl"
+#else
 #include "mul_mat_pc.glsl"
+#endif
 
 #define MAX_COLS 8u
 #define ROWS 4u
@@ -24,8 +32,17 @@ void main()
     uint n0 = (g % groups_n) * ROWS, z = g / groups_n;
     if (z >= p.B2 * p.B3) return; // whole workgroup
     uint i12 = z % p.B2, i13 = z / p.B2;
+#ifdef MUL_MAT_ID
+    // slot i12 of token i13 runs expert ids[i12, i13] over input column
+    // i12 % n_b of that token; an id outside [0, E) yields NaN rows
+    uint e = s2.d[(p.i_off + i12 * p.i_nb0 + i13 * p.i_nb1) >> 2];
+    bool bad_id = e >= p.E;
+    uint base = p.a_off + min(e, p.E - 1u) * p.a_nb2;
+    uint xb = p.b_off + (i12 % p.n_b) * p.b_nb1 + i13 * p.b_nb2;
+#else
     uint base = p.a_off + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3;
     uint xb = p.b_off + i12 * p.b_nb2 + i13 * p.b_nb3;
+#endif
     uint nacc = p.M * ROWS;
 
     float acc[NACC];
@@ -83,7 +100,12 @@ void main()
         if (n0 + r < p.N) {
             float t = 0.0;
             for (uint i = 0; i < nsum; i++) t += part[tid * WG + i];
+#ifdef MUL_MAT_ID
+            st_f32(p.d_off + (n0 + r) * p.d_nb0 + i12 * p.d_nb1 + i13 * p.d_nb2,
+                   bad_id ? uintBitsToFloat(0x7FC00000u) : t);
+#else
             st_f32(p.d_off + (n0 + r) * p.d_nb0 + m * p.d_nb1 + i12 * p.d_nb2 + i13 * p.d_nb3, t);
+#endif
         }
     }
 }
