@@ -75,6 +75,7 @@ static void cost_mul_mat_id(const struct het_tensor *n, struct het_op_cost *c)
     const double hit = het_moe_expected_experts(E, k, T);
     c->wtype = w->type;
     c->m = hit > 0 ? k * T / hit : 1;
+    c->calls = hit;
     c->flops = 2.0 * K * N * k * T;
     c->bytes = dense_bytes(w) / E * hit + dense_bytes(x) + dense_bytes(n);
 }
@@ -158,7 +159,7 @@ double het_cost_fit_eval(const struct het_cost_fit *f, const struct het_op_cost 
     double rate = het_cost_fit_rate(f, c->m) * 1e3;        /* flops per µs */
     double bw = f->gbps * 1e3;                             /* bytes per µs */
     double tc = rate > 0 ? c->flops / rate : 0, tb = bw > 0 ? c->bytes / bw : 0;
-    return f->t0_us + (tc > tb ? tc : tb);
+    return f->t0_us * (c->calls > 1 ? c->calls : 1) + (tc > tb ? tc : tb);
 }
 
 /* ---------------------------------------------------------------------------

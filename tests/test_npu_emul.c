@@ -23,7 +23,9 @@
  * staging ring (bit-identical to resident), with the weights in a memfd
  * pool, per-row (act_group K), and with bf16 activations. A NaN in a row
  * gives NaN in that row only (both groups); unwritten outputs are caught by
- * a NaN fill. Bad act_group values are refused.
+ * a NaN fill. Bad act_group values are refused. MUL_MAT_ID: the experts as
+ * planes, strided ids, one kernel call per expert hit, every output on its
+ * row's contract, resident and streamed, and an out-of-range id refused.
  */
 #include <math.h>
 #include <stdio.h>
@@ -459,6 +461,106 @@ static void check_device_api(void)
     het_device_free(NULL);
 }
 
+/* MUL_MAT_ID: E experts as the planes of one weight (make_case with a2 = E),
+ * x (K, n_b, T) as the case's activations (M = n_b, b2 = T), ids (k, T)
+ * strided in both dims, dst (N, k, T) with padded rows. Every output is
+ * checked against the int8 contract of its own (slot, token) row, tightly;
+ * the stats count one kernel call per expert hit; a bad id is an error. */
+static void check_mul_mat_id(enum het_type type, int64_t K, int64_t n_b, enum run_kind kind)
+{
+    const int64_t E = 5, k = 3, T = 6, N = 37;
+    const struct mm_case c = { type, K, N, n_b, E, 1, T, 1, n_b == 1 ? 0 : 1, false };
+    struct mm_data d;
+    make_case(&c, &d);
+    struct het_npu_wdesc one;
+    const int64_t ne1[4] = { K, 32, 1, 1 };
+    het_npu_layout_plan(&one, type, ne1, NULL);
+    g_staging = one.total_bytes * 3 / 2;
+    /* ids: element (s, t) at byte 8 s + (8 k + 4) t; experts 1 and 3 never chosen when n_b == 1 */
+    const size_t inb0 = 8, inb1 = 8 * (size_t)k + 4;
+    uint8_t *ibuf = calloc(inb1 * (size_t)T, 1);
+    int32_t want_calls = 0;
+    bool hit[5] = { false };
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t s = 0; s < k; s++) {
+            static const int32_t pick_all[3] = { 0, 2, 4 };
+            int32_t e = n_b == 1 ? pick_all[(s + t) % 3] : (int32_t)((t + 2 * s) % E);
+            memcpy(ibuf + (size_t)s * inb0 + (size_t)t * inb1, &e, 4);
+            if (!hit[e]) want_calls++;
+            hit[e] = true;
+        }
+    struct het_tensor ids, y;
+    const int64_t ine[4] = { k, T, 1, 1 }, yne[4] = { N, k, T, 1 };
+    het_tensor_init(&ids, HET_TYPE_I32, 2, ine);
+    ids.nb[0] = inb0;
+    ids.nb[1] = inb1;
+    ids.nb[2] = ids.nb[3] = inb1 * (size_t)T;
+    ids.data = ibuf;
+    het_tensor_init(&y, HET_TYPE_F32, 3, yne);
+    y.nb[1] = sizeof(float) * (size_t)(N + 3);
+    y.nb[2] = y.nb[1] * (size_t)k;
+    y.nb[3] = y.nb[2] * (size_t)T;
+    uint8_t *ybuf = malloc(y.nb[3]);
+    memset(ybuf, 0xff, y.nb[3]); /* NaN: unwritten outputs fail */
+    y.data = ybuf;
+    y.op = HET_OP_MUL_MAT_ID;
+    y.src[0] = &d.w;
+    y.src[1] = &d.x;
+    y.src[2] = &ids;
+    het_error err = {0};
+    het_device *dev = make_device(kind, NULL, &err);
+    CHECK(dev != NULL, "mul_mat_id device: %s", err.msg);
+    if (!dev) goto out;
+    struct het_tensor *wp = &d.w, *node = &y;
+    d.w.extra = NULL;
+    enum het_status st = het_device_prepare_weights(dev, &wp, 1, &err);
+    CHECK(het_device_supports_op(dev, node), "mul_mat_id %s: supports_op false", het_type_name(type));
+    if (st == HET_OK) st = het_device_run_split(dev, &node, 1, &err);
+    CHECK(st == HET_OK, "mul_mat_id %s %s: %s", het_type_name(type), run_name[kind], err.msg);
+    struct het_npu_stats ns;
+    het_npu_get_stats(dev, &ns);
+    CHECK(ns.matmuls == (uint64_t)want_calls, "mul_mat_id %s: %llu kernel calls, want one per expert hit (%d)",
+          het_type_name(type), (unsigned long long)ns.matmuls, want_calls);
+    int8_t *q = malloc((size_t)K);
+    float *dg = malloc(sizeof(float) * (size_t)K);
+    int bad = 0;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t s = 0; s < k; s++) {
+            int32_t e;
+            memcpy(&e, ibuf + (size_t)s * inb0 + (size_t)t * inb1, 4);
+            const float *x = d.x_f + (t * n_b + s % n_b) * K;
+            het_npu_quantize_row_i8(x, K, 32, q, dg);
+            for (int64_t n = 0; n < N; n++) {
+                const float *w = d.w_f + (e * N + n) * K, *tt = d.w_t + (e * N + n) * K;
+                double contract = 0, tq_d = 0;
+                for (int64_t i = 0; i < K; i++) {
+                    contract += (double)w[i] * q[i] * dg[i / 32];
+                    tq_d += (double)tt[i] * abs(q[i]) * dg[i / 32];
+                }
+                float got;
+                memcpy(&got, ybuf + (size_t)n * 4 + (size_t)s * y.nb[1] + (size_t)t * y.nb[2], 4);
+                const double tol = (double)(K / 32 + 8) * 0x1p-23 * tq_d + 1e-30;
+                if (!(fabs(got - contract) <= tol) && bad++ < 3)
+                    fprintf(stderr, "  mul_mat_id n=%lld s=%lld t=%lld: got %.9g contract %.9g\n", (long long)n,
+                            (long long)s, (long long)t, got, contract);
+            }
+        }
+    CHECK(bad == 0, "mul_mat_id %s K=%lld n_b=%lld %s: %d outputs off the contract", het_type_name(type),
+          (long long)K, (long long)n_b, run_name[kind], bad);
+    free(q);
+    free(dg);
+    int32_t wrong = (int32_t)E;
+    memcpy(ibuf + inb0 + inb1, &wrong, 4);
+    st = het_device_run_split(dev, &node, 1, &err);
+    CHECK(st == HET_ERR_INVALID && strstr(err.msg, "outside"), "mul_mat_id with expert id %d: status %d (%s)",
+          (int)wrong, (int)st, err.msg);
+    het_device_free(dev);
+out:
+    free(ybuf);
+    free(ibuf);
+    free_case(&d);
+}
+
 int main(void)
 {
     unsetenv("HET_NPU_ACT_GROUP");   /* the default (32) unless a run says otherwise */
@@ -478,6 +580,10 @@ int main(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i], pool);
     check_nonfinite_row(RUN_RESIDENT);
     check_nonfinite_row(RUN_ROW);
+    check_mul_mat_id(HET_TYPE_Q4_0, 96, 1, RUN_RESIDENT);
+    check_mul_mat_id(HET_TYPE_Q8_0, 64, 3, RUN_RESIDENT);
+    check_mul_mat_id(HET_TYPE_Q4_K, 256, 3, RUN_STREAMED);
+    check_mul_mat_id(HET_TYPE_Q4_1, 64, 1, RUN_STREAMED);
     check_quantize_rows();
     check_act_group_params();
     check_device_api();

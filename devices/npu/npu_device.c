@@ -74,7 +74,8 @@ static enum het_status npu_run_split(het_device *dev, struct het_tensor *const *
         if (!npu_node_ok(c, node))
             return het_error_set(err, HET_ERR_UNSUPPORTED, "npu: cannot run %s '%s' (%s)", het_op_name(node->op),
                                  node->name, node->src[0] ? het_type_name(node->src[0]->type) : "-");
-        enum het_status st = npu_exec_matmul(c, node, err);
+        enum het_status st = node->op == HET_OP_MUL_MAT_ID ? npu_exec_mul_mat_id(c, node, err)
+                                                            : npu_exec_matmul(c, node, err);
         if (st != HET_OK) return st;
     }
     return HET_OK;

@@ -9,6 +9,12 @@
  * Weights that are resident are read where they are; others are copied
  * through the staging ring in N-chunks, the next chunk's copy overlapping
  * the current chunk's kernel (on hardware; emulation runs synchronously).
+ *
+ * MUL_MAT_ID (het/graph.h) runs the same way per expert: the experts are the
+ * planes of one repacked weight, the (slot, token) pairs routed to an
+ * expert are gathered as the rows of one kernel call and scattered back to
+ * their places in dst. One call per expert hit, never one per token: each
+ * call costs the NPU's dispatch time (about 0.15 ms on XDNA1).
  */
 #include "devices/npu/npu_internal.h"
 
@@ -32,9 +38,22 @@ static bool chunk_fits(const struct npu_ctx *c, const struct het_npu_wdesc *d)
     return het_npu_layout_plan(&one, d->src_type, ne, NULL) == HET_OK && one.total_bytes <= c->ring.slot_bytes;
 }
 
+/* MUL_MAT_ID shapes: experts (K, N, E), x (K, n_b, T) with n_b 1 or k,
+ * ids I32 (k, T), dst (N, k, T). */
+static bool mul_mat_id_shapes_ok(const struct het_tensor *node)
+{
+    const struct het_tensor *w = node->src[0], *x = node->src[1], *ids = node->src[2];
+    if (!ids || ids->type != HET_TYPE_I32 || ids->ne[2] != 1 || ids->ne[3] != 1) return false;
+    const int64_t k = ids->ne[0], T = ids->ne[1];
+    if (w->ne[3] != 1 || x->ne[3] != 1 || node->ne[3] != 1) return false;
+    if (x->ne[0] != w->ne[0] || (x->ne[1] != 1 && x->ne[1] != k) || x->ne[2] != T) return false;
+    return node->ne[0] == w->ne[1] && node->ne[1] == k && node->ne[2] == T;
+}
+
 bool npu_node_ok(const struct npu_ctx *c, const struct het_tensor *node)
 {
-    if (!node || node->op != HET_OP_MUL_MAT || node->type != HET_TYPE_F32) return false;
+    if (!node || (node->op != HET_OP_MUL_MAT && node->op != HET_OP_MUL_MAT_ID) || node->type != HET_TYPE_F32)
+        return false;
     const struct het_tensor *w = node->src[0], *x = node->src[1];
     if (!w || !x || x->type != HET_TYPE_F32 || !npu_weight_ok(w)) return false;
     if (!npu_tensor_addr(w)) return false;
@@ -42,17 +61,23 @@ bool npu_node_ok(const struct npu_ctx *c, const struct het_tensor *node)
     if (r && r->rejected) return false;
     if (r && !r->resident && !c->hw && !chunk_fits(c, &r->d)) return false;   /* cannot stream it */
     if (!r && !(w->flags & HET_TENSOR_FLAG_WEIGHT)) return false;  /* only model weights are repacked */
-    if (x->ne[0] != w->ne[0] || node->ne[0] != w->ne[1] || node->ne[1] != x->ne[1]) return false;
-    if (node->ne[2] != x->ne[2] || node->ne[3] != x->ne[3]) return false;
-    if (x->ne[2] % w->ne[2] != 0 || x->ne[3] % w->ne[3] != 0) return false;
+    int64_t M = x->ne[1];
+    if (node->op == HET_OP_MUL_MAT_ID) {
+        if (!mul_mat_id_shapes_ok(node)) return false;
+        M = node->ne[1] * node->ne[2]; /* at most this many rows reach one expert */
+    } else {
+        if (x->ne[0] != w->ne[0] || node->ne[0] != w->ne[1] || node->ne[1] != x->ne[1]) return false;
+        if (node->ne[2] != x->ne[2] || node->ne[3] != x->ne[3]) return false;
+        if (x->ne[2] % w->ne[2] != 0 || x->ne[3] % w->ne[3] != 0) return false;
+    }
     if (c->hw) {
         struct het_npu_wdesc d;
         if (r && !r->rejected) d = r->d;
         else if (het_npu_layout_plan(&d, w->type, w->ne, NULL) != HET_OK) return false;
         if (!npu_hw_usable(c->hw)) return false;
         const int64_t ag = npu_act_group(c, d.K);
-        if (npu_hw_m_tile(c->hw, &d, x->ne[1], c->params.act, ag) > 0) return true;
-        return c->ring.slot_bytes && npu_hw_chunk_tiles(c->hw, &d, x->ne[1], c->params.act, ag, c->ring.slot_bytes) > 0;
+        if (npu_hw_m_tile(c->hw, &d, M, c->params.act, ag) > 0) return true;
+        return c->ring.slot_bytes && npu_hw_chunk_tiles(c->hw, &d, M, c->params.act, ag, c->ring.slot_bytes) > 0;
     }
     return true;
 }
@@ -95,6 +120,9 @@ struct mm_job {
     size_t                 act_chunk_bytes;
     float                 *out;      /* MT x ldo                     */
     size_t                 ldo;      /* Npad                         */
+    /* MUL_MAT_ID: byte offsets of kernel row m's activation row in x and of
+     * its output row in dst (NULL: plane (i2, i3) base + m * nb[1]) */
+    const size_t          *x_row, *d_row;
 };
 
 /* The activation buffer of M-chunk m0 / MT: one buffer per kernel call,
@@ -121,7 +149,8 @@ static void fill_activations(struct mm_job *j)
                 het_npu_act_set_row(&a, m - m0, NULL);
                 continue;
             }
-            const uint8_t *src = base + (size_t)m * x->nb[1];
+            const uint8_t *src = j->x_row ? (const uint8_t *)npu_tensor_addr(x) + j->x_row[m]
+                                          : base + (size_t)m * x->nb[1];
             if (x->nb[0] == sizeof(float)) memcpy(row, src, sizeof(float) * (size_t)j->K);
             else for (int64_t k = 0; k < j->K; k++) memcpy(&row[k], src + (size_t)k * x->nb[0], sizeof(float));
             het_npu_act_set_row(&a, m - m0, row);
@@ -135,7 +164,8 @@ static void scatter(const struct mm_job *j, int64_t m0, int64_t n0, int64_t n1)
     uint8_t *base = (uint8_t *)npu_tensor_addr(dst) + (size_t)j->i2 * dst->nb[2] + (size_t)j->i3 * dst->nb[3];
     const int64_t mc = j->M - m0 < j->MT ? j->M - m0 : j->MT;
     for (int64_t m = 0; m < mc; m++) {
-        uint8_t *drow = base + (size_t)(m0 + m) * dst->nb[1];
+        uint8_t *drow = j->d_row ? (uint8_t *)npu_tensor_addr(dst) + j->d_row[m0 + m]
+                                 : base + (size_t)(m0 + m) * dst->nb[1];
         const float *o = j->out + (size_t)m * j->ldo;
         if (dst->nb[0] == sizeof(float)) memcpy(drow + (size_t)n0 * sizeof(float), o + n0, sizeof(float) * (size_t)(n1 - n0));
         else for (int64_t n = n0; n < n1; n++) memcpy(drow + (size_t)n * dst->nb[0], &o[n], sizeof(float));
@@ -257,6 +287,38 @@ static enum het_status run_plane(struct mm_job *j, het_error *err)
     return st;
 }
 
+/* What depends on the rows of a call (j->M): the M tile (the compiled
+ * kernel's on hardware), padding, and the activation and output buffers. */
+static enum het_status job_size(struct mm_job *j, const struct het_tensor *w, het_error *err)
+{
+    struct npu_ctx *c = j->c;
+    enum het_status st;
+    int64_t mt = j->M == 1 ? c->profile.m_tile_gemv : c->profile.m_tile_gemm;
+    if (c->hw) {     /* the M tile is the compiled kernel's */
+        struct het_npu_wdesc kd = j->r->d;
+        const int64_t ct = j->r->resident ? 0 : chunk_tiles(j);
+        const int64_t kne[4] = { j->K, ct * HET_NPU_NTILE, 1, 1 };
+        if (ct > 0) het_npu_layout_plan(&kd, w->type, kne, NULL);
+        mt = (j->r->resident || ct > 0) ? npu_hw_m_tile(c->hw, &kd, j->M, c->params.act, npu_act_group(c, j->K)) : 0;
+        if (mt <= 0)
+            return het_error_set(err, HET_ERR_UNSUPPORTED, "npu: no kernel in the pack for '%s' (K %lld, N %lld, M %lld)",
+                                 w->name, (long long)j->K, (long long)kd.Npad, (long long)j->M);
+    }
+    j->MT = mt < 1 ? 1 : mt > HET_NPU_MAX_MCHUNK ? HET_NPU_MAX_MCHUNK : mt;
+    j->Mtot = (j->M + j->MT - 1) / j->MT * j->MT;
+    j->ldo = (size_t)j->r->d.Npad;
+    void *act = NULL;
+    j->ag = npu_act_group(c, j->K);
+    j->act_chunk_bytes = het_npu_act_bytes(c->params.act, j->MT, j->K, j->ag);   /* a multiple of 64 */
+    st = grow((void **)&c->row, &c->row_cap, sizeof(float) * (size_t)j->K, err);
+    if (st == HET_OK)
+        st = get_io(c, j->act_chunk_bytes * (size_t)(j->Mtot / j->MT), sizeof(float) * (size_t)j->MT * j->ldo, &act, &j->out,
+                    err);
+    if (st != HET_OK) return st;
+    j->act_base = act;
+    return HET_OK;
+}
+
 enum het_status npu_exec_matmul(struct npu_ctx *c, struct het_tensor *node, het_error *err)
 {
     struct het_tensor *w = node->src[0];
@@ -267,29 +329,8 @@ enum het_status npu_exec_matmul(struct npu_ctx *c, struct het_tensor *node, het_
     j.K = w->ne[0];
     j.N = w->ne[1];
     j.M = j.x->ne[1];
-    int64_t mt = j.M == 1 ? c->profile.m_tile_gemv : c->profile.m_tile_gemm;
-    if (c->hw) {     /* the M tile is the compiled kernel's */
-        struct het_npu_wdesc kd = j.r->d;
-        const int64_t ct = j.r->resident ? 0 : chunk_tiles(&j);
-        const int64_t kne[4] = { j.K, ct * HET_NPU_NTILE, 1, 1 };
-        if (ct > 0) het_npu_layout_plan(&kd, w->type, kne, NULL);
-        mt = (j.r->resident || ct > 0) ? npu_hw_m_tile(c->hw, &kd, j.M, c->params.act, npu_act_group(c, j.K)) : 0;
-        if (mt <= 0)
-            return het_error_set(err, HET_ERR_UNSUPPORTED, "npu: no kernel in the pack for '%s' (K %lld, N %lld, M %lld)",
-                                 w->name, (long long)j.K, (long long)kd.Npad, (long long)j.M);
-    }
-    j.MT = mt < 1 ? 1 : mt > HET_NPU_MAX_MCHUNK ? HET_NPU_MAX_MCHUNK : mt;
-    j.Mtot = (j.M + j.MT - 1) / j.MT * j.MT;
-    j.ldo = (size_t)j.r->d.Npad;
-    void *act = NULL;
-    j.ag = npu_act_group(c, j.K);
-    j.act_chunk_bytes = het_npu_act_bytes(c->params.act, j.MT, j.K, j.ag);   /* a multiple of 64 */
-    st = grow((void **)&c->row, &c->row_cap, sizeof(float) * (size_t)j.K, err);
-    if (st == HET_OK)
-        st = get_io(c, j.act_chunk_bytes * (size_t)(j.Mtot / j.MT), sizeof(float) * (size_t)j.MT * j.ldo, &act, &j.out,
-                    err);
+    st = job_size(&j, w, err);
     if (st != HET_OK) return st;
-    j.act_base = act;
     const int64_t r2 = j.x->ne[2] / w->ne[2], r3 = j.x->ne[3] / w->ne[3];
     for (j.i3 = 0; j.i3 < j.x->ne[3] && st == HET_OK; j.i3++) {
         for (j.i2 = 0; j.i2 < j.x->ne[2] && st == HET_OK; j.i2++) {
@@ -301,5 +342,71 @@ enum het_status npu_exec_matmul(struct npu_ctx *c, struct het_tensor *node, het_
     c->stats.matmuls++;
     c->stats.padded_rows += (uint64_t)(j.Mtot - j.M) * (uint64_t)(j.x->ne[2] * j.x->ne[3]);
     if (st != HET_OK) het_error_prefix(err, "MUL_MAT '%s'", node->name);
+    return st;
+}
+
+/* MUL_MAT_ID: the (slot, token) pairs grouped by expert, one kernel call
+ * (per M-chunk) for each expert hit, over that expert's plane. */
+enum het_status npu_exec_mul_mat_id(struct npu_ctx *c, struct het_tensor *node, het_error *err)
+{
+    struct het_tensor *w = node->src[0];
+    const struct het_tensor *x = node->src[1], *ids = node->src[2];
+    const int64_t E = w->ne[2], k = ids->ne[0], T = ids->ne[1], n_b = x->ne[1], n = k * T;
+    const uint8_t *ib = npu_tensor_addr(ids);
+    if (!ib) return het_error_set(err, HET_ERR_INVALID, "npu: MUL_MAT_ID '%s': ids have no storage", node->name);
+    struct mm_job j = { .c = c, .node = node, .x = x };
+    enum het_status st = npu_weights_get(c, w, &j.r, err);
+    if (st == HET_OK && c->hw && j.r->resident && !j.r->bo) st = npu_hw_bind_weight(c->hw, j.r, err);
+    if (st != HET_OK) return st;
+    /* counting sort of the pairs by expert: start[e] .. start[e+1] */
+    int64_t *start = calloc((size_t)E + 1, sizeof *start);
+    size_t *x_row = malloc((size_t)n * sizeof *x_row), *d_row = malloc((size_t)n * sizeof *d_row);
+    int32_t *eid = malloc((size_t)n * sizeof *eid);
+    if (!start || !x_row || !d_row || !eid) {
+        st = het_error_set(err, HET_ERR_NOMEM, "npu: MUL_MAT_ID '%s': routing tables", node->name);
+        goto out;
+    }
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t s = 0; s < k; s++) {
+            int32_t e;
+            memcpy(&e, ib + (size_t)s * ids->nb[0] + (size_t)t * ids->nb[1], sizeof e);
+            if (e < 0 || e >= E) {
+                st = het_error_set(err, HET_ERR_INVALID, "npu: MUL_MAT_ID '%s': expert id %d of slot %lld, token "
+                                   "%lld is outside [0, %lld)", node->name, (int)e, (long long)s, (long long)t,
+                                   (long long)E);
+                goto out;
+            }
+            eid[t * k + s] = e;
+            start[e + 1]++;
+        }
+    for (int64_t e = 0; e < E; e++) start[e + 1] += start[e];
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t s = 0; s < k; s++) {
+            const int64_t fill_at = start[eid[t * k + s]]++;
+            x_row[fill_at] = (size_t)(s % n_b) * x->nb[1] + (size_t)t * x->nb[2];
+            d_row[fill_at] = (size_t)s * node->nb[1] + (size_t)t * node->nb[2];
+        }
+    for (int64_t e = E; e > 0; e--) start[e] = start[e - 1]; /* undo the fill's advance */
+    start[0] = 0;
+    j.K = w->ne[0];
+    j.N = w->ne[1];
+    for (int64_t e = 0; e < E && st == HET_OK; e++) {
+        j.M = start[e + 1] - start[e];
+        if (j.M == 0) continue; /* an expert no token chose costs nothing */
+        j.plane = e;
+        j.x_row = x_row + start[e];
+        j.d_row = d_row + start[e];
+        st = job_size(&j, w, err);
+        if (st == HET_OK) st = run_plane(&j, err);
+        c->stats.predicted_us += het_npu_profile_matmul_us(&c->profile, w->type, j.K, j.N, j.M);
+        c->stats.matmuls++;
+        c->stats.padded_rows += (uint64_t)(j.Mtot - j.M);
+    }
+out:
+    free(start);
+    free(x_row);
+    free(d_row);
+    free(eid);
+    if (st != HET_OK) het_error_prefix(err, "MUL_MAT_ID '%s'", node->name);
     return st;
 }

@@ -129,6 +129,7 @@ void            npu_ring_release(struct npu_ring *r, int slot, uint64_t token);
 /* int8 activation group of a matmul with this K (32 or K); 0 for bf16. */
 int64_t         npu_act_group(const struct npu_ctx *c, int64_t K);
 enum het_status npu_exec_matmul(struct npu_ctx *c, struct het_tensor *node, het_error *err);
+enum het_status npu_exec_mul_mat_id(struct npu_ctx *c, struct het_tensor *node, het_error *err);
 bool            npu_node_ok(const struct npu_ctx *c, const struct het_tensor *node);
 
 /* ---- npu_hw.c (amdxdna) ---- */

@@ -60,6 +60,9 @@ struct het_op_cost {
     double            flops;   /* arithmetic operations                       */
     double            bytes;   /* bytes read + written                        */
     double            m;       /* activation rows (tokens); 1 for decode       */
+    double            calls;   /* kernel calls it costs, each paying the fit's
+                                  t0 (mul_mat_id: the expected experts hit, one
+                                  GEMM or NPU dispatch each); 0 means 1        */
 };
 /* Describe node (any op). cls is HET_OPCLASS_NONE for views and leaves. */
 void het_op_cost_of(const struct het_tensor *node, struct het_op_cost *out);
