@@ -47,13 +47,21 @@ static enum het_status load_files(const char *list, het_profile **out, int max, 
     return HET_OK;
 }
 
-static het_profile *calibrate_now(het_device *dev, const struct het_profiles_params *p, het_error *err)
+/* A quick calibration of what p->needs asks, extending base (a cached
+ * profile that lacks part of it) when given. One that stayed noisy is used
+ * for this run, not cached: the scheduler corrects it while it runs. */
+static het_profile *calibrate_now(het_device *dev, const struct het_profiles_params *p, const het_profile *base,
+                                  het_error *err)
 {
-    notice(p, "no profile for %s yet: a quick calibration (`hetrun calibrate` for a full one)", het_device_name(dev));
-    struct het_calibrate_params cp = { .quick = true, .progress = p->progress, .progress_user = p->user };
+    notice(p, "%s %s: a quick calibration%s (`hetrun calibrate` for a full one)",
+           base ? "the profile lacks parts of this model for" : "no profile yet for", het_device_name(dev),
+           p->needs ? " of what this model needs" : "");
+    struct het_calibrate_params cp = { .quick = true, .progress = p->progress, .progress_user = p->user,
+                                       .needs = p->needs, .base = base };
     het_profile *prof = het_calibrate_device(dev, &cp, err);
+    if (prof && het_profile_noisy(prof) && p->accept_noisy) het_profile_set_noisy(prof, NULL);
     het_error serr = { 0 };
-    if (prof && het_profile_cache_store(prof, &serr) != HET_OK) notice(p, "cannot store the profile: %s", serr.msg);
+    if (prof && het_profile_cache_store(prof, &serr) != HET_OK) notice(p, "%s; using it for this run only", serr.msg);
     return prof;
 }
 
@@ -70,19 +78,17 @@ static het_profile *profile_for(het_device *dev, const struct het_profiles_param
         }
     if (het_npu_is_npu(dev))
         return het_profile_from_npu(het_npu_get_profile(dev), het_device_name(dev), het_device_description(dev), err);
-    if (!p->recalibrate) {
-        het_error cerr = { 0 };
-        het_profile *prof = het_profile_cache_load(dev, &cerr);
-        if (prof) return prof;
-    }
-    if ((p->files && !strcmp(p->files, "default")) || p->no_calibration)
-        return het_profile_default(dev, HET_DEVICE_CPU, false); /* asked not to measure: labelled unmeasured */
     het_error cerr = { 0 };
-    het_profile *prof = calibrate_now(dev, p, &cerr);
+    het_profile *cached = p->recalibrate ? NULL : het_profile_cache_load(dev, &cerr);
+    if (cached && (!p->needs || het_profile_covers(cached, p->needs))) return cached;
+    if ((p->files && !strcmp(p->files, "default")) || p->no_calibration) /* asked not to measure */
+        return cached ? cached : het_profile_default(dev, HET_DEVICE_CPU, false); /* labelled unmeasured */
+    het_profile *prof = calibrate_now(dev, p, cached, &cerr);
     if (!prof) {
-        notice(p, "%s; using its unmeasured default profile", cerr.msg);
-        return het_profile_default(dev, HET_DEVICE_CPU, false);
+        notice(p, "%s; using its %s profile", cerr.msg, cached ? "cached" : "unmeasured default");
+        return cached ? cached : het_profile_default(dev, HET_DEVICE_CPU, false);
     }
+    het_profile_free(cached);
     *fresh = true;
     return prof;
 }
@@ -103,7 +109,8 @@ static void measure_handoffs(het_device *const *devs, int n, het_profile **out, 
             else changed = true;
         }
         het_error err = { 0 };
-        if (changed && het_profile_cache_store(out[a], &err) != HET_OK) notice(p, "%s", err.msg);
+        if (changed && !het_profile_noisy(out[a]) && het_profile_cache_store(out[a], &err) != HET_OK)
+            notice(p, "%s", err.msg);
     }
 }
 

@@ -3,6 +3,21 @@
  * op class over sizes, fitted per (class, weight type), plus the split
  * overhead and the hand-off cost between two devices.
  *
+ * What is measured: with params.needs, the model's own matmul weights (types
+ * and shapes) and widths; otherwise a generic set. With params.base, what
+ * that profile already has is kept and only the rest is measured. A matmul
+ * sweep over M shares one set of weights (allocated, filled and prepared
+ * once): preparing hundreds of MiB per point was most of the old cost.
+ *
+ * Robustness: each point is timed by microbench.c, which drops repetitions
+ * other work delayed. A point left with too few undisturbed repetitions, or
+ * off the trend of the point before it (more than 4x what its extra work
+ * explains) is measured again, up to twice; a point still off the trend is
+ * dropped (an outlier), one still disturbed is kept and counted noisy. Past
+ * a tenth of the samples noisy or dropped (or a third of one model's) the
+ * profile is marked noisy and not cached. After three points in a row stay
+ * disturbed the machine is busy and points are no longer repeated.
+ *
  * Every measurement is a small graph run through the device vtable exactly
  * as the scheduler runs splits (policy/microbench.c). A split holds R
  * identical nodes with distinct weights, so small matmuls are not timed out
@@ -19,25 +34,33 @@
  * lavapipe) are measured as what they are, and the label says so.
  */
 #include "policy/microbench.h"
+#include "policy/profile_impl.h"
+
+#include "het/model.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MB (1024.0 * 1024.0)
+#define RETRIES     2     /* extra measurements of a disturbed or off-trend point */
+#define TREND_SLACK 4.0   /* a point may cost this much more than its work explains */
 
 struct cal {
     het_device *dev;
     het_profile *prof;
     const struct het_calibrate_params *p;
+    struct het_calibrate_needs needs;
     bool quick;
     double max_node_us;
     double split_us;                 /* measured overhead of one split         */
     struct het_mbench_timing timing;
+    double timing_spread;            /* spread of the last timing              */
     int done, total;                 /* progress                               */
-    int n_samples;
-    int n_noisy;                     /* samples whose repetitions spread > 50% */
+    struct het_calibrate_report rep;
+    int busy_run;                    /* consecutive points still disturbed     */
     double cold_bytes;               /* weight bytes that leave the caches     */
 };
 
@@ -49,57 +72,13 @@ static void tick(struct cal *c, const char *what)
 }
 
 /* ---------------------------------------------------------------------------
- * one measurement                                                           */
+ * one graph on the device                                                   */
 
-static bool all_supported(het_device *dev, het_graph *g)
+static bool all_supported(het_device *dev, het_graph *g, int first, int n)
 {
-    for (int i = 0; i < het_graph_n_nodes(g); i++)
+    for (int i = first; i < first + n; i++)
         if (!het_device_supports_op(dev, het_graph_node(g, i))) return false;
     return true;
-}
-
-/* Time g's nodes (identical shapes) as one split; add a sample of the first
- * node's features to (cls, wtype). Frees g. HET_ERR_UNSUPPORTED: the device
- * cannot run it (nothing measured). */
-static enum het_status measure(struct cal *c, het_graph *g, enum het_op_class cls, enum het_type wtype,
-                               double *node_us, het_error *err)
-{
-    struct het_mbench mb = { .g = g };
-    int n = het_graph_n_nodes(g);
-    double us = 0, spread = 0;
-    het_device *dev = c->dev, *tmp = NULL;
-    enum het_status st = HET_OK;
-    if (het_device_kind(dev) == HET_DEVICE_CPU && cls == HET_OPCLASS_MATMUL) {
-        /* The CPU repacks weights in prepare_weights and keeps the panels (and
-         * pointers to the tensors) until it is freed; the device interface has
-         * no way to release them. So weights of a graph that dies first get a
-         * device of their own, with the same threads, freed before the graph. */
-        tmp = het_cpu_device_init(het_cpu_device_n_threads(dev), err);
-        if (!tmp) st = err ? err->status : HET_ERR_NOMEM;
-        dev = tmp;
-    }
-    /* after allocation: a device may look at the storage to decide */
-    if (st == HET_OK) st = het_mbench_alloc(&mb, &dev, 1, err);
-    if (st == HET_OK && (n == 0 || !all_supported(dev, g))) st = HET_ERR_UNSUPPORTED;
-    if (st == HET_OK) st = het_mbench_time_split(dev, &mb, 0, n, &c->timing, &us, &spread, err);
-    if (st == HET_OK) {
-        /* the split's fixed cost comes off, but never more than a tenth: it
-         * is measured once, and on a busy machine (threads descheduled at
-         * the split's barriers) it can come out in milliseconds, which would
-         * make a 5 ms matmul sample look 3x faster than it ran */
-        double per = (us - fmin(c->split_us, 0.1 * us)) / n;
-        struct het_op_cost oc;
-        het_op_cost_of(het_graph_node(g, 0), &oc);
-        struct het_profile_sample s = { .m = oc.m, .flops = oc.flops, .bytes = oc.bytes, .us = per, .spread = spread };
-        st = het_profile_add_sample(c->prof, cls, wtype, &s, err);
-        c->n_samples++;
-        c->n_noisy += spread > 0.5;
-        if (node_us) *node_us = per;
-    }
-    het_mbench_unregister(&mb);
-    het_device_free(tmp);
-    het_mbench_free(&mb);
-    return st;
 }
 
 static struct het_tensor *leaf(het_graph *g, enum het_type t, int64_t a, int64_t b, int64_t c, uint32_t flags)
@@ -108,6 +87,121 @@ static struct het_tensor *leaf(het_graph *g, enum het_type t, int64_t a, int64_t
     struct het_tensor *x = het_new_tensor(g, t, 3, ne);
     if (x) x->flags |= flags;
     return x;
+}
+
+/* A graph allocated on the device. The CPU repacks weights in
+ * prepare_weights and keeps the panels (and pointers to the tensors) until
+ * it is freed; the device interface has no way to release them. So a graph
+ * with weights gets a CPU device of its own, with the same threads, freed
+ * before the graph. */
+struct bench {
+    struct het_mbench mb;
+    het_device *dev, *tmp;
+};
+
+static enum het_status bench_open(struct cal *c, struct bench *b, het_graph *g, bool weights, het_error *err)
+{
+    memset(b, 0, sizeof *b);
+    b->mb.g = g;
+    b->dev = c->dev;
+    if (weights && het_device_kind(c->dev) == HET_DEVICE_CPU) {
+        b->tmp = het_cpu_device_init(het_cpu_device_n_threads(c->dev), err);
+        if (!b->tmp) return err ? err->status : HET_ERR_NOMEM;
+        b->dev = b->tmp;
+    }
+    return het_mbench_alloc(&b->mb, &b->dev, 1, err); /* after allocation: a device may look at the storage */
+}
+
+static void bench_close(struct bench *b)
+{
+    het_mbench_unregister(&b->mb);
+    het_device_free(b->tmp);
+    het_mbench_free(&b->mb);
+}
+
+/* ---------------------------------------------------------------------------
+ * one point: timed, re-timed while disturbed or off trend, recorded         */
+
+struct point {
+    enum het_op_class cls;
+    enum het_type     wtype;
+    int               first, n;      /* the nodes timed, identical in shape      */
+    double            work;          /* max(bytes, flops / 8) of one node        */
+};
+
+static double work_of(const struct het_op_cost *oc) { return fmax(oc->bytes, oc->flops / 8); }
+
+/* µs per node of [first, first+n) once; *contended when too few repetitions were undisturbed */
+static enum het_status time_nodes(struct cal *c, struct bench *b, int first, int n, double *per, bool *contended,
+                                  het_error *err)
+{
+    struct het_mbench_result r;
+    enum het_status st = het_mbench_time_split(b->dev, &b->mb, first, n, &c->timing, &r, err);
+    if (st != HET_OK) return st;
+    /* the split's fixed cost comes off, but never more than a tenth: on a
+     * busy machine it can come out in milliseconds */
+    *per = (r.us - fmin(c->split_us, 0.1 * r.us)) / n;
+    *contended = r.contended;
+    c->timing_spread = r.spread;
+    return HET_OK;
+}
+
+/* Measure point pt of bench b and add its sample unless it is an outlier.
+ * prev: the sweep's previous kept point (work, us), work 0 for none.
+ * *us receives the time kept (NAN: dropped). */
+static enum het_status measure_point(struct cal *c, struct bench *b, const struct point *pt, double prev_work,
+                                     double prev_us, double *us, het_error *err)
+{
+    *us = NAN;
+    if (!all_supported(b->dev, b->mb.g, pt->first, pt->n)) return HET_ERR_UNSUPPORTED;
+    double best = INFINITY, spread = 0;
+    bool contended = true, off = true;
+    int tries = c->busy_run >= 3 ? 1 : 1 + RETRIES;
+    for (int t = 0; t < tries && (contended || off); t++) {
+        if (t > 0) c->rep.n_remeasured++;
+        double per = 0;
+        bool cont = false;
+        enum het_status st = time_nodes(c, b, pt->first, pt->n, &per, &cont, err);
+        if (st != HET_OK) return st;
+        /* keep the best attempt: undisturbed first, then the faster */
+        if ((contended && !cont) || (cont == contended && per < best)) {
+            best = per;
+            spread = c->timing_spread;
+            contended = cont;
+        }
+        double grow = prev_work > 0 ? fmax(1.0, pt->work / prev_work) : 0;
+        off = prev_work > 0 && best > prev_us * grow * TREND_SLACK + 5.0;
+    }
+    c->busy_run = contended ? c->busy_run + 1 : 0;
+    if (off) { /* still far off its neighbour's trend: a stray measurement, not a datum */
+        c->rep.n_outliers++;
+        return HET_OK;
+    }
+    struct het_op_cost oc;
+    het_op_cost_of(het_graph_node(b->mb.g, pt->first), &oc);
+    struct het_profile_sample s = { .m = oc.m, .flops = oc.flops, .bytes = oc.bytes, .us = best,
+                                    .spread = spread };
+    enum het_status st = het_profile_add_sample(c->prof, pt->cls, pt->wtype, &s, err);
+    c->rep.n_samples++;
+    c->rep.n_noisy += contended;
+    *us = best;
+    return st;
+}
+
+/* Backward check of a finished sweep: a kept point far slower than the
+ * next larger one (up to TREND_SLACK) cannot be right either; its sample is
+ * dropped (the model's samples from `from` on are the sweep's). */
+static void drop_backward_outliers(struct cal *c, enum het_op_class cls, enum het_type t, int from)
+{
+    int n = 0;
+    const struct het_profile_sample *s = het_profile_samples(c->prof, cls, t, &n);
+    for (int i = from; s && i + 1 < n; i++)
+        if (s[i].us > TREND_SLACK * s[i + 1].us + 5.0 && het_profile_drop_sample(c->prof, cls, t, i)) {
+            c->rep.n_outliers++;
+            c->rep.n_samples--;
+            s = het_profile_samples(c->prof, cls, t, &n);
+            i--;
+        }
 }
 
 /* ---------------------------------------------------------------------------
@@ -119,16 +213,16 @@ static enum het_status calibrate_split(struct cal *c, het_error *err)
     if (!g) return het_error_set(err, HET_ERR_NOMEM, "calibrate: out of memory");
     struct het_tensor *x = leaf(g, HET_TYPE_F32, 64, 1, 1, HET_TENSOR_FLAG_INPUT);
     for (int i = 0; i < 32; i++) het_scale(g, x, 1.5f);
-    struct het_mbench mb = { .g = g };
-    double t1 = 0, t32 = 0, sp;
-    enum het_status st = het_mbench_alloc(&mb, &c->dev, 1, err);
-    if (st == HET_OK && !all_supported(c->dev, g))
+    struct bench b;
+    struct het_mbench_result r1, r32;
+    enum het_status st = bench_open(c, &b, g, false, err);
+    if (st == HET_OK && !all_supported(c->dev, g, 0, 32))
         st = het_error_set(err, HET_ERR_UNSUPPORTED, "calibrate: %s cannot run scale", het_device_name(c->dev));
-    if (st == HET_OK) st = het_mbench_time_split(c->dev, &mb, 0, 1, &c->timing, &t1, &sp, err);
-    if (st == HET_OK) st = het_mbench_time_split(c->dev, &mb, 0, 32, &c->timing, &t32, &sp, err);
-    het_mbench_free(&mb);
+    if (st == HET_OK) st = het_mbench_time_split(c->dev, &b.mb, 0, 1, &c->timing, &r1, err);
+    if (st == HET_OK) st = het_mbench_time_split(c->dev, &b.mb, 0, 32, &c->timing, &r32, err);
+    bench_close(&b);
     if (st != HET_OK) return st;
-    double per = fmax(0, (t32 - t1) / 31), split = fmax(0, t1 - per);
+    double per = fmax(0, (r32.us - r1.us) / 31), split = fmax(0, r1.us - per);
     /* measured again later: the smallest is the least disturbed by other work */
     c->split_us = c->split_us > 0 ? fmin(c->split_us, split) : split;
     tick(c, "split overhead");
@@ -138,12 +232,12 @@ static enum het_status calibrate_split(struct cal *c, het_error *err)
 /* ---------------------------------------------------------------------------
  * matmul                                                                    */
 
-struct shape { int64_t k, n; };
 /* (3072 x 1024 has the features of 1024 x 3072: same flops and bytes, so quick skips it) */
-static const struct shape quick_shapes[] = { { 1024, 1024 }, { 1024, 3072 } };
-static const struct shape full_shapes[] = { { 256, 256 },   { 1024, 1024 }, { 1024, 3072 },
-                                            { 3072, 1024 }, { 2048, 2048 }, { 1024, 32000 } };
-static const int quick_ms[] = { 1, 2, 4, 8, 16, 64, 256 };
+static const struct het_calibrate_shape quick_shapes[] = { { 0, 1024, 1024, false }, { 0, 1024, 3072, false } };
+static const struct het_calibrate_shape full_shapes[] = { { 0, 256, 256, false },   { 0, 1024, 1024, false },
+                                                          { 0, 1024, 3072, false }, { 0, 3072, 1024, false },
+                                                          { 0, 2048, 2048, false }, { 0, 1024, 32000, true } };
+static const int quick_ms[] = { 1, 4, 16, 64, 256 };
 static const int full_ms[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512 };
 
 static const enum het_type quick_types[] = { HET_TYPE_F32, HET_TYPE_F16, HET_TYPE_Q8_0, HET_TYPE_Q4_0,
@@ -153,10 +247,11 @@ static const enum het_type all_types[] = { HET_TYPE_F32,  HET_TYPE_F16,  HET_TYP
                                            HET_TYPE_Q4_K, HET_TYPE_Q5_K, HET_TYPE_Q6_K };
 #define N_ALL_TYPES ((int)(sizeof all_types / sizeof all_types[0]))
 
+/* Without a mask, the common types: a model's own types come with params.needs
+ * (and extend a cached profile when it first meets them). */
 static bool type_wanted(const struct cal *c, enum het_type t)
 {
     if (c->p->types_mask) return (c->p->types_mask >> t) & 1u;
-    if (!c->quick) return true;
     for (size_t i = 0; i < sizeof quick_types / sizeof quick_types[0]; i++)
         if (quick_types[i] == t) return true;
     return false;
@@ -198,66 +293,106 @@ static double cold_bytes(void)
     return fmin(fmax(4 * best, 128 * MB), 512 * MB);
 }
 
-/* R: enough distinct weights to leave the caches (small M, where the cost
- * is reading the weights), enough work to dwarf the split overhead, but no
- * split longer than ~20 ms unless leaving the caches needs it.
- * Matrices under 1/512 of the cold set (256 KiB for 128 MiB: 256x256 in
- * any type) are measured warm instead: only models small enough to stay in
- * the last-level cache have them (stories260K: 1 MB of weights), and read
- * cold they cost a DRAM latency each (~6 us at 256x256 q4_0, against ~1 us
- * in such a model), which set the fit's per-node t0 for every model. */
+/* Copies of a matmul in one split: enough distinct weights to leave the
+ * caches (small M, where the cost is reading the weights), enough work to
+ * dwarf the split overhead (est_us: a rough guess of one node; at most 64
+ * copies for that), but no split longer than ~20 ms unless leaving the
+ * caches needs it. Matrices under
+ * 1/512 of the cold set (256 KiB for 128 MiB) are measured warm: only
+ * models small enough to stay in the last-level cache have them. */
 static int copies(const struct cal *c, double wbytes, int m, double est_us)
 {
     const bool cold = m <= 16 && wbytes > c->cold_bytes / 512;
     double cache = cold ? ceil(c->cold_bytes / wbytes) : 1;                       /* >= 1 */
-    double work = fmin(ceil(1000.0 / est_us), fmax(1, floor(20000.0 / est_us)));
+    double work = fmin(fmin(ceil(1000.0 / est_us), 64), fmax(1, floor(20000.0 / est_us)));
     return (int)fmin(fmax(cache, work), 4096);
 }
 
-static enum het_status sweep_matmul(struct cal *c, enum het_type t, const struct shape *sh, const int *ms, int n_ms,
+/* one node's time by a generic roofline (20 GB/s, 50 GFLOP/s): sizes copies only */
+static double rough_us(double flops, double bytes) { return fmax(1.0, fmax(flops / 50e3, bytes / 20e3)); }
+
+/* Does the profile already have samples of this (type, shape)? (params.base) */
+static bool have_shape(const struct cal *c, const struct het_calibrate_shape *sh)
+{
+    int n = 0;
+    const struct het_profile_sample *s = het_profile_samples(c->prof, HET_OPCLASS_MATMUL, sh->type, &n);
+    for (int i = 0; s && i < n; i++)
+        if (fabs(s[i].flops - 2.0 * (double)sh->k * (double)sh->n * s[i].m) < 0.5) return true;
+    return false;
+}
+
+/* One (type, shape) over ms[]: one graph holding R weights and, per M, an
+ * activation and R_M <= R matmuls reading them. */
+static enum het_status sweep_matmul(struct cal *c, const struct het_calibrate_shape *sh, const int *ms, int n_ms,
                                     het_error *err)
 {
-    double est = 100, wbytes = (double)het_type_row_size(t, sh->k) * (double)sh->n;
+    const enum het_type t = sh->type;
+    double wbytes = (double)het_type_row_size(t, sh->k) * (double)sh->n;
+    int rm[16], r = 1;
     for (int i = 0; i < n_ms; i++) {
-        int r = copies(c, wbytes, ms[i], est);
-        het_graph *g = het_graph_init(2 * r + 8);
-        if (!g) return het_error_set(err, HET_ERR_NOMEM, "calibrate: out of memory");
+        double fl = 2.0 * (double)sh->k * (double)sh->n * ms[i];
+        rm[i] = copies(c, wbytes, ms[i], rough_us(fl, wbytes + 4.0 * (double)(sh->k + sh->n) * ms[i]));
+        r = rm[i] > r ? rm[i] : r;
+    }
+    int n_nodes = 0;
+    for (int i = 0; i < n_ms; i++) n_nodes += rm[i];
+    het_graph *g = het_graph_init(r + 2 * n_nodes + 2 * n_ms + 8);
+    if (!g) return het_error_set(err, HET_ERR_NOMEM, "calibrate: out of memory");
+    struct het_tensor *w[4096];
+    for (int k = 0; k < r; k++) {
+        w[k] = leaf(g, t, sh->k, sh->n, 1, HET_TENSOR_FLAG_WEIGHT);
+        /* a vocabulary-sized matrix is the output projection: devices may
+         * treat it as they treat the model's (the CPU streams it as stored) */
+        if (w[k] && sh->output) het_tensor_set_name(w[k], "output.weight");
+    }
+    int first[16];
+    for (int i = 0, at = 0; i < n_ms; i++) {
         struct het_tensor *x = leaf(g, HET_TYPE_F32, sh->k, ms[i], 1, HET_TENSOR_FLAG_INPUT);
-        for (int k = 0; k < r; k++) {
-            struct het_tensor *w = leaf(g, t, sh->k, sh->n, 1, HET_TENSOR_FLAG_WEIGHT);
-            /* a vocabulary-sized matrix is the output projection: devices may
-             * treat it as they treat the model's (the CPU streams it as stored) */
-            if (w && sh->n >= 32000) het_tensor_set_name(w, "output.weight");
-            het_mul_mat(g, w, x);
-        }
+        first[i] = at;
+        for (int k = 0; k < rm[i]; k++) het_mul_mat(g, w[k], x);
+        at += rm[i];
+    }
+    struct bench b;
+    enum het_status st = bench_open(c, &b, g, true, err);
+    int from = 0;
+    het_profile_samples(c->prof, HET_OPCLASS_MATMUL, t, &from);
+    double prev_work = 0, prev_us = 0;
+    for (int i = 0; st == HET_OK && i < n_ms; i++) {
+        struct het_op_cost oc;
+        het_op_cost_of(het_graph_node(g, first[i]), &oc);
+        struct point pt = { HET_OPCLASS_MATMUL, t, first[i], rm[i], work_of(&oc) };
         char what[96];
         snprintf(what, sizeof what, "matmul %s %lldx%lld M=%d", het_type_name(t), (long long)sh->n,
                  (long long)sh->k, ms[i]);
-        double us = 0;
-        enum het_status st = measure(c, g, HET_OPCLASS_MATMUL, t, &us, err);
+        double us = NAN;
+        st = measure_point(c, &b, &pt, prev_work, prev_us, &us, err);
         tick(c, what);
-        if (st != HET_OK && st != HET_ERR_UNSUPPORTED) return st;
-        if (st == HET_ERR_UNSUPPORTED || us > c->max_node_us) { /* the rest would be unsupported or slower */
+        if (st == HET_ERR_UNSUPPORTED) { /* the rest would be unsupported too */
+            c->done += n_ms - 1 - i;
+            st = HET_OK;
+            break;
+        }
+        if (!isnan(us)) {
+            prev_work = pt.work;
+            prev_us = us;
+        }
+        if (us > c->max_node_us) { /* the rest would be slower: the fit extrapolates */
             c->done += n_ms - 1 - i;
             break;
         }
-        est = 2 * us * (i + 1 < n_ms ? (double)ms[i + 1] / ms[i] : 1);
     }
-    return HET_OK;
+    bench_close(&b);
+    if (st == HET_OK) drop_backward_outliers(c, HET_OPCLASS_MATMUL, t, from);
+    return st;
 }
 
-static enum het_status calibrate_matmul(struct cal *c, const enum het_type *types, int n_types, het_error *err)
+static int matmul_ms(const struct cal *c, const struct het_calibrate_shape *sh, int *ms)
 {
-    const struct shape *shapes = c->quick ? quick_shapes : full_shapes;
-    int n_shapes = c->quick ? 2 : 6;
-    const int *ms = c->quick ? quick_ms : full_ms;
-    int n_ms = c->quick ? 7 : 10;
-    for (int t = 0; t < n_types; t++)
-        for (int s = 0; s < n_shapes; s++) {
-            enum het_status st = sweep_matmul(c, types[t], &shapes[s], ms, n_ms, err);
-            if (st != HET_OK) return st;
-        }
-    return HET_OK;
+    const int *src = c->quick ? quick_ms : full_ms;
+    int n_src = c->quick ? 5 : 10, n = 0, max = c->needs.max_rows > 0 ? c->needs.max_rows : 512;
+    for (int i = 0; i < n_src; i++)
+        if (src[i] <= max && (!sh->output || src[i] <= 4)) ms[n++] = src[i];
+    return n;
 }
 
 /* ---------------------------------------------------------------------------
@@ -267,61 +402,100 @@ static const int quick_rows[] = { 1, 16, 256 };
 static const int full_rows[] = { 1, 4, 16, 64, 256, 1024 };
 
 enum small_op { S_NORM, S_ADD, S_SWIGLU, S_ROPE, S_SOFTMAX, S_CPY, S_COUNT };
+static const enum het_op_class small_cls[S_COUNT] = { HET_OPCLASS_NORM, HET_OPCLASS_ELTWISE, HET_OPCLASS_ELTWISE,
+                                                      HET_OPCLASS_ROPE, HET_OPCLASS_SOFTMAX, HET_OPCLASS_COPY };
+static const char *const small_names[S_COUNT] = { "rms_norm", "add", "swiglu", "rope", "softmax", "cpy" };
 
-static het_graph *small_graph(enum small_op op, int m, int r)
+/* R nodes of op over m rows, a chain as in a model: each node reads what
+ * the one before wrote (on a multi-core device, partly from the other
+ * cores' caches) */
+static het_graph *small_graph(const struct cal *c, enum small_op op, int m, int r)
 {
+    const int64_t width = c->needs.row_width > 0 ? c->needs.row_width : 1024;
+    const int64_t hd = c->needs.head_dim > 0 ? c->needs.head_dim : 128;
+    const int64_t nh = c->needs.n_head > 0 ? c->needs.n_head : 16, nkv = c->needs.n_head_kv > 0 ? c->needs.n_head_kv : 8;
     het_graph *g = het_graph_init(4 * r + 8);
     if (!g) return NULL;
-    struct het_tensor *x = op == S_ROPE || op == S_CPY ? leaf(g, HET_TYPE_F32, 128, op == S_ROPE ? 16 : 8, m, 0)
-                         : op == S_SOFTMAX ? leaf(g, HET_TYPE_F32, 64 * m, 16, 1, 0)
-                         : leaf(g, HET_TYPE_F32, 1024, m, 1, 0);
-    struct het_tensor *y = leaf(g, HET_TYPE_F32, 1024, m, 1, 0), *pos = leaf(g, HET_TYPE_I32, m, 1, 1, 0);
-    /* a chain, as in a model: each node reads what the one before wrote
-     * (on a multi-core device, partly from the other cores' caches) */
+    struct het_tensor *x = op == S_ROPE ? leaf(g, HET_TYPE_F32, hd, nh, m, 0)
+                         : op == S_CPY ? leaf(g, HET_TYPE_F32, hd, nkv, m, 0)
+                         : op == S_SOFTMAX ? leaf(g, HET_TYPE_F32, 64 * m, nh, 1, 0)
+                         : leaf(g, HET_TYPE_F32, width, m, 1, 0);
+    struct het_tensor *y = leaf(g, HET_TYPE_F32, width, m, 1, 0), *pos = leaf(g, HET_TYPE_I32, m, 1, 1, 0);
     for (int k = 0; k < r && x; k++) {
         switch (op) {
         case S_NORM:    x = het_rms_norm(g, x, 1e-6f); break;
         case S_ADD:     x = het_add(g, x, y); break;
         case S_SWIGLU:  x = het_swiglu(g, x, y); break;
-        case S_ROPE:    x = het_rope(g, x, pos, 128, HET_ROPE_NEOX, 1e6f, 1); break;
+        case S_ROPE:    x = het_rope(g, x, pos, (int)hd, HET_ROPE_NEOX, 1e6f, 1); break;
         case S_SOFTMAX: x = het_softmax(g, x, NULL, 0.1f, -1); break;
-        case S_CPY:     het_cpy(g, x, leaf(g, HET_TYPE_F16, 128, 8, m, HET_TENSOR_FLAG_STATE)); break; /* into the cache */
+        case S_CPY:     het_cpy(g, x, leaf(g, HET_TYPE_F16, hd, nkv, m, HET_TENSOR_FLAG_STATE)); break; /* into the cache */
         case S_COUNT:   break;
         }
     }
     return g;
 }
 
+/* does the base profile already have this class (it is kept then)? */
+static bool have_class(const struct cal *c, enum het_op_class cls, enum het_type t)
+{
+    int n = 0;
+    het_profile_samples(c->prof, cls, t, &n);
+    return c->p->base && n >= 2;
+}
+
 static enum het_status calibrate_small(struct cal *c, het_error *err)
 {
-    static const enum het_op_class cls[S_COUNT] = { HET_OPCLASS_NORM, HET_OPCLASS_ELTWISE, HET_OPCLASS_ELTWISE,
-                                                    HET_OPCLASS_ROPE, HET_OPCLASS_SOFTMAX, HET_OPCLASS_COPY };
-    static const char *const names[S_COUNT] = { "rms_norm", "add", "swiglu", "rope", "softmax", "cpy" };
     const int *rows = c->quick ? quick_rows : full_rows;
     int n_rows = c->quick ? 3 : 6;
-    for (int op = 0; op < S_COUNT; op++)
+    bool skip[HET_OPCLASS_COUNT] = { false };
+    for (int op = 0; op < S_COUNT; op++) skip[small_cls[op]] = have_class(c, small_cls[op], HET_TYPE_F32);
+    for (int op = 0; op < S_COUNT; op++) {
+        if (skip[small_cls[op]]) {
+            c->done += n_rows;
+            continue;
+        }
+        int from = 0;
+        het_profile_samples(c->prof, small_cls[op], HET_TYPE_F32, &from);
+        double prev_work = 0, prev_us = 0;
         for (int i = 0; i < n_rows; i++) {
-            het_graph *g = small_graph((enum small_op)op, rows[i], 8);
+            het_graph *g = small_graph(c, (enum small_op)op, rows[i], 8);
             if (!g) return het_error_set(err, HET_ERR_NOMEM, "calibrate: out of memory");
-            enum het_status st = measure(c, g, cls[op], HET_TYPE_F32, NULL, err);
+            struct bench b;
+            enum het_status st = bench_open(c, &b, g, false, err);
+            double us = NAN;
+            if (st == HET_OK) {
+                struct het_op_cost oc;
+                het_op_cost_of(het_graph_node(g, 0), &oc);
+                struct point pt = { small_cls[op], HET_TYPE_F32, 0, het_graph_n_nodes(g), work_of(&oc) };
+                st = measure_point(c, &b, &pt, prev_work, prev_us, &us, err);
+                if (!isnan(us)) {
+                    prev_work = pt.work;
+                    prev_us = us;
+                }
+            }
+            bench_close(&b);
             char what[64];
-            snprintf(what, sizeof what, "%s x%d", names[op], rows[i]);
+            snprintf(what, sizeof what, "%s x%d", small_names[op], rows[i]);
             tick(c, what);
             if (st == HET_ERR_UNSUPPORTED) continue; /* the device lacks it: no model, the planner routes around */
             if (st != HET_OK) return st;
         }
+        drop_backward_outliers(c, small_cls[op], HET_TYPE_F32, from);
+    }
     return HET_OK;
 }
 
-/* q (128, 16, m) over an F16 cache (128, 8, n_kv), as Qwen3-0.6B's layers */
-static het_graph *attn_graph(int m, int n_kv, int r)
+/* q (hd, nh, m) over an F16 cache (hd, nkv, n_kv), as the model's layers */
+static het_graph *attn_graph(const struct cal *c, int m, int n_kv, int r)
 {
+    const int64_t hd = c->needs.head_dim > 0 ? c->needs.head_dim : 128;
+    const int64_t nh = c->needs.n_head > 0 ? c->needs.n_head : 16, nkv = c->needs.n_head_kv > 0 ? c->needs.n_head_kv : 8;
     het_graph *g = het_graph_init(4 * r + 4);
     if (!g) return NULL;
-    struct het_tensor *q = leaf(g, HET_TYPE_F32, 128, 16, m, 0);
+    struct het_tensor *q = leaf(g, HET_TYPE_F32, hd, nh, m, 0);
     for (int k = 0; k < r; k++)
-        het_attn(g, q, leaf(g, HET_TYPE_F16, 128, 8, n_kv, HET_TENSOR_FLAG_STATE),
-                 leaf(g, HET_TYPE_F16, 128, 8, n_kv, HET_TENSOR_FLAG_STATE), 0.0884f, n_kv - m);
+        het_attn(g, q, leaf(g, HET_TYPE_F16, hd, nkv, n_kv, HET_TENSOR_FLAG_STATE),
+                 leaf(g, HET_TYPE_F16, hd, nkv, n_kv, HET_TENSOR_FLAG_STATE), 1.0f / sqrtf((float)hd), n_kv - m);
     return g;
 }
 
@@ -331,14 +505,32 @@ static const int quick_pf[] = { 64, 256 }, full_pf[] = { 16, 64, 256, 512 };
 static enum het_status calibrate_attn(struct cal *c, het_error *err)
 {
     int nd = c->quick ? 3 : 5, np = c->quick ? 2 : 4;
+    if (have_class(c, HET_OPCLASS_ATTN, HET_TYPE_F16)) {
+        c->done += nd + np;
+        return HET_OK;
+    }
+    double prev_work = 0, prev_us = 0;
     for (int i = 0; i < nd + np; i++) {
         bool decode = i < nd;
         int n_kv = decode ? (c->quick ? quick_kv : full_kv)[i] : (c->quick ? quick_pf : full_pf)[i - nd];
         int m = decode ? 1 : n_kv;
-        het_graph *g = attn_graph(m, n_kv, decode ? 4 : 1);
+        if (i == nd) prev_work = 0; /* prefill is a sweep of its own */
+        het_graph *g = attn_graph(c, m, n_kv, decode ? 4 : 1);
         if (!g) return het_error_set(err, HET_ERR_NOMEM, "calibrate: out of memory");
-        double us = 0;
-        enum het_status st = measure(c, g, HET_OPCLASS_ATTN, HET_TYPE_F16, &us, err);
+        struct bench b;
+        enum het_status st = bench_open(c, &b, g, false, err);
+        double us = NAN;
+        if (st == HET_OK) {
+            struct het_op_cost oc;
+            het_op_cost_of(het_graph_node(g, 0), &oc);
+            struct point pt = { HET_OPCLASS_ATTN, HET_TYPE_F16, 0, het_graph_n_nodes(g), work_of(&oc) };
+            st = measure_point(c, &b, &pt, prev_work, prev_us, &us, err);
+            if (!isnan(us)) {
+                prev_work = pt.work;
+                prev_us = us;
+            }
+        }
+        bench_close(&b);
         char what[64];
         snprintf(what, sizeof what, "attn %s kv=%d", decode ? "decode" : "prefill", n_kv);
         tick(c, what);
@@ -347,6 +539,77 @@ static enum het_status calibrate_attn(struct cal *c, het_error *err)
         if (!decode && us > c->max_node_us) break;
     }
     return HET_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * the model's needs                                                         */
+
+static bool same_features(const struct het_calibrate_shape *a, const struct het_calibrate_shape *b)
+{
+    /* n x k and k x n cost the same flops and bytes */
+    return a->type == b->type && a->output == b->output &&
+           ((a->k == b->k && a->n == b->n) || (a->k == b->n && a->n == b->k));
+}
+
+void het_calibrate_needs_of_model(const struct het_model *m, struct het_calibrate_needs *out)
+{
+    memset(out, 0, sizeof *out);
+    const struct het_model_config *cfg = het_model_get_config(m);
+    out->row_width = cfg->n_embd;
+    out->head_dim = cfg->head_dim;
+    out->n_head = cfg->n_head;
+    out->n_head_kv = cfg->n_head_kv;
+    const het_gguf *gg = het_model_gguf(m);
+    for (int64_t i = 0; gg && i < het_gguf_n_tensors(gg); i++) {
+        const struct het_gguf_tensor_info *ti = het_gguf_tensor(gg, i);
+        if (ti->n_dims != 2 || ti->ne[1] <= 1) continue;
+        bool output = ti->ne[1] == cfg->n_vocab;
+        if (output && !strstr(ti->name, "output") && !cfg->tied_output) continue; /* token_embd: rows are gathered */
+        struct het_calibrate_shape sh = { ti->type, ti->ne[0], ti->ne[1], output };
+        bool seen = false;
+        for (int k = 0; k < out->n_shapes && !seen; k++) seen = same_features(&out->shapes[k], &sh);
+        if (!seen && out->n_shapes < HET_CALIBRATE_MAX_SHAPES) out->shapes[out->n_shapes++] = sh;
+    }
+}
+
+bool het_profile_covers(const het_profile *p, const struct het_calibrate_needs *needs)
+{
+    static const enum het_op_class small[] = { HET_OPCLASS_NORM, HET_OPCLASS_ELTWISE, HET_OPCLASS_ROPE,
+                                               HET_OPCLASS_SOFTMAX, HET_OPCLASS_COPY };
+    for (size_t i = 0; i < sizeof small / sizeof small[0]; i++)
+        if (!het_profile_get_fit(p, small[i], HET_TYPE_F32, NULL)) return false;
+    if (!het_profile_get_fit(p, HET_OPCLASS_ATTN, HET_TYPE_F16, NULL)) return false;
+    for (int i = 0; needs && i < needs->n_shapes; i++) {
+        const struct het_calibrate_shape *sh = &needs->shapes[i];
+        int n = 0;
+        const struct het_profile_sample *s = het_profile_samples(p, HET_OPCLASS_MATMUL, sh->type, &n);
+        bool found = false;
+        for (int k = 0; s && k < n && !found; k++)
+            found = fabs(s[k].flops - 2.0 * (double)sh->k * (double)sh->n * s[k].m) < 0.5;
+        if (!found) return false;
+    }
+    return true;
+}
+
+/* the matmul work list: the model's shapes, or the generic ones per wanted type */
+static int matmul_list(struct cal *c, struct het_calibrate_shape *list, int max)
+{
+    int n = 0;
+    if (c->p->needs) {
+        for (int i = 0; i < c->needs.n_shapes && n < max; i++)
+            if (type_supported(c->dev, c->needs.shapes[i].type)) list[n++] = c->needs.shapes[i];
+        return n;
+    }
+    const struct het_calibrate_shape *shapes = c->quick ? quick_shapes : full_shapes;
+    int n_shapes = c->quick ? 2 : 6;
+    for (int t = 0; t < N_ALL_TYPES; t++) {
+        if (!type_wanted(c, all_types[t]) || !type_supported(c->dev, all_types[t])) continue;
+        for (int s = 0; s < n_shapes && n < max; s++) {
+            list[n] = shapes[s];
+            list[n++].type = all_types[t];
+        }
+    }
+    return n;
 }
 
 /* ---------------------------------------------------------------------------
@@ -359,33 +622,43 @@ static void set_label(struct cal *c)
     struct tm tm;
     strftime(date, sizeof date, "%Y-%m-%d %H:%M", localtime_r(&now, &tm));
     char noisy[96] = "";
-    if (c->n_noisy * 10 > c->n_samples)
-        snprintf(noisy, sizeof noisy, "; %d noisy samples: the machine was busy, recalibrate when idle", c->n_noisy);
-    snprintf(label, sizeof label, "measured %s (%s calibration, %d samples, het %s%s)%s", date,
-             c->quick ? "quick" : "full", c->n_samples, HET_VERSION, noisy,
+    if (c->rep.noisy) snprintf(noisy, sizeof noisy, "; noisy: the machine was busy, recalibrate when idle");
+    snprintf(label, sizeof label, "measured %s (%s calibration%s, %d samples, het %s%s)%s", date,
+             c->quick ? "quick" : "full", c->p->needs ? " for a model" : "", c->rep.n_samples, HET_VERSION, noisy,
              het_device_is_emulated(c->dev) ? " on an emulated device: the figures are the emulation's" : "");
     het_profile_set_label(c->prof, true, label);
 }
 
-static int count_work(const struct cal *c, int n_types)
+/* Noisy: a tenth of the samples disturbed or dropped, or a third of one model's. */
+static void judge(struct cal *c)
 {
-    int mm = n_types * (c->quick ? 2 * 7 : 6 * 10);
-    return 3 + mm + S_COUNT * (c->quick ? 3 : 6) + (c->quick ? 5 : 9);
+    int bad = c->rep.n_noisy + c->rep.n_outliers, all = c->rep.n_samples + c->rep.n_outliers;
+    bool noisy = all > 0 && bad * 10 > all;
+    char why[256] = "";
+    if (noisy)
+        snprintf(why, sizeof why,
+                 "%d of %d samples stayed disturbed by other work or off their neighbours' trend after re-measuring "
+                 "(the machine was busy; calibrate again when it is idle)", bad, all);
+    het_profile_set_noisy(c->prof, noisy ? why : NULL);
+    c->rep.noisy = noisy;
 }
 
 static enum het_status run_calibration(struct cal *c, het_error *err)
 {
-    enum het_type types[N_ALL_TYPES];
-    int n_types = 0;
-    for (int i = 0; i < N_ALL_TYPES; i++)
-        if (type_wanted(c, all_types[i]) && type_supported(c->dev, all_types[i])) types[n_types++] = all_types[i];
-    c->total = count_work(c, n_types);
-    enum het_status st = calibrate_split(c, err);
-    if (st == HET_OK) st = calibrate_split(c, err);
+    struct het_calibrate_shape list[64];
+    int n_list = matmul_list(c, list, 64), ms[16];
+    int n_mm = 0;
+    for (int i = 0; i < n_list; i++) n_mm += have_shape(c, &list[i]) ? 0 : matmul_ms(c, &list[i], ms);
+    c->total = 3 + n_mm + S_COUNT * (c->quick ? 3 : 6) + (c->quick ? 5 : 9);
+    enum het_status st = HET_OK;
+    for (int i = 0; i < 3 && st == HET_OK; i++) st = calibrate_split(c, err);
     if (st == HET_OK) st = calibrate_small(c, err);
-    if (st == HET_OK) st = calibrate_split(c, err);
     if (st == HET_OK) st = calibrate_attn(c, err);
-    if (st == HET_OK) st = calibrate_matmul(c, types, n_types, err);
+    for (int i = 0; i < n_list && st == HET_OK; i++) {
+        if (have_shape(c, &list[i])) continue;
+        int n_ms = matmul_ms(c, &list[i], ms);
+        st = sweep_matmul(c, &list[i], ms, n_ms, err);
+    }
     if (st == HET_OK) st = het_profile_refit(c->prof, err);
     return st;
 }
@@ -401,11 +674,17 @@ het_profile *het_calibrate_device(het_device *dev, const struct het_calibrate_pa
         return NULL;
     }
     struct cal c = { .dev = dev, .p = p, .quick = p->quick, .cold_bytes = cold_bytes() };
+    if (p->needs) c.needs = *p->needs;
     c.max_node_us = (p->max_node_ms > 0 ? p->max_node_ms : p->quick ? 30 : 200) * 1e3;
-    c.timing = (struct het_mbench_timing){ .min_reps = p->quick ? 4 : 5, .max_reps = p->quick ? 12 : 40,
-                                           .target_spread = p->quick ? 0.08 : 0.03,
-                                           .budget_us = p->quick ? 0.15e6 : 1e6 };
-    c.prof = het_profile_new_for_device(dev);
+    c.timing = (struct het_mbench_timing){ .min_reps = p->quick ? 4 : 5, .max_reps = p->quick ? 12 : 20,
+                                           .target_spread = p->quick ? 0.08 : 0.05,
+                                           .budget_us = p->quick ? 0.1e6 : 0.25e6 };
+    if (p->base && het_profile_matches(p->base, dev)) {
+        c.prof = het_profile_clone(p->base);
+        c.rep.n_reused = c.prof ? het_profile_n_models(c.prof) : 0;
+    } else {
+        c.prof = het_profile_new_for_device(dev);
+    }
     if (!c.prof) {
         het_error_set(err, HET_ERR_NOMEM, "calibrate: out of memory");
         return NULL;
@@ -422,7 +701,9 @@ het_profile *het_calibrate_device(het_device *dev, const struct het_calibrate_pa
     dc.async = het_device_kind(dev) != HET_DEVICE_CPU;
     dc.kernel_switch_us = 0;
     het_profile_set_device_costs(c.prof, &dc);
+    judge(&c);
     set_label(&c);
+    if (p->report) *p->report = c.rep;
     return c.prof;
 }
 
@@ -438,15 +719,15 @@ static enum het_status handoff_point(het_device *a, het_device *b, int64_t n, co
     het_scale(g, het_scale(g, x, 1.5f), 0.5f);
     het_device *devs[2] = { a, b };
     struct het_mbench mb = { .g = g };
-    double ta = 0, tb = 0, tab = 0, sp;
+    struct het_mbench_result ta, tb, tab;
     enum het_status st = het_mbench_alloc(&mb, devs, 2, err);
-    if (st == HET_OK && !(all_supported(a, g) && all_supported(b, g)))
+    if (st == HET_OK && !(all_supported(a, g, 0, 2) && all_supported(b, g, 0, 2)))
         st = het_error_set(err, HET_ERR_UNSUPPORTED, "calibrate: hand-off needs scale on both devices");
-    if (st == HET_OK) st = het_mbench_time_split(a, &mb, 0, 1, t, &ta, &sp, err);
-    if (st == HET_OK) st = het_mbench_time_split(b, &mb, 1, 1, t, &tb, &sp, err);
-    if (st == HET_OK) st = het_mbench_time_handoff(a, b, &mb, 1, 1, t, &tab, &sp, err);
+    if (st == HET_OK) st = het_mbench_time_split(a, &mb, 0, 1, t, &ta, err);
+    if (st == HET_OK) st = het_mbench_time_split(b, &mb, 1, 1, t, &tb, err);
+    if (st == HET_OK) st = het_mbench_time_handoff(a, b, &mb, 1, 1, t, &tab, err);
     het_mbench_free(&mb);
-    *extra_us = tab - ta - tb;
+    *extra_us = st == HET_OK ? tab.us - ta.us - tb.us : 0;
     return st;
 }
 

@@ -8,11 +8,15 @@
  * graph. Leaves get valid data (quantised weights are real blocks made by
  * het_quantize_row from one random row, repeated), so no kernel meets NaN
  * scales. Each measurement is repeated until the spread is small or the
- * time budget is spent; the median is kept, which drops outliers.
+ * time budget is spent. Repetitions that other work on the machine delayed
+ * (a thread of the process waited for a core: sched/contention.c) are
+ * dropped, and more are run in their place; of the rest, the mean of the
+ * fastest quarter is kept: the slow tail is noise, which only adds time.
  */
 #include "policy/microbench.h"
 
 #include "sched/clock.h"
+#include "sched/contention.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -206,46 +210,60 @@ static enum het_status run_once(const struct run_fn *f, het_error *err)
     return st;
 }
 
-static enum het_status time_fn(const struct run_fn *f, const struct het_mbench_timing *t, double *us, double *spread,
-                               het_error *err)
+static enum het_status time_fn(const struct run_fn *f, const struct het_mbench_timing *t,
+                               struct het_mbench_result *out, het_error *err)
 {
-    double v[256];
+    double clean[256], all[256];
     enum het_status st = run_once(f, err); /* warm-up: first touch, pipelines, caches */
-    int n = 0, max = t->max_reps < 256 ? t->max_reps : 256;
+    int n = 0, nc = 0, max = t->max_reps < 256 ? t->max_reps : 256;
     double start = het_now_us();
-    while (st == HET_OK && n < max) {
+    memset(out, 0, sizeof *out);
+    while (st == HET_OK && n < 256) {
+        struct het_contention a, b;
+        het_contention_now(&a);
         double t0 = het_now_us();
         st = run_once(f, err);
-        v[n++] = het_now_us() - t0;
-        if (n >= t->min_reps) {
+        double us = het_now_us() - t0;
+        het_contention_now(&b);
+        all[n++] = us;
+        if (het_contention_disturbed(&a, &b, us)) out->n_disturbed++;
+        else clean[nc++] = us;
+        double spent = het_now_us() - start;
+        if (nc >= t->min_reps) {
             double tmp[256], sp;
-            memcpy(tmp, v, (size_t)n * sizeof *v);
-            median_spread(tmp, n, &sp);
-            if (sp <= t->target_spread || het_now_us() - start > t->budget_us) break;
+            memcpy(tmp, clean, (size_t)nc * sizeof *clean);
+            median_spread(tmp, nc, &sp);
+            if (sp <= t->target_spread || nc >= max || spent > t->budget_us) break;
+        } else if (n >= 2 * max || (n >= t->min_reps && spent > 2 * t->budget_us)) {
+            break; /* too few undisturbed: the caller decides what to do */
         }
     }
     if (st != HET_OK) return st;
-    /* the mean of the fastest quarter (at least one): the slow tail is other
-     * work on the machine, which only ever adds time */
-    median_spread(v, n, spread);
-    int k = n / 4 > 0 ? n / 4 : 1;
+    /* the mean of the fastest quarter (at least one) */
+    out->contended = nc < t->min_reps;
+    double *v = out->contended ? all : clean;
+    int k = out->contended ? n : nc;
+    median_spread(v, k, &out->spread);
+    int q = k / 4 > 0 ? k / 4 : 1;
     double sum = 0;
-    for (int i = 0; i < k; i++) sum += v[i];
-    *us = sum / k;
+    for (int i = 0; i < q; i++) sum += v[i];
+    out->us = sum / q;
+    out->n_reps = n;
     return HET_OK;
 }
 
 enum het_status het_mbench_time_split(het_device *dev, struct het_mbench *mb, int first, int n,
-                                      const struct het_mbench_timing *t, double *us, double *spread, het_error *err)
+                                      const struct het_mbench_timing *t, struct het_mbench_result *out,
+                                      het_error *err)
 {
     struct run_fn f = { dev, NULL, het_graph_nodes(mb->g) + first, n, 0 };
-    return time_fn(&f, t, us, spread, err);
+    return time_fn(&f, t, out, err);
 }
 
 enum het_status het_mbench_time_handoff(het_device *a, het_device *b, struct het_mbench *mb, int na, int nb,
-                                        const struct het_mbench_timing *t, double *us, double *spread,
+                                        const struct het_mbench_timing *t, struct het_mbench_result *out,
                                         het_error *err)
 {
     struct run_fn f = { a, b, het_graph_nodes(mb->g), na, nb };
-    return time_fn(&f, t, us, spread, err);
+    return time_fn(&f, t, out, err);
 }

@@ -26,6 +26,15 @@ struct het_mbench_timing {
     double budget_us;             /* stop after this long (once min_reps)   */
 };
 
+/* What a timing rests on. */
+struct het_mbench_result {
+    double us;          /* mean of the fastest quarter of the undisturbed repetitions    */
+    double spread;      /* (p75 - p25) / median of those                                 */
+    int    n_reps;      /* repetitions run (after the warm-up)                           */
+    int    n_disturbed; /* of which other work on the machine delayed (sched/contention.c) */
+    bool   contended;   /* fewer than min_reps undisturbed: us is then over every repetition */
+};
+
 /* Give every storage-owning tensor of mb->g memory, fill leaves with valid
  * random data (quantised weights are real blocks), register both regions
  * with the devices and prepare the weights. */
@@ -35,13 +44,15 @@ void            het_mbench_unregister(struct het_mbench *mb);
 /* Unregister, free memory and the graph. */
 void            het_mbench_free(struct het_mbench *mb);
 
-/* Median µs of `run` (one split of nodes [first, first+n) then sync) over
- * the repetitions; *spread receives (p75 - p25) / median. */
+/* Time `run` (one split of nodes [first, first+n) then sync): repeated
+ * until min_reps undisturbed repetitions agree within target_spread, or
+ * max_reps or the budget (twice over while too few were undisturbed). */
 enum het_status het_mbench_time_split(het_device *dev, struct het_mbench *mb, int first, int n,
-                                      const struct het_mbench_timing *t, double *us, double *spread, het_error *err);
+                                      const struct het_mbench_timing *t, struct het_mbench_result *out,
+                                      het_error *err);
 /* The same for a hand-off: nodes [0, na) on a, synced, then [na, na+nb) on b, synced. */
 enum het_status het_mbench_time_handoff(het_device *a, het_device *b, struct het_mbench *mb, int na, int nb,
-                                        const struct het_mbench_timing *t, double *us, double *spread,
+                                        const struct het_mbench_timing *t, struct het_mbench_result *out,
                                         het_error *err);
 
 #endif /* HET_MICROBENCH_H */

@@ -189,6 +189,7 @@ het_profile *het_profile_new_for_device(const het_device *dev)
 void het_profile_free(het_profile *p)
 {
     if (!p) return;
+    free(p->hist);
     for (int i = 0; i < p->n_models; i++) free(p->models[i].samples);
     free(p->models);
     free(p->handoffs);
@@ -202,6 +203,9 @@ het_profile *het_profile_clone(const het_profile *src)
     *p = *src;
     p->models = NULL;
     p->handoffs = NULL;
+    p->hist = NULL;
+    p->n_hist = p->cap_hist = 0;
+    memset(p->index, -1, sizeof p->index); /* rebuilt as the models are added back */
     p->n_models = p->cap_models = p->n_handoffs = p->cap_handoffs = 0;
     for (int i = 0; i < src->n_models; i++) {
         const struct het_profile_model *m = &src->models[i];
@@ -211,6 +215,14 @@ het_profile *het_profile_clone(const het_profile *src)
     }
     for (int i = 0; i < src->n_handoffs; i++)
         if (het_profile_set_handoff(p, &src->handoffs[i], NULL) != HET_OK) goto fail;
+    p->hist = NULL;
+    p->n_hist = p->cap_hist = 0;
+    if (src->n_hist) {
+        p->hist = malloc((size_t)src->n_hist * sizeof *p->hist);
+        if (!p->hist) goto fail;
+        memcpy(p->hist, src->hist, (size_t)src->n_hist * sizeof *p->hist);
+        p->n_hist = p->cap_hist = src->n_hist;
+    }
     return p;
 fail:
     het_profile_free(p);
@@ -240,6 +252,9 @@ bool het_profile_matches(const het_profile *p, const het_device *dev)
     return !strcmp(p->name, het_device_name(dev)) && !strcmp(p->desc, het_device_description(dev)) &&
            !strcmp(p->het_version, HET_VERSION) && p->measured;
 }
+
+const char *het_profile_noisy(const het_profile *p) { return p->noisy[0] ? p->noisy : NULL; }
+void het_profile_set_noisy(het_profile *p, const char *why) { snprintf(p->noisy, sizeof p->noisy, "%s", why ? why : ""); }
 
 void het_profile_get_device_costs(const het_profile *p, struct het_profile_device_costs *out) { *out = p->dc; }
 void het_profile_set_device_costs(het_profile *p, const struct het_profile_device_costs *c) { p->dc = *c; }
@@ -320,6 +335,15 @@ enum het_status het_profile_add_sample(het_profile *p, enum het_op_class cls, en
     return HET_OK;
 }
 
+bool het_profile_drop_sample(het_profile *p, enum het_op_class cls, enum het_type wtype, int i)
+{
+    struct het_profile_model *m = het_profile_model_get(p, cls, wtype);
+    if (!m || i < 0 || i >= m->n_samples) return false;
+    memmove(&m->samples[i], &m->samples[i + 1], (size_t)(m->n_samples - i - 1) * sizeof m->samples[0]);
+    m->n_samples--;
+    return true;
+}
+
 const struct het_profile_sample *het_profile_samples(const het_profile *p, enum het_op_class cls,
                                                      enum het_type wtype, int *n)
 {
@@ -348,12 +372,14 @@ bool het_profile_model_at(const het_profile *p, int i, enum het_op_class *cls, e
 /* ---------------------------------------------------------------------------
  * prediction                                                                */
 
+/* Predictions are the fit's (or the roofline's) times the factor learned
+ * online for the node's bucket (history.c; 1 until observations say otherwise). */
 double het_profile_predict_cost(const het_profile *p, const struct het_op_cost *c)
 {
     if (c->cls == HET_OPCLASS_NONE) return 0;
     const struct het_profile_model *m = het_profile_model_get(p, c->cls, c->wtype);
     if (!m || !m->has_fit) return NAN;
-    return het_cost_fit_eval(&m->fit, c);
+    return het_cost_fit_eval(&m->fit, c) * het_profile_history_factor(p, c);
 }
 
 double het_profile_predict(const het_profile *p, const struct het_tensor *node)
@@ -372,6 +398,12 @@ bool het_profile_has_model(const het_profile *p, const struct het_tensor *node)
 }
 
 double het_profile_predict_roofline(const het_profile *p, const struct het_op_cost *c)
+{
+    double v = het_profile_predict_roofline_base(p, c);
+    return isnan(v) || v == 0 ? v : v * het_profile_history_factor(p, c);
+}
+
+double het_profile_predict_roofline_base(const het_profile *p, const struct het_op_cost *c)
 {
     if (c->cls == HET_OPCLASS_NONE) return 0;
     if (!(p->dc.peak_gbps > 0) || !(p->dc.peak_gflops > 0)) return NAN;

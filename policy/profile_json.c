@@ -10,7 +10,9 @@
  *                   "fit": { "t0_us", "gbps", "gflops", "m_half", "error",
  *                            "knots": [[m, gflops], ...] (optional) } | null,
  *                   "samples": [ { "m", "flops", "bytes", "us", "spread" } ] } ],
- *     "handoffs": [ { "to": "vulkan0", "fixed_us", "gbps" } ] }
+ *     "handoffs": [ { "to": "vulkan0", "fixed_us", "gbps" } ],
+ *     "history": [ { "op", "type", "m_bucket", "size_bucket", "n_obs", "ratios": [...],
+ *                    "applied": ratio | null } ] (optional: learned while used, history.c) }
  * A set file is { "format": "het-profile-set", "version": 1, "profiles": [ ... ] }.
  * Errors name the offending field by its path ("models[2].fit.gbps").
  * Files are written to a temporary name and renamed, so a reader never sees
@@ -72,6 +74,8 @@ het_profile *het_profile_cache_load(const het_device *dev, het_error *err)
 
 enum het_status het_profile_cache_store(const het_profile *p, het_error *err)
 {
+    if (p->noisy[0])
+        return het_error_set(err, HET_ERR_INVALID, "profile of %s not cached: %s", p->name, p->noisy);
     char dir[3072], path[4096];
     enum het_status st = het_cache_dir(dir, sizeof dir, "profile cache", err);
     if (st == HET_OK) st = het_cache_mkdir(dir, "profile cache", err);
@@ -170,13 +174,30 @@ static json_t *profile_json(const het_profile *p)
                                                   num_or_null(h->fixed_us), "gbps", num_or_null(h->gbps)));
     }
     const struct het_profile_device_costs *c = &p->dc;
-    return json_pack("{s:s, s:i, s:s, s:{s:s, s:s, s:s, s:b}, s:b, s:s, s:{s:o, s:o, s:b, s:o, s:o}, s:o, s:o}",
+    json_t *hist = json_array();
+    for (int i = 0; hist && i < p->n_hist; i++) {
+        const struct het_history_entry *e = &p->hist[i];
+        json_t *ratios = json_array();
+        /* oldest first, so a reader that appends them restores the ring's order */
+        for (int k = 0; ratios && k < e->n_ring; k++) {
+            int at = (e->next - e->n_ring + k + 2 * HET_HISTORY_RING) % HET_HISTORY_RING;
+            json_array_append_new(ratios, num_or_null(e->ratio[at]));
+        }
+        json_array_append_new(hist, json_pack("{s:s, s:s, s:i, s:i, s:i, s:o, s:o}", "op", het_op_class_name(e->cls),
+                                              "type", het_type_name(e->wtype), "m_bucket", e->m_bucket,
+                                              "size_bucket", e->size_bucket, "n_obs", e->n_obs, "ratios", ratios,
+                                              "applied", num_or_null(e->applied)));
+    }
+    json_t *j = json_pack("{s:s, s:i, s:s, s:{s:s, s:s, s:s, s:b}, s:b, s:s, s:{s:o, s:o, s:b, s:o, s:o}, s:o, s:o}",
                      "format", "het-profile", "version", FORMAT_VERSION, "het_version", p->het_version, "device",
                      "name", p->name, "description", p->desc, "kind", kind_names[p->kind], "emulated", p->emulated,
                      "measured", p->measured, "label", p->label, "costs", "split_us", num_or_null(c->split_us),
                      "kernel_switch_us", num_or_null(c->kernel_switch_us), "async", c->async, "peak_gbps",
                      num_or_null(c->peak_gbps), "peak_gflops", num_or_null(c->peak_gflops), "models", models,
                      "handoffs", handoffs);
+    if (j && hist && p->n_hist) json_object_set(j, "history", hist);
+    json_decref(hist);
+    return j;
 }
 
 char *het_profile_to_json(const het_profile *p, het_error *err)
@@ -432,6 +453,42 @@ static void read_handoffs(struct reader *r, json_t *root, het_profile *p)
     }
 }
 
+static void read_history(struct reader *r, json_t *root, het_profile *p)
+{
+    json_t *arr = json_object_get(root, "history");
+    if (!arr) return; /* optional: profiles not used since calibration have none */
+    if (!json_is_array(arr)) { bad(r, "", "history", "expected an array"); return; }
+    size_t i;
+    json_t *h;
+    json_array_foreach(arr, i, h) {
+        char path[48];
+        snprintf(path, sizeof path, "history[%zu]", i);
+        if (!json_is_object(h)) { bad(r, path, "", "expected an object"); return; }
+        const char *op = get_str(r, h, path, "op"), *type = get_str(r, h, path, "type");
+        double mb = get_num(r, h, path, "m_bucket", false, 0), sb = get_num(r, h, path, "size_bucket", false, 0);
+        double n = get_num(r, h, path, "n_obs", false, 0), applied = get_num(r, h, path, "applied", true, 0);
+        json_t *ratios = get_array(r, h, path, "ratios");
+        if (r->failed) return;
+        enum het_op_class cls = het_op_class_from_name(op);
+        enum het_type t = het_type_from_name(type);
+        if (cls == HET_OPCLASS_NONE) { bad(r, path, "op", "unknown op class"); return; }
+        if (t == HET_TYPE_COUNT) { bad(r, path, "type", "unknown type"); return; }
+        if (mb > 30 || sb > 60) { bad(r, path, "m_bucket", "out of range"); return; }
+        if (json_array_size(ratios) > HET_HISTORY_RING) { bad(r, path, "ratios", "more than the ring holds"); return; }
+        struct het_history_entry *e = het_profile_history_add(p, cls, t, (int)mb, (int)sb, r->err);
+        if (!e) { r->failed = true; return; }
+        size_t k;
+        json_t *v;
+        json_array_foreach(ratios, k, v) {
+            if (!json_is_number(v) || !(json_number_value(v) > 0)) { bad(r, path, "ratios", "expected positive numbers"); return; }
+            e->ratio[e->n_ring++] = json_number_value(v);
+        }
+        e->next = e->n_ring % HET_HISTORY_RING;
+        e->n_obs = (int)n;
+        e->applied = isnan(applied) || applied > 0 ? applied : NAN;
+    }
+}
+
 static het_profile *profile_from(struct reader *r, json_t *root)
 {
     if (!json_is_object(root)) {
@@ -457,6 +514,7 @@ static het_profile *profile_from(struct reader *r, json_t *root)
     if (!r->failed) read_costs(r, root, p);
     if (!r->failed) read_models(r, root, p);
     if (!r->failed) read_handoffs(r, root, p);
+    if (!r->failed) read_history(r, root, p);
     if (r->failed) {
         het_profile_free(p);
         return NULL;

@@ -203,13 +203,22 @@ static enum het_status make_sched(het_session *s, het_error *err)
     if (st != HET_OK) return st;
     /* a single device needs no cost model; a set is planned from measured profiles */
     if (s->n_devices > 1) {
+        struct het_calibrate_needs needs; /* a first-use calibration measures what this model needs */
+        het_calibrate_needs_of_model(s->model, &needs);
         struct het_profiles_params pp = {
             .files = s->p.profiles, .recalibrate = s->p.recalibrate, .no_calibration = s->p.no_calibration,
-            .log = s->p.log, .progress = s->p.progress, .user = s->p.user,
+            .log = s->p.log, .progress = s->p.progress, .user = s->p.user, .needs = &needs,
         };
         st = het_profiles_acquire(s->devices, s->n_devices, &pp, s->profiles, err);
         if (st != HET_OK) return st;
         sp.profiles = (const het_profile *const *)s->profiles;
+        /* measured profiles are corrected while running (sched/online.c);
+         * unmeasured defaults were asked for (no_calibration, "default") */
+        bool measured = true;
+        for (int i = 0; i < s->n_devices; i++)
+            measured &= het_npu_is_npu(s->devices[i]) || het_profile_is_measured(s->profiles[i]);
+        sp.online = sp.policy == HET_POLICY_FASTEST && measured;
+        s->save_learned = sp.online && !s->p.profiles; /* profiles from files are the caller's */
     }
     if (s->p.pins) {
         const char *names[HET_SESSION_MAX_DEVICES];
@@ -273,9 +282,24 @@ het_session *het_session_open(const struct het_session_params *p, het_error *err
     return s;
 }
 
+/* What the scheduler learned about measured devices goes back into the
+ * profile cache, so the next session starts from it. */
+static void save_learned(const het_session *s)
+{
+    for (int i = 0; s->save_learned && s->sched && i < s->n_devices; i++) {
+        const het_profile *p = het_sched_profile(s->sched, i);
+        if (!s->profiles[i] || !het_profile_matches(p, s->devices[i]) || het_profile_noisy(p) ||
+            het_profile_n_observations(p) == het_profile_n_observations(s->profiles[i]))
+            continue;
+        het_error err = { 0 };
+        if (het_profile_cache_store(p, &err) != HET_OK && s->p.log) s->p.log(s->p.user, err.msg);
+    }
+}
+
 void het_session_close(het_session *s)
 {
     if (!s) return;
+    save_learned(s);
     het_context_free(s->ctx);
     het_sched_free(s->sched);
     for (int i = 0; i < s->n_devices; i++) {

@@ -23,6 +23,7 @@ struct het_session {
     struct het_session_budget *budget;            /* NULL: none asked for */
     struct het_plan_accuracy   budget_pa;         /* what the scheduler plans with */
     struct het_device_stats    stats_base[HET_SESSION_MAX_DEVICES];
+    bool         save_learned;  /* store what the scheduler learned at close (online, cached profiles) */
 };
 
 /* Steps 1-5 of het_session_open (model, devices, pool, profiles,

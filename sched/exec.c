@@ -213,3 +213,14 @@ enum het_status het_sched_execute(het_sched *s, het_graph *g, const struct het_p
     if (st == HET_OK) st = het_sched_host_window(s, true, err);
     return st;
 }
+
+enum het_status het_sched_run_timed(het_sched *s, int d, struct het_tensor *const *nodes, int n, double *us,
+                                    het_error *err)
+{
+    int failed = -1;
+    double t0 = het_now_us();
+    enum het_status st = run(s, d, nodes, n, &failed, err);
+    if (st == HET_OK) st = wait_device(s, d, &failed, err);
+    *us = het_now_us() - t0;
+    return st;
+}

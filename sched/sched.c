@@ -104,6 +104,12 @@ het_sched *het_sched_init(const struct het_sched_params *params, het_error *err)
         het_sched_free(s);
         return NULL;
     }
+    s->online = params->online;
+    if (s->online && het_sched_online_init(s, err) != HET_OK) {
+        het_sched_free(s);
+        return NULL;
+    }
+    s->plan_gen = het_sched_online_generation(s);
     return s;
 }
 
@@ -124,6 +130,7 @@ static void release_scratch(het_sched *s)
 void het_sched_free(het_sched *s)
 {
     if (!s) return;
+    het_sched_online_free(s);
     release_scratch(s);
     if (s->pool)
         for (int i = 0; i < s->n_devices; i++) het_device_unregister_pool(s->devices[i], s->pool);
@@ -337,6 +344,13 @@ static enum het_status get_plan(het_sched *s, const het_graph *g, const struct h
 {
     uint64_t key = mix(graph_key(g), accuracy_key(s->params.accuracy));
     if (!key) key = 1;
+    uint64_t gen = het_sched_online_generation(s);
+    if (gen != s->plan_gen) { /* the histories moved: every cached plan is out of date */
+        s->plan_gen = gen;
+        s->stats.n_replans++;
+        for (int i = 0; i < HET_PLAN_CACHE; i++) s->cache[i].key = 0;
+        het_sched_log(s, "re-planning: node times observed while running moved the cost model");
+    }
     uint32_t set = s->disabled | (s->measure ? 1u << 31 : 0);
     for (int i = 0; i < HET_PLAN_CACHE; i++)
         if (s->cache[i].key == key && s->cache[i].disabled == set) {
@@ -350,6 +364,9 @@ static enum het_status get_plan(het_sched *s, const het_graph *g, const struct h
     enum het_status st = build_plan(s, g, &e->plan, s->params.strict && !s->disabled, err);
     if (st != HET_OK) return st;
     log_fallbacks(s, g, &e->plan);
+    e->n_runs = e->n_missed = e->reprobe = 0;
+    e->last_us = 0;
+    e->explored = false;
     e->key = key;
     e->disabled = set;
     s->cache_next = (s->cache_next + 1) % HET_PLAN_CACHE;
@@ -366,6 +383,22 @@ enum het_status het_sched_plan(het_sched *s, const het_graph *g, const struct he
 
 /* ---------------------------------------------------------------------------
  * compute, with recovery from a failing device                             */
+
+/* Feed the histories after a graph; a failing probe turns learning off, it
+ * never fails the graph (whose results are already complete). */
+static void learn(het_sched *s, const het_graph *g, const struct het_plan *plan)
+{
+    struct het_plan_cache_entry *e = NULL;
+    for (int i = 0; i < HET_PLAN_CACHE && !e; i++)
+        if (&s->cache[i].plan == plan) e = &s->cache[i];
+    if (!e) return;
+    het_error err = { 0 };
+    if (het_sched_online_after(s, g, e, s->stats.last_measured_us, &err) != HET_OK) {
+        s->online = false;
+        het_sched_log(s, "learning node times stopped: %s", err.msg);
+    }
+    (void)het_sched_host_window(s, true, NULL); /* the caller reads the outputs next */
+}
 
 static int n_enabled(const het_sched *s)
 {
@@ -391,7 +424,10 @@ enum het_status het_sched_compute(het_sched *s, het_graph *g, het_error *err)
         s->last_graph = g;
         if (s->dry_run) return HET_OK;
         int failed = -1;
+        double t0 = het_now_us();
         st = het_sched_execute(s, g, plan, &failed, err);
+        s->stats.last_measured_us = het_now_us() - t0;
+        if (st == HET_OK && s->online && !s->measure) learn(s, g, plan);
         if (st == HET_OK || failed < 0) return st;
         s->stats.n_device_failures++;
         het_sched_drain(s);

@@ -16,6 +16,12 @@ struct het_plan_cache_entry {
     uint64_t        key;        /* graph shape hash (0: empty)         */
     uint32_t        disabled;   /* device set the plan was made for    */
     struct het_plan plan;
+    /* online correction (online.c), reset when the entry gets a new plan */
+    int             n_runs;     /* graphs run with it                  */
+    double          last_us;    /* measured wall time of the last one  */
+    int             n_missed;   /* consecutive misses of the prediction */
+    int             reprobe;    /* graphs left of probing after a miss  */
+    bool            explored;   /* every key of it has been observed    */
 };
 
 /* memory a device may still be reading or writing (overlap executor) */
@@ -51,6 +57,13 @@ struct het_sched {
     bool                 pending[HET_MAX_DEVICES];
 
     struct het_sched_stats stats;
+
+    /* online correction (online.c) */
+    bool                 online;         /* params.online, until a probe fails      */
+    uint64_t             plan_gen;       /* profile generations the cached plans saw */
+    uint64_t             n_online_graphs;
+    void                *probe_buf;      /* output of probed nodes, registered      */
+    size_t               probe_size;
 };
 
 void het_sched_log(het_sched *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -68,5 +81,17 @@ enum het_status het_sched_execute(het_sched *s, het_graph *g, const struct het_p
 /* Wait for every device with work in flight; errors are ignored (recovery). */
 void            het_sched_drain(het_sched *s);
 void            het_sched_exec_free(het_sched *s);
+/* Run nodes[0..n) on device d as one split and wait; *us: its wall time. */
+enum het_status het_sched_run_timed(het_sched *s, int d, struct het_tensor *const *nodes, int n, double *us,
+                                    het_error *err);
+
+/* online.c: learn into owned copies of the profiles; after each graph, feed
+ * the history models (probes) and count misses; the profiles' summed
+ * generation, which the plan cache compares with plan_gen. */
+enum het_status het_sched_online_init(het_sched *s, het_error *err);
+enum het_status het_sched_online_after(het_sched *s, const het_graph *g, struct het_plan_cache_entry *e,
+                                       double measured_us, het_error *err);
+uint64_t        het_sched_online_generation(const het_sched *s);
+void            het_sched_online_free(het_sched *s);
 
 #endif /* HET_SCHED_IMPL_H */

@@ -4,8 +4,11 @@
  * type), store it in the profile cache, measure the hand-offs between the
  * devices, and print the models, the crossovers and (--ops) the achieved
  * rates beside the roofline. A cached profile of the same device and het
- * version is reused unless --recalibrate. The emulated NPU is never timed:
- * its profile comes from the NPU cost model.
+ * version is reused unless --recalibrate; with -m it is extended by what
+ * that model needs and lacks, and only that is measured. A calibration
+ * whose samples stayed noisy (a busy machine) is not cached, unless
+ * --accept-noisy. The emulated NPU is never timed: its profile comes from
+ * the NPU cost model.
  */
 #include "tools/hetrun.h"
 #include "tools/hr_profile.h"
@@ -15,7 +18,7 @@
 
 #include "het/npu.h"
 
-#define CAL_FLAGS "-t --device --devices --json -v --quick --recalibrate --types --ops"
+#define CAL_FLAGS "-m -t --device --devices --json -v --quick --recalibrate --types --ops --accept-noisy"
 
 static bool parse_types(const char *list, uint32_t *mask)
 {
@@ -24,6 +27,11 @@ static bool parse_types(const char *list, uint32_t *mask)
     *mask = 0;
     char *save = NULL;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(t, "all")) {
+            for (int k = 0; k < HET_TYPE_COUNT; k++)
+                if (het_type_get_traits((enum het_type)k)->can_compute) *mask |= 1u << k;
+            continue;
+        }
         enum het_type ty = het_type_from_name(t);
         if (ty == HET_TYPE_COUNT) {
             fprintf(stderr, "hetrun calibrate: --types: unknown type '%s'\n", t);
@@ -64,24 +72,32 @@ static het_profile *calibrate_one(het_device *dev, const struct hr_plan_opts *po
     if (het_npu_is_npu(dev))
         return het_profile_from_npu(het_npu_get_profile(dev), het_device_name(dev), het_device_description(dev),
                                     &err);
-    if (!po->recalibrate) {
-        het_profile *p = het_profile_cache_load(dev, &err);
-        if (p) {
-            fprintf(stderr, "%s: profile up to date (--recalibrate to measure again)\n", het_device_name(dev));
-            return p;
-        }
+    het_profile *cached = po->recalibrate ? NULL : het_profile_cache_load(dev, &err);
+    if (cached && (!po->needs || het_profile_covers(cached, po->needs))) {
+        fprintf(stderr, "%s: profile up to date (--recalibrate to measure again)\n", het_device_name(dev));
+        return cached;
     }
     char prefix[64];
     snprintf(prefix, sizeof prefix, "calibrating %s", het_device_name(dev));
+    struct hr_progress pr;
+    hr_progress_init(&pr, prefix);
+    struct het_calibrate_report rep;
     struct het_calibrate_params cp = { .quick = po->quick, .types_mask = types, .progress = hr_progress,
-                                       .progress_user = prefix };
+                                       .progress_user = &pr, .needs = po->needs, .base = cached, .report = &rep };
     double t0 = hr_now_ms();
     het_profile *p = het_calibrate_device(dev, &cp, &err);
+    het_profile_free(cached);
     if (!p) {
         fprintf(stderr, "hetrun calibrate: %s\n", err.msg);
         return NULL;
     }
-    fprintf(stderr, "%s: calibrated in %.1f s\n", het_device_name(dev), (hr_now_ms() - t0) / 1e3);
+    fprintf(stderr, "%s: calibrated in %.1f s: %d samples, %d measured again, %d still disturbed, %d outliers dropped%s\n",
+            het_device_name(dev), (hr_now_ms() - t0) / 1e3, rep.n_samples, rep.n_remeasured, rep.n_noisy,
+            rep.n_outliers, rep.n_reused ? " (extending the cached profile)" : "");
+    if (het_profile_noisy(p) && po->accept_noisy) {
+        fprintf(stderr, "%s: %s; cached anyway (--accept-noisy)\n", het_device_name(dev), het_profile_noisy(p));
+        het_profile_set_noisy(p, NULL);
+    }
     if (het_profile_cache_store(p, &err) != HET_OK) fprintf(stderr, "hetrun calibrate: %s\n", err.msg);
     *fresh = true;
     return p;
@@ -101,7 +117,7 @@ static void handoffs(het_device **devs, het_profile **prof, const bool *fresh, i
             else changed = true;
         }
         het_error err = { 0 };
-        if (changed && het_profile_cache_store(prof[a], &err) != HET_OK)
+        if (changed && !het_profile_noisy(prof[a]) && het_profile_cache_store(prof[a], &err) != HET_OK)
             fprintf(stderr, "hetrun calibrate: %s\n", err.msg);
     }
 }
@@ -125,7 +141,9 @@ static void print_text(het_profile **prof, int n, bool ops)
         else hr_print_profile(stdout, prof[i]);
         char path[4096];
         het_error err = { 0 };
-        if (het_profile_is_measured(prof[i]) &&
+        if (het_profile_noisy(prof[i]))
+            printf("  not cached: %s\n", het_profile_noisy(prof[i]));
+        else if (het_profile_is_measured(prof[i]) &&
             het_profile_cache_path(het_profile_device_name(prof[i]), het_profile_device_desc(prof[i]), path,
                                    sizeof path, &err) == HET_OK)
             printf("  stored in %s\n", path);
@@ -138,13 +156,34 @@ static void print_text(het_profile **prof, int n, bool ops)
     }
 }
 
+/* -m MODEL: calibrate what that model needs (else a generic set) */
+static bool model_needs(int argc, char **argv, const struct hr_opts *o, struct het_calibrate_needs *needs)
+{
+    bool given = false;
+    for (int i = 1; i < argc; i++) given |= !strcmp(argv[i], "-m");
+    if (!given) return true;
+    het_error err = { 0 };
+    het_model *m = het_model_load(o->model, &err);
+    if (!m) {
+        hr_error(o, "%s", err.msg);
+        return false;
+    }
+    het_calibrate_needs_of_model(m, needs);
+    het_model_free(m);
+    return true;
+}
+
 int cmd_calibrate(int argc, char **argv)
 {
     struct hr_opts o;
     if (!hr_parse(&o, "calibrate", CAL_FLAGS, argc, argv)) return 2;
-    const struct hr_plan_opts po = o.plan;
+    struct hr_plan_opts po = o.plan;
     uint32_t types = 0;
     if (po.types && !parse_types(po.types, &types)) return 2;
+    struct het_calibrate_needs needs;
+    needs.n_shapes = -1;
+    if (!model_needs(argc, argv, &o, &needs)) return 1;
+    if (needs.n_shapes >= 0) po.needs = &needs;
     het_device *devs[8];
     het_profile *prof[8] = { NULL };
     bool fresh[8] = { false };

@@ -341,6 +341,30 @@ static void why(const struct planrun *r, int i, char *buf, size_t size)
         snprintf(buf + o, size > o ? size - o : 0, "; +%.1f split/hand-off", pn->enter_us);
 }
 
+/* What node i's prediction on its device rests on: the calibration's
+ * samples, the observations of its bucket, the factor they apply. */
+static void rests_on(const struct planrun *r, int i, struct het_history_stat *hs, int *n_samples)
+{
+    const struct het_plan_node *pn = &r->plan.nodes[i];
+    struct het_op_cost oc;
+    het_op_cost_of(het_graph_node(r->g, i), &oc);
+    const het_profile *p = r->prof[pn->device];
+    het_profile_history_of(p, &oc, hs);
+    *n_samples = 0;
+    if (oc.cls != HET_OPCLASS_NONE) het_profile_samples(p, oc.cls, oc.wtype, n_samples);
+}
+
+static void rests_on_text(const struct planrun *r, int i, char *buf, size_t size)
+{
+    struct het_history_stat hs;
+    int ns = 0;
+    rests_on(r, i, &hs, &ns);
+    size_t o = (size_t)snprintf(buf, size, "%d", ns);
+    if (hs.n_obs > 0) o += (size_t)snprintf(buf + o, size > o ? size - o : 0, " | %.1f/%d", hs.observed_us, hs.n_obs);
+    if (hs.factor != 1.0)
+        snprintf(buf + o, size > o ? size - o : 0, " x%.2g%s", hs.factor, hs.borrowed ? "~" : "");
+}
+
 static void print_header(const struct planrun *r)
 {
     const struct het_model_config *c = het_model_get_config(r->s.model);
@@ -349,25 +373,38 @@ static void print_header(const struct planrun *r)
     printf("  %d token%s at position %d; policy %s, method %s, planned in %.3f ms; %d nodes, %d splits\n", r->n_tok,
            r->n_tok == 1 ? "" : "s", r->past, r->o.policy ? r->o.policy : "fastest", r->plan.method,
            r->plan_us / 1e3, r->plan.n_nodes, r->plan.n_splits);
-    for (int d = 0; d < r->n_dev; d++)
+    for (int d = 0; d < r->n_dev; d++) {
         printf("  device %-8s %s%s\n           %s\n", r->names[d], d >= r->n_real ? "(simulated) " : "",
                het_profile_label(r->prof[d]), het_profile_device_desc(r->prof[d]));
+        int nh = het_profile_n_history(r->prof[d]), applied = 0;
+        for (int i = 0; i < nh; i++) {
+            struct het_history_info hi;
+            het_profile_history_at(r->prof[d], i, &hi);
+            applied += !isnan(hi.applied) && hi.applied != 1.0;
+        }
+        if (nh)
+            printf("           learned while running: %llu observations in %d shape buckets, %d correcting the fit\n",
+                   (unsigned long long)het_profile_n_observations(r->prof[d]), nh, applied);
+    }
 }
 
 static void print_nodes(const struct planrun *r)
 {
-    printf("%5s  %-24s %-9s %-5s %-8s %10s %10s  %s\n", "#", "node", "op", "type", "device", "pred us",
-           r->meas ? "meas us" : "", "why (predicted us per device, * = chosen)");
+    printf("%5s  %-24s %-9s %-5s %-8s %10s %10s %-22s %s\n", "#", "node", "op", "type", "device", "pred us",
+           r->meas ? "meas us" : "", "rests on", "why (predicted us per device, * = chosen)");
     for (int i = 0; i < r->plan.n_nodes; i++) {
         const struct het_tensor *t = het_graph_node(r->g, i);
         const struct het_plan_node *pn = &r->plan.nodes[i];
-        char name[64], w[512], meas[32] = "";
+        char name[64], w[512], meas[32] = "", ro[64];
         if (r->meas) snprintf(meas, sizeof meas, "%.1f", r->meas[i]);
         why(r, i, w, sizeof w);
-        printf("%5d  %-24.24s %-9s %-5s %-8s %9.1f%s %10s  %s\n", i, node_label(t, name, sizeof name),
+        rests_on_text(r, i, ro, sizeof ro);
+        printf("%5d  %-24.24s %-9s %-5s %-8s %9.1f%s %10s %-22s %s\n", i, node_label(t, name, sizeof name),
                het_op_name(t->op), t->src[0] ? het_type_name(t->src[0]->type) : "-", r->names[pn->device],
-               pn->pred_us, (pn->flags & HET_PLAN_UNMEASURED) ? "~" : " ", meas, w);
+               pn->pred_us, (pn->flags & HET_PLAN_UNMEASURED) ? "~" : " ", meas, ro, w);
     }
+    printf("rests on: calibration samples of the node's model | observed us while running / observations of its\n"
+           "          bucket; xF: the learned factor applied to the calibrated prediction (~: from a nearby bucket)\n");
 }
 
 static void print_layers(const struct planrun *r)
@@ -455,6 +492,16 @@ static void json_node(const struct planrun *r, int i)
     hr_json_num(pn->enter_us, "%.3f");
     printf(",\"measured_us\":");
     hr_json_num(r->meas ? r->meas[i] : NAN, "%.3f");
+    struct het_history_stat hs;
+    int ns = 0;
+    rests_on(r, i, &hs, &ns);
+    printf(",\"fit_us\":");
+    hr_json_num(hs.fit_us, "%.3f");
+    printf(",\"fit_samples\":%d,\"observed_us\":", ns);
+    hr_json_num(hs.observed_us, "%.3f");
+    printf(",\"n_obs\":%d,\"learned_factor\":", hs.n_obs);
+    hr_json_num(hs.factor, "%.4g");
+    printf(",\"factor_obs\":%d", hs.n_applied);
     printf(",\"unmeasured\":%s,\"pinned\":%s,\"fallback\":%s,\"accuracy_kept\":%s,\"kl\":",
            (pn->flags & HET_PLAN_UNMEASURED) ? "true" : "false", (pn->flags & HET_PLAN_PINNED) ? "true" : "false",
            (pn->flags & HET_PLAN_FALLBACK) ? "true" : "false", (pn->flags & HET_PLAN_ACCURACY) ? "true" : "false");

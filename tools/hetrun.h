@@ -95,6 +95,7 @@ struct hr_session {
     uint32_t     seen[64];     /* hashes of log lines already shown           */
     int          n_seen;
     uint64_t     fallback_lines;
+    struct hr_progress cal_progress; /* of a first-use calibration            */
 };
 /* Open the session the flags describe; prints one error line on failure.
  * need_ctx: open a context (n_ctx tokens, serve: --parallel sequences). */

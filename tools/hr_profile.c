@@ -6,6 +6,7 @@
  * calibrate and bench.
  */
 #include "tools/hr_profile.h"
+#include "tools/hetrun.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -18,14 +19,30 @@
  * flags                                                                     */
 
 
+void hr_progress_init(struct hr_progress *p, const char *prefix)
+{
+    p->prefix = prefix;
+    p->last_ms = hr_now_ms();
+    p->tty = isatty(2);
+}
+
+#define HR_PROGRESS_EVERY_MS 5000 /* plain lines when stderr is not a terminal */
+
 void hr_progress(void *user, double fraction, const char *what)
 {
-    const char *prefix = user ? user : "";
+    struct hr_progress *p = user;
+    if (!p->tty) {
+        double now = hr_now_ms();
+        if (fraction < 1 && now - p->last_ms < HR_PROGRESS_EVERY_MS) return;
+        p->last_ms = now;
+        fprintf(stderr, "%s: %3.0f%% %s\n", p->prefix, 100 * fraction, fraction >= 1 ? "done" : what ? what : "");
+        return;
+    }
     int width = 30, fill = (int)(fraction * width + 0.5);
     char bar[64];
     for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
     bar[width] = 0;
-    fprintf(stderr, "\r%s [%s] %3.0f%% %-40.40s", prefix, bar, 100 * fraction, what ? what : "");
+    fprintf(stderr, "\r%s [%s] %3.0f%% %-40.40s", p->prefix, bar, 100 * fraction, what ? what : "");
     if (fraction >= 1) fputc('\n', stderr);
     fflush(stderr);
 }
@@ -39,24 +56,21 @@ static void log_line(void *user, const char *line)
     fprintf(stderr, "het: %s\n", line);
 }
 
-static void progress(void *user, double fraction, const char *what)
-{
-    (void)user;
-    hr_progress("calibrating", fraction, what);
-}
-
-static struct het_profiles_params profiles_params(const struct hr_plan_opts *po)
+/* pr: the progress state (also the log's user, which ignores it) */
+static struct het_profiles_params profiles_params(const struct hr_plan_opts *po, struct hr_progress *pr)
 {
     const char *env = getenv("HET_CALIBRATE");
+    hr_progress_init(pr, "calibrating");
     return (struct het_profiles_params){
         .files = po->profile, .recalibrate = po->recalibrate, .no_calibration = env && !strcmp(env, "0"),
-        .log = log_line, .progress = progress,
+        .log = log_line, .progress = hr_progress, .user = pr, .needs = po->needs, .accept_noisy = po->accept_noisy,
     };
 }
 
 bool hr_profiles_for(het_device *const *devs, int n, const struct hr_plan_opts *po, het_profile **out)
 {
-    struct het_profiles_params p = profiles_params(po);
+    struct hr_progress pr;
+    struct het_profiles_params p = profiles_params(po, &pr);
     het_error err = { 0 };
     if (het_profiles_acquire(devs, n, &p, out, &err) != HET_OK) {
         fprintf(stderr, "hetrun: --profile: %s\n", err.msg);
@@ -67,7 +81,8 @@ bool hr_profiles_for(het_device *const *devs, int n, const struct hr_plan_opts *
 
 int hr_profiles_extra(const struct hr_plan_opts *po, het_device *const *devs, int n, het_profile **out, int max)
 {
-    struct het_profiles_params p = profiles_params(po);
+    struct hr_progress pr;
+    struct het_profiles_params p = profiles_params(po, &pr);
     het_error err = { 0 };
     int k = 0;
     if (het_profiles_extra(&p, devs, n, out, max, &k, &err) != HET_OK) return 0; /* reported by hr_profiles_for */

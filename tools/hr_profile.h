@@ -32,11 +32,20 @@ struct hr_plan_opts {
     const char *accuracy_budget; /* --accuracy-budget KL: cap lossy devices (NULL: none) */
     double      budget_kl;    /* its value, parsed by hr_parse (NAN: none)        */
     const char *sensitivity;  /* --sensitivity FILE|measure|estimate: KL per node group */
+    bool        accept_noisy; /* --accept-noisy: cache a calibration even when it stayed noisy */
+    const struct het_calibrate_needs *needs; /* (set by calibrate -m) calibrate for this model */
 };
 
 
 
-/* Progress bar on stderr (user: const char * prefix). */
+/* Progress on stderr (user: struct hr_progress *): a line updated in place
+ * on a terminal, else a plain line every few seconds and at the end. */
+struct hr_progress {
+    const char *prefix;
+    double      last_ms;     /* when the last plain line was printed */
+    bool        tty;
+};
+void hr_progress_init(struct hr_progress *p, const char *prefix);
 void hr_progress(void *user, double fraction, const char *what);
 
 /* One profile per device into out[] (owned by the caller), as the library's

@@ -87,7 +87,8 @@ static const struct flag flags[] = {
     { "--recalibrate",  K_BOOL,  F(plan.recalibrate), 0, 0, "measure again even if a profile is cached" },
     { "--ops",          K_BOOL,  F(plan.ops),    0, 0,   "per op class: achieved GB/s and GFLOP/s beside the roofline" },
     { "--plot",         K_STR,   F(plan.plot),   0, 0,   "write measured-vs-model PNG curves into this folder (gnuplot)" },
-    { "--types",        K_STR,   F(plan.types),  0, 0,   "calibrate: matmul weight types, e.g. q4_0,q8_0,f16" },
+    { "--types",        K_STR,   F(plan.types),  0, 0,   "calibrate: matmul weight types, e.g. q4_0,q8_0,f16, or all (default: f32,f16,q8_0,q4_0,q4_K,q6_K)" },
+    { "--accept-noisy", K_BOOL,  F(plan.accept_noisy), 0, 0, "calibrate: cache the profile even when its samples stayed noisy (busy machine)" },
     { "--accuracy",     K_BOOL,  F(plan.accuracy), 0, 0, "plan: evaluate a text (-p/-f, default a built-in one) on the CPU alone and"
                                                          " with the plan: per-position top-1 agreement, KL(p_cpu || p_plan)" },
     { "--accuracy-budget", K_STR, F(plan.accuracy_budget), 0, 0, "KL: keep lossy devices (the NPU: int8 activations) to node groups whose"

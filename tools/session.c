@@ -23,8 +23,8 @@ static void log_line(void *user, const char *line)
 
 static void calibration_progress(void *user, double fraction, const char *what)
 {
-    (void)user;
-    hr_progress("calibrating", fraction, what);
+    struct hr_session *s = user;
+    hr_progress(&s->cal_progress, fraction, what);
 }
 
 bool hr_session_params(const struct hr_opts *o, struct het_session_params *p)
@@ -83,6 +83,7 @@ bool hr_session_open(struct hr_session *s, const struct hr_opts *o, bool need_ct
     p.log = log_line;
     p.progress = calibration_progress;
     p.user = s;
+    hr_progress_init(&s->cal_progress, "calibrating");
     het_error err = { 0 };
     s->hs = het_session_open(&p, &err);
     if (!s->hs) {

@@ -180,6 +180,64 @@ double het_profile_predict_roofline(const het_profile *p, const struct het_op_co
 bool   het_profile_has_model(const het_profile *p, const struct het_tensor *node);
 
 /* ---------------------------------------------------------------------------
+ * Learning while used (policy/history.c): history models, StarPU-style.
+ * The scheduler times nodes on the devices (sched/online.c) and records
+ * each time here; per (op class, weight type, shape bucket) the profile
+ * keeps the last HET_HISTORY_RING ratios observed / fitted and applies a low
+ * quantile of them to its predictions once HET_HISTORY_MIN_OBS are in. The
+ * generation changes whenever an applied ratio moves by more than
+ * HET_HISTORY_MARGIN (then plans made from the profile are out of date).
+ * Histories are saved with the profile.                                     */
+
+#define HET_HISTORY_RING    8
+#define HET_HISTORY_MIN_OBS 2
+#define HET_HISTORY_MARGIN  0.3
+
+/* The history bucket of a cost (class, type, rows and work bucketed): equal
+ * values share one history model. */
+uint32_t        het_op_cost_bucket(const struct het_op_cost *cost);
+/* Record that a node costing cost took us µs on this device. */
+enum het_status het_profile_observe(het_profile *p, const struct het_op_cost *cost, double us, het_error *err);
+/* The learned factor applied to cost's prediction (1: none). */
+double          het_profile_history_factor(const het_profile *p, const struct het_op_cost *cost);
+
+/* What a prediction of cost rests on. */
+struct het_history_stat {
+    double   fit_us;       /* the calibrated fit's (or roofline's) prediction           */
+    double   observed_us;  /* its own bucket's estimate from observations (NAN: none)   */
+    int      n_obs;        /* observations in its own bucket                            */
+    double   factor;       /* factor applied to fit_us (1: none)                         */
+    int      n_applied;    /* observations behind the applied factor                     */
+    bool     borrowed;     /* the factor comes from a neighbouring bucket                */
+    uint64_t serial;       /* when its bucket was last observed (0: never)               */
+};
+void     het_profile_history_of(const het_profile *p, const struct het_op_cost *cost, struct het_history_stat *out);
+uint64_t het_profile_generation(const het_profile *p);
+uint64_t het_profile_n_observations(const het_profile *p);
+
+/* Enumerate the history models. */
+struct het_history_info {
+    enum het_op_class cls;
+    enum het_type     wtype;
+    int               m_lo, m_hi;     /* rows covered                              */
+    int               size_log4;      /* work bucket: ~4^size_log4 bytes            */
+    int               n_obs;
+    double            estimate;       /* current low quantile of observed/fitted    */
+    double            applied;        /* the factor in use (NAN: none yet)          */
+};
+int  het_profile_n_history(const het_profile *p);
+bool het_profile_history_at(const het_profile *p, int i, struct het_history_info *out);
+
+/* ---------------------------------------------------------------------------
+ * Calibration quality                                                       */
+
+/* Why calibration distrusts this profile (NULL: it does not): samples that
+ * stayed noisy after re-measuring. het_profile_cache_store refuses such a
+ * profile (HET_ERR_INVALID, with this text). */
+const char *het_profile_noisy(const het_profile *p);
+void        het_profile_set_noisy(het_profile *p, const char *why);   /* NULL or "": clean */
+
+/* ---------------------------------------------------------------------------
  * Hand-offs                                                                 */
 
 enum het_status het_profile_set_handoff(het_profile *p, const struct het_handoff *h, het_error *err);
@@ -211,7 +269,8 @@ enum het_status het_profile_cache_path(const char *dev_name, const char *dev_des
 /* Load the cached profile of dev if it matches (device and het version):
  * NULL with err->status HET_ERR_IO when there is none or it is stale. */
 het_profile    *het_profile_cache_load(const het_device *dev, het_error *err);
-/* Store p in the cache (creating the folders). */
+/* Store p in the cache (creating the folders). A profile calibration marked
+ * noisy (het_profile_noisy) is refused: HET_ERR_INVALID naming why. */
 enum het_status het_profile_cache_store(const het_profile *p, het_error *err);
 
 /* An NPU's profile from its cost-model parameters (policy/profile_npu.c):
@@ -225,18 +284,65 @@ het_profile *het_profile_from_npu(const struct het_npu_profile *np, const char *
  * Calibration (policy/calibrate.c): microbenchmarks through the device
  * vtable, exactly as the scheduler runs splits.                             */
 
+/* What a model needs measured: its matmul weights and widths. */
+#define HET_CALIBRATE_MAX_SHAPES 12
+struct het_calibrate_shape {
+    enum het_type type;
+    int64_t       k, n;        /* row length, rows (the weight is n x k)                 */
+    bool          output;      /* the vocabulary projection: decode-only (M = 1 .. 4)   */
+};
+struct het_calibrate_needs {
+    int      n_shapes;
+    struct het_calibrate_shape shapes[HET_CALIBRATE_MAX_SHAPES];
+    int      row_width;        /* elements per row of norms and element-wise ops (n_embd) */
+    int      head_dim, n_head, n_head_kv;
+    int      max_rows;         /* largest batch the planner will see (prefill); 0: 512   */
+};
+struct het_model;
+/* What planning the model needs: its distinct weight matrices (by type and
+ * shape), its widths and heads. */
+void het_calibrate_needs_of_model(const struct het_model *m, struct het_calibrate_needs *out);
+/* Does p have a model for every op class and samples of every needed
+ * matmul shape? (else calibrate with params.base = p to add the rest) */
+bool het_profile_covers(const het_profile *p, const struct het_calibrate_needs *needs);
+
 struct het_calibrate_params {
     bool     quick;         /* fewer types, shapes and repetitions (~seconds)       */
     uint32_t types_mask;    /* (optional) matmul weight types, bit = enum het_type;
-                               0 = a default set (quick) or every supported type   */
+                               0 = f32, f16, q8_0, q4_0, q4_K, q6_K (with needs: the
+                               model's own)                                         */
     double   max_node_ms;   /* stop a sweep once one node takes longer (0: 30/200)  */
     /* (optional) progress: fraction in [0,1] and what is being measured */
     void   (*progress)(void *user, double fraction, const char *what);
     void    *progress_user;
+    /* (optional) measure only what planning this model needs (its weight
+     * types and shapes, widths, heads) instead of a generic set */
+    const struct het_calibrate_needs *needs;
+    /* (optional) a profile of this device to extend: what it already has
+     * (models per class and type, matmul shapes, split overhead) is kept and
+     * not measured again */
+    const het_profile *base;
+    /* (optional, out) how the measurement went */
+    struct het_calibrate_report *report;
+};
+
+struct het_calibrate_report {
+    int  n_samples;        /* samples kept                                                  */
+    int  n_remeasured;     /* measurements repeated: disturbed, or off their neighbours' trend */
+    int  n_noisy;          /* samples still disturbed after re-measuring (kept, counted)    */
+    int  n_outliers;       /* samples still off the trend after re-measuring (dropped)      */
+    int  n_reused;         /* models taken from params.base                                 */
+    bool noisy;            /* the profile is marked noisy (het_profile_noisy): not cached   */
 };
 
 /* Calibrate dev into a new profile. Emulated devices are refused
- * (HET_ERR_UNSUPPORTED): their timings would be the host's, not the device's. */
+ * (HET_ERR_UNSUPPORTED): their timings would be the host's, not the device's.
+ * Robust against other work on the machine: repetitions that were delayed
+ * are dropped and re-run, a measurement with too few undisturbed
+ * repetitions or off the trend of its neighbours in a sweep (a norm over 16
+ * rows taking 1000x one over 4) is measured again, and what stays noisy is
+ * counted: past a tenth of the samples (or a third of one model's), the
+ * profile is marked noisy (het_profile_noisy) and the cache refuses it. */
 het_profile    *het_calibrate_device(het_device *dev, const struct het_calibrate_params *params, het_error *err);
 /* Measure the hand-off from `from` to `to` and record it in `from_profile`. */
 enum het_status het_calibrate_handoff(het_device *from, het_device *to, het_profile *from_profile,
@@ -251,6 +357,11 @@ struct het_profiles_params {
                                     "default": the unmeasured defaults; NULL: none  */
     bool        recalibrate;     /* ignore cached profiles                          */
     bool        no_calibration;  /* never calibrate: unmeasured defaults instead    */
+    /* (optional) what the model at hand needs: a first-use calibration
+     * measures only that, and a cached profile lacking part of it is
+     * extended (het_profile_covers) */
+    const struct het_calibrate_needs *needs;
+    bool        accept_noisy;    /* cache a calibration that stayed noisy anyway    */
     /* (optional) one line per notice (a calibration starting, a hand-off being
      * measured, a profile that could not be stored) */
     void      (*log)(void *user, const char *line);
@@ -260,9 +371,11 @@ struct het_profiles_params {
 
 /* One profile per device into out[n] (owned by the caller), in this order: a
  * --profile file entry with the device's name; the NPU's cost model; the
- * cache (unless recalibrate); the unmeasured default when files is
- * "default" or no_calibration; else a quick calibration now, stored in the
- * cache (when it fails: the unmeasured default, with a notice). Hand-offs
+ * cache (unless recalibrate) when it covers needs; the cached or unmeasured
+ * default profile when files is "default" or no_calibration; else a quick
+ * calibration now of what needs asks (extending the cached profile), stored
+ * in the cache unless it stayed noisy (then used as it is, with a notice;
+ * when it fails: the cached or unmeasured default, with a notice). Hand-offs
  * between measured devices are measured when missing or when either side
  * is new (not with files), and stored. */
 enum het_status het_profiles_acquire(het_device *const *devs, int n, const struct het_profiles_params *p,

@@ -82,7 +82,18 @@ struct het_sched_params {
      * owned: it and its sensitivity table must outlive the scheduler (or the
      * next het_sched_set_accuracy). */
     const struct het_plan_accuracy *accuracy;
+    /* learn while running (sched/online.c): time nodes alone on the devices
+     * after a graph (a bounded share of its time), feed the profiles' history
+     * models and re-plan when they move or a plan keeps missing its
+     * prediction by more than HET_SCHED_REPLAN_MARGIN. The scheduler learns
+     * into its own copies of the profiles: het_sched_profile returns them,
+     * to be saved (het_profile_cache_store) when the run ends. */
+    bool                 online;
 };
+
+/* A plan whose measured time is off its prediction by more than this
+ * factor (1 + margin, either way) several graphs in a row is re-examined. */
+#define HET_SCHED_REPLAN_MARGIN 0.5
 
 het_sched *het_sched_init(const struct het_sched_params *params, het_error *err);
 void       het_sched_free(het_sched *s);   /* NULL is a no-op; does not free devices */
@@ -141,6 +152,11 @@ struct het_sched_stats {
     uint64_t n_accuracy_kept;      /* nodes run off lossy devices by the accuracy budget (summed) */
     int      last_n_kept;          /* of the last graph run                     */
     double   last_pred_kl;         /* predicted KL per position of the last graph (NAN: no accuracy given) */
+    uint64_t n_probes;             /* nodes timed alone for the history models (online) */
+    uint64_t n_probes_disturbed;   /* of which preempted every time: not learned        */
+    uint64_t n_replans;            /* plan caches dropped because the histories moved  */
+    uint64_t n_plan_misses;        /* plans that kept missing their prediction          */
+    double   last_measured_us;     /* wall time of the last graph's execution (online)  */
 };
 void het_sched_get_stats(const het_sched *s, struct het_sched_stats *out);
 int         het_sched_n_devices(const het_sched *s);
