@@ -272,7 +272,8 @@ enum het_status het_sched_online_after(het_sched *s, const het_graph *g, struct 
     const double budget = fmax(ONLINE_BUDGET * measured_us, refresh ? 0 : ONLINE_FLOOR_US), t0 = het_now_us();
     for (int turn = 0;; turn++) {
         if (turn > 0 && (refresh || het_now_us() - t0 > budget)) break;
-        int k = pick(c, n, done, turn, refresh);
+        /* rejected keys first on odd graphs, chosen ones first on even graphs */
+        int k = pick(c, n, done, turn + (int)(s->n_online_graphs % 2), refresh);
         if (k < 0) break;
         const struct het_tensor *node = het_graph_node(g, c[k].node);
         /* a key short of observations gets them in one go, budget allowing */
