@@ -21,7 +21,7 @@
  * plus, on A, a real-size matrix larger than maxStorageBufferRange.
  *
  * Tolerances (per element: |got - ref| <= atol + rtol*|ref|, or NMSE):
- *   add/mul/scale/swiglu/silu/cont/cpy to F32 : atol 1e-6, rtol 1e-5
+ *   add/mul/div/scale/swiglu/silu/sigmoid/cont/cpy to F32 : atol 1e-6, rtol 1e-5
  *   cpy/cont to F16                           : rtol 1e-3 (one F16 ulp)
  *   rms_norm                                  : atol 1e-5, rtol 1e-4
  *   softmax (a fully masked row gives zeros)  : atol 1e-6, rtol 1e-4
@@ -410,6 +410,11 @@ static void test_binary(struct env *e, enum het_op op, enum het_type tb, bool in
                                                : t_new_pad(e, tb, 37, 1, 3, 1, 8); /* broadcast over 1, 3 */
     t_fill(a, 1.0f);
     t_fill(b, 1.0f);
+    if (op == HET_OP_DIV) /* divisors away from zero: 1 <= |b| */
+        FOR_EACH(b, i0, i1, i2, i3) {
+            float y = t_get(b, i0, i1, i2, i3);
+            t_set(b, i0, i1, i2, i3, y < 0 ? y - 1.0f : y + 1.0f);
+        }
     struct het_tensor *d;
     if (in_place) {
         d = t_view(e, a, a->ne, a->nb, 0, true);
@@ -424,10 +429,11 @@ static void test_binary(struct env *e, enum het_op op, enum het_type tb, bool in
     FOR_EACH(a, i0, i1, i2, i3) {
         float x = t_get(a, i0, i1, i2, i3);
         float y = t_get(b, i0 % b->ne[0], i1 % b->ne[1], i2 % b->ne[2], i3 % b->ne[3]);
-        ref[k++] = op == HET_OP_ADD ? x + y : op == HET_OP_MUL ? x * y : ref_silu(x) * y;
+        ref[k++] = op == HET_OP_ADD ? x + y : op == HET_OP_MUL ? x * y : op == HET_OP_DIV ? x / y : ref_silu(x) * y;
     }
     char what[96];
-    snprintf(what, sizeof what, "%s src1 %s%s", op == HET_OP_ADD ? "add" : op == HET_OP_MUL ? "mul" : "swiglu",
+    snprintf(what, sizeof what, "%s src1 %s%s",
+             op == HET_OP_ADD ? "add" : op == HET_OP_MUL ? "mul" : op == HET_OP_DIV ? "div" : "swiglu",
              tb == HET_TYPE_F16 ? "f16" : "f32", in_place ? " in-place" : "");
     if (run1(e, d, what)) check_close(e, what, d, ref, 1e-6, 1e-5);
     free(ref);
@@ -446,9 +452,10 @@ static void test_unary(struct env *e, enum het_op op, enum het_type tout)
     size_t k = 0;
     FOR_EACH(a, i0, i1, i2, i3) {
         float x = t_get(a, i0, i1, i2, i3);
-        ref[k++] = op == HET_OP_SCALE ? x * s : ref_silu(x);
+        ref[k++] = op == HET_OP_SCALE ? x * s : op == HET_OP_SIGMOID ? (float)(1.0 / (1.0 + exp(-(double)x))) : ref_silu(x);
     }
-    const char *what = op == HET_OP_SCALE ? (tout == HET_TYPE_F16 ? "scale to f16" : "scale") : "silu";
+    const char *what = op == HET_OP_SCALE ? (tout == HET_TYPE_F16 ? "scale to f16" : "scale")
+                       : op == HET_OP_SIGMOID ? "sigmoid" : "silu";
     if (run1(e, d, what)) check_close(e, what, d, ref, tout == HET_TYPE_F16 ? 1e-4 : 1e-6, tout == HET_TYPE_F16 ? 1e-3 : 1e-5);
     free(ref);
 }
@@ -1110,6 +1117,9 @@ static void run_suite(struct env *e, bool full)
     test_unary(e, HET_OP_SCALE, HET_TYPE_F32);
     test_unary(e, HET_OP_SCALE, HET_TYPE_F16);
     test_unary(e, HET_OP_SILU, HET_TYPE_F32);
+    test_unary(e, HET_OP_SIGMOID, HET_TYPE_F32);
+    test_binary(e, HET_OP_DIV, HET_TYPE_F32, false);
+    test_binary(e, HET_OP_DIV, HET_TYPE_F16, true);
     test_rms_norm(e, 999, false);
     test_rms_norm(e, 5, true);
     test_softmax(e, 10, 3);

@@ -103,7 +103,8 @@ struct pc_eltwise {
 static enum het_status enc_eltwise(struct het_vk_ctx *ctx, struct het_tensor *node, int idx, enum het_vk_kernel k,
                                    het_error *err)
 {
-    const struct het_tensor *a = node->src[0], *b = k <= HET_VK_K_SWIGLU ? node->src[1] : NULL;
+    const bool two = k <= HET_VK_K_SWIGLU || k == HET_VK_K_DIV;
+    const struct het_tensor *a = node->src[0], *b = two ? node->src[1] : NULL;
     struct het_vk_operand oa, ob, od;
     enum het_status st = het_vk_bind_tensor(ctx, a, false, &oa, err);
     if (st == HET_OK && b) st = het_vk_bind_tensor(ctx, b, false, &ob, err);
@@ -338,6 +339,8 @@ enum het_status het_vk_encode_node(struct het_vk_ctx *ctx, struct het_tensor *no
     case HET_OP_SWIGLU:   return enc_eltwise(ctx, node, idx, HET_VK_K_SWIGLU, err);
     case HET_OP_SCALE:    return enc_eltwise(ctx, node, idx, HET_VK_K_SCALE, err);
     case HET_OP_SILU:     return enc_eltwise(ctx, node, idx, HET_VK_K_SILU, err);
+    case HET_OP_DIV:      return enc_eltwise(ctx, node, idx, HET_VK_K_DIV, err);
+    case HET_OP_SIGMOID:  return enc_eltwise(ctx, node, idx, HET_VK_K_SIGMOID, err);
     case HET_OP_CPY:      return enc_copy(ctx, node->src[0], node->src[1], idx, err);
     case HET_OP_CONT:     return enc_copy(ctx, node->src[0], node, idx, err);
     case HET_OP_RMS_NORM: return enc_rms_norm(ctx, node, idx, err);

@@ -54,11 +54,13 @@ bool het_vk_type_is_weight(enum het_type type); /* F32 F16 Q4_0 Q8_0 Q4_K Q6_K *
 
 /* ---- kernels -------------------------------------------------------------- */
 enum het_vk_kernel {
-    HET_VK_K_ADD = 0, /* eltwise.comp, op 0..4 in this order; variant: F16 bits (types) */
+    HET_VK_K_ADD = 0, /* eltwise.comp, op 0..6 in this order; variant: F16 bits (types) */
     HET_VK_K_MUL,
     HET_VK_K_SWIGLU,
     HET_VK_K_SCALE,
     HET_VK_K_SILU,
+    HET_VK_K_DIV,
+    HET_VK_K_SIGMOID,
     HET_VK_K_COPY,        /* variant: F16 bits (types) */
     HET_VK_K_RMS_NORM,
     HET_VK_K_SOFTMAX,

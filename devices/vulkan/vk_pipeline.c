@@ -55,6 +55,8 @@ static const struct kernel_desc kernels[HET_VK_K_COUNT] = {
     [HET_VK_K_SWIGLU]      = { "swiglu",      SPV(eltwise),     { NULL, 0 },         256 },
     [HET_VK_K_SCALE]       = { "scale",       SPV(eltwise),     { NULL, 0 },         256 },
     [HET_VK_K_SILU]        = { "silu",        SPV(eltwise),     { NULL, 0 },         256 },
+    [HET_VK_K_DIV]         = { "div",         SPV(eltwise),     { NULL, 0 },         256 },
+    [HET_VK_K_SIGMOID]     = { "sigmoid",     SPV(eltwise),     { NULL, 0 },         256 },
     [HET_VK_K_COPY]        = { "copy",        SPV(copy),        { NULL, 0 },         256 },
     [HET_VK_K_RMS_NORM]    = { "rms_norm",    SPV(rms_norm),    SPV(rms_norm_sg),    128 },
     [HET_VK_K_SOFTMAX]     = { "softmax",     SPV(softmax),     SPV(softmax_sg),     128 },
@@ -165,7 +167,7 @@ static bool typed(enum het_vk_kernel k)
 
 static uint32_t variant_of(enum het_vk_kernel k, enum het_type type)
 {
-    if (k <= HET_VK_K_SILU) return (uint32_t)(k - HET_VK_K_ADD) + 8u * (uint32_t)type; /* eltwise.comp */
+    if (k <= HET_VK_K_SIGMOID) return (uint32_t)(k - HET_VK_K_ADD) + 8u * (uint32_t)type; /* eltwise.comp */
     return typed(k) ? (uint32_t)type : 0;
 }
 

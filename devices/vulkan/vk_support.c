@@ -185,7 +185,7 @@ static bool supports_softmax(const struct het_vk_ctx *ctx, const struct het_tens
 static bool supports_eltwise(const struct het_vk_ctx *ctx, const struct het_tensor *n)
 {
     const struct het_tensor *a = n->src[0], *b = n->src[1];
-    bool two = n->op == HET_OP_ADD || n->op == HET_OP_MUL || n->op == HET_OP_SWIGLU;
+    bool two = n->op == HET_OP_ADD || n->op == HET_OP_MUL || n->op == HET_OP_SWIGLU || n->op == HET_OP_DIV;
     if (!het_vk_type_is_float(a->type) || !het_vk_type_is_float(n->type)) return false;
     if (!same_shape(a, n) || !fits(ctx, a) || !fits(ctx, n)) return false;
     if (!two) return true;
@@ -209,7 +209,9 @@ bool het_vk_supports(const struct het_vk_ctx *ctx, const struct het_tensor *node
     case HET_OP_MUL:
     case HET_OP_SCALE:
     case HET_OP_SILU:
-    case HET_OP_SWIGLU:   return node->src[0] && supports_eltwise(ctx, node);
+    case HET_OP_SWIGLU:
+    case HET_OP_DIV:
+    case HET_OP_SIGMOID:  return node->src[0] && supports_eltwise(ctx, node);
     case HET_OP_RMS_NORM:
         return node->src[0] && f32(node->src[0]) && f32(node) && same_shape(node->src[0], node) &&
                fits(ctx, node->src[0]) && fits(ctx, node);

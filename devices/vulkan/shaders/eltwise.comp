@@ -1,7 +1,7 @@
 #version 450
-// eltwise.comp — ADD, MUL, SWIGLU (two sources, src1 broadcast by modulo),
-// SCALE and SILU (one source). VARIANT = op + 8 * types: op 0 add, 1 mul,
-// 2 swiglu, 3 scale, 4 silu; types bit0 src0 F16, bit1 src1 F16, bit2 dst
+// eltwise.comp — ADD, MUL, SWIGLU, DIV (two sources, src1 broadcast by
+// modulo), SCALE, SILU and SIGMOID (one source). VARIANT = op + 8 * types:
+// op 0 add, 1 mul, 2 swiglu, 3 scale, 4 silu, 5 div, 6 sigmoid; types bit0 src0 F16, bit1 src1 F16, bit2 dst
 // F16 (else F32) — specialised, so no invocation runs the other type's
 // loads and stores (drivers that mask instead of branching would). One
 // invocation per destination element; any strides. In-place (dst aliasing
@@ -31,13 +31,13 @@ void main()
     uint i2 = r % p.ne2, i3 = r / p.ne2;
     float a = LD_T(s0, (TY & 1u) != 0u, p.a_off + i0 * p.a_nb0 + i1 * p.a_nb1 + i2 * p.a_nb2 + i3 * p.a_nb3);
     float v;
-    if (OP <= 2u) {
+    if (OP <= 2u || OP == 5u) {
         uint bo = p.b_off + (i0 % p.b_ne0) * p.b_nb0 + (i1 % p.b_ne1) * p.b_nb1 +
                   (i2 % p.b_ne2) * p.b_nb2 + (i3 % p.b_ne3) * p.b_nb3;
         float b = LD_T(s1, (TY & 2u) != 0u, bo);
-        v = OP == 0u ? a + b : OP == 1u ? a * b : silu(a) * b;
+        v = OP == 0u ? a + b : OP == 1u ? a * b : OP == 5u ? a / b : silu(a) * b;
     } else {
-        v = OP == 3u ? a * p.param : silu(a);
+        v = OP == 3u ? a * p.param : OP == 4u ? silu(a) : 1.0 / (1.0 + exp(-a));
     }
     st_t((TY & 4u) != 0u, p.d_off + i0 * p.d_nb0 + i1 * p.d_nb1 + i2 * p.d_nb2 + i3 * p.d_nb3, v);
 }
