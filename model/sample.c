@@ -1,21 +1,38 @@
 /*
- * sample.c — choosing the next token from logits: greedy (temp 0) or
- * temperature + top-k + top-p with a seeded generator, so a run is
- * reproducible for a given seed.
+ * sample.c — choosing the next token from logits (het/model.h): logit bias,
+ * repetition penalties over a window of recent tokens, the json_object
+ * constraint, then greedy (temp 0) or temperature + top-k + top-p + min-p
+ * with a seeded generator, so a run is reproducible for a given seed; and
+ * the log-probabilities reported beside a sampled token.
  */
 #include "het/model.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "model/json_prefix.h"
+
+#define DEFAULT_PENALTY_LAST_N 64
+#define MAX_PENALTY_LAST_N     65536  /* "all" (-1) is this many: more than any context here */
+
+struct cand { float w; int32_t id; };
 
 struct het_sampler {
     struct het_sampler_params p;
     int32_t  n_vocab;
-    uint64_t rng;        /* xorshift64* state */
-    struct cand *cand;   /* n_vocab candidates, reused per call */
+    uint64_t rng;          /* xorshift64* state */
+    struct cand *cand;     /* n_vocab candidates, reused per call */
+    float   *work;         /* n_vocab adjusted logits (bias, penalties, constraint) */
+    struct het_logit_bias *bias;
+    /* penalties: a ring of the last `window` tokens and each token's count in it */
+    int32_t *ring, window, ring_len, ring_head;
+    int32_t *count;
+    /* json_object: every token's text, and the recogniser's state */
+    char    *pieces;
+    uint32_t *piece_off;   /* n_vocab + 1 */
+    struct het_json_prefix json;
 };
-
-struct cand { float w; int32_t id; };
 
 int32_t het_argmax(const float *logits, int32_t n)
 {
@@ -25,15 +42,63 @@ int32_t het_argmax(const float *logits, int32_t n)
     return best;
 }
 
+static bool penalties_on(const struct het_sampler_params *p)
+{
+    return (p->repeat_penalty > 0 && p->repeat_penalty != 1.0f) || p->presence_penalty != 0 ||
+           p->frequency_penalty != 0;
+}
+
+/* every token's text, concatenated, for the JSON constraint */
+static bool load_pieces(het_sampler *s)
+{
+    size_t cap = (size_t)s->n_vocab * 8 + 64, len = 0;
+    s->pieces = malloc(cap);
+    s->piece_off = malloc(((size_t)s->n_vocab + 1) * sizeof *s->piece_off);
+    if (!s->pieces || !s->piece_off) return false;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        s->piece_off[i] = (uint32_t)len;
+        char buf[256];
+        int n = het_tokenizer_is_eog(s->p.tok, i) ? 0 : het_token_to_piece(s->p.tok, i, buf, sizeof buf, false);
+        if (n <= 0) continue; /* no text (control tokens) or too long: never allowed */
+        if (len + (size_t)n > cap) {
+            cap = 2 * cap + (size_t)n;
+            char *p = realloc(s->pieces, cap);
+            if (!p) return false;
+            s->pieces = p;
+        }
+        memcpy(s->pieces + len, buf, (size_t)n);
+        len += (size_t)n;
+    }
+    s->piece_off[s->n_vocab] = (uint32_t)len;
+    het_json_prefix_init(&s->json);
+    return true;
+}
+
 het_sampler *het_sampler_init(const struct het_sampler_params *p, int32_t n_vocab)
 {
+    if (p->json_object && !p->tok) return NULL;
     het_sampler *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->p = *p;
     s->n_vocab = n_vocab;
     s->rng = p->seed ? p->seed : 0x853c49e6748fea9bull;
     s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
-    if (!s->cand) {
+    s->work = malloc((size_t)n_vocab * sizeof *s->work);
+    bool ok = s->cand && s->work;
+    if (ok && p->n_logit_bias > 0) {
+        s->bias = malloc((size_t)p->n_logit_bias * sizeof *s->bias);
+        if ((ok = s->bias != NULL)) memcpy(s->bias, p->logit_bias, (size_t)p->n_logit_bias * sizeof *s->bias);
+    }
+    s->p.logit_bias = s->bias;
+    if (ok && penalties_on(p)) {
+        s->window = p->penalty_last_n == 0 ? DEFAULT_PENALTY_LAST_N : p->penalty_last_n;
+        if (s->window < 0 || s->window > MAX_PENALTY_LAST_N) s->window = MAX_PENALTY_LAST_N;
+        s->count = calloc((size_t)n_vocab, sizeof *s->count);
+        s->ring = malloc((size_t)s->window * sizeof *s->ring);
+        ok = s->count && s->ring;
+    }
+    if (ok && p->json_object) ok = load_pieces(s);
+    if (!ok) {
         het_sampler_free(s);
         return NULL;
     }
@@ -44,7 +109,73 @@ void het_sampler_free(het_sampler *s)
 {
     if (!s) return;
     free(s->cand);
+    free(s->work);
+    free(s->bias);
+    free(s->ring);
+    free(s->count);
+    free(s->pieces);
+    free(s->piece_off);
     free(s);
+}
+
+void het_sampler_accept(het_sampler *s, int32_t token, bool generated)
+{
+    if (token < 0 || token >= s->n_vocab) return;
+    if (s->count) {
+        if (s->ring_len == s->window) { /* full: the oldest token leaves the window */
+            s->count[s->ring[s->ring_head]]--;
+            s->ring[s->ring_head] = token;
+            s->ring_head = (s->ring_head + 1) % s->window;
+        } else {
+            s->ring[(s->ring_head + s->ring_len++) % s->window] = token;
+        }
+        s->count[token]++;
+    }
+    if (generated && s->pieces) {
+        struct het_json_prefix next = s->json;
+        if (het_json_prefix_feed(&next, s->pieces + s->piece_off[token], s->piece_off[token + 1] - s->piece_off[token]))
+            s->json = next;
+    }
+}
+
+bool het_sampler_json_done(const het_sampler *s)
+{
+    return s->pieces && het_json_prefix_done(&s->json);
+}
+
+/* bias, penalties and the JSON constraint into s->work; false: none apply
+ * (sample from the logits as they are) */
+static bool adjust(het_sampler *s, const float *logits)
+{
+    if (!s->p.n_logit_bias && !s->count && !s->pieces) return false;
+    float *w = s->work;
+    memcpy(w, logits, (size_t)s->n_vocab * sizeof *w);
+    for (int32_t i = 0; i < s->p.n_logit_bias; i++)
+        if (s->bias[i].token >= 0 && s->bias[i].token < s->n_vocab) w[s->bias[i].token] += s->bias[i].bias;
+    if (s->count) {
+        float rp = s->p.repeat_penalty > 0 ? s->p.repeat_penalty : 1.0f;
+        for (int32_t k = 0; k < s->ring_len; k++) {
+            int32_t t = s->ring[(s->ring_head + k) % s->window];
+            if (s->count[t] <= 0) continue;
+            /* once per distinct token: mark it done by negating its count */
+            int32_t c = s->count[t];
+            w[t] = w[t] > 0 ? w[t] / rp : w[t] * rp;
+            w[t] -= (float)c * s->p.frequency_penalty + s->p.presence_penalty;
+            s->count[t] = -c;
+        }
+        for (int32_t k = 0; k < s->ring_len; k++) {
+            int32_t t = s->ring[(s->ring_head + k) % s->window];
+            if (s->count[t] < 0) s->count[t] = -s->count[t];
+        }
+    }
+    if (s->pieces) {
+        for (int32_t i = 0; i < s->n_vocab; i++) {
+            uint32_t a = s->piece_off[i], b = s->piece_off[i + 1];
+            struct het_json_prefix next = s->json;
+            if (w[i] == -INFINITY || a == b || !het_json_prefix_feed(&next, s->pieces + a, b - a)) w[i] = -INFINITY;
+        }
+    }
+    return true;
 }
 
 static double next_uniform(het_sampler *s)
@@ -64,10 +195,15 @@ static int cand_cmp(const void *a, const void *b)
 
 int32_t het_sampler_sample(het_sampler *s, const float *logits)
 {
-    if (s->p.temp <= 0.0f) return het_argmax(logits, s->n_vocab);
-    int32_t n = s->n_vocab;
+    if (adjust(s, logits)) logits = s->work;
+    int32_t best = het_argmax(logits, s->n_vocab);
+    if (logits[best] == -INFINITY) /* the constraint left nothing: end the text */
+        return het_tokenizer_eos(s->p.tok) >= 0 ? het_tokenizer_eos(s->p.tok) : best;
+    if (s->p.temp <= 0.0f) return best;
+    int32_t n = 0;
     struct cand *c = s->cand;
-    for (int32_t i = 0; i < n; i++) c[i] = (struct cand){ logits[i] / s->p.temp, i };
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (logits[i] != -INFINITY) c[n++] = (struct cand){ logits[i] / s->p.temp, i };
     qsort(c, (size_t)n, sizeof *c, cand_cmp);
     if (s->p.top_k > 0 && s->p.top_k < n) n = s->p.top_k;
     double maxw = c[0].w, sum = 0;
@@ -78,9 +214,12 @@ int32_t het_sampler_sample(het_sampler *s, const float *logits)
             acc += c[i].w / sum;
             if (acc >= s->p.top_p) { n = i + 1; break; }
         }
-        sum = 0;
-        for (int32_t i = 0; i < n; i++) sum += c[i].w;
     }
+    if (s->p.min_p > 0.0f) /* c[0] is the most likely, with weight 1 */
+        for (int32_t i = 1; i < n; i++)
+            if (c[i].w < s->p.min_p) { n = i; break; }
+    sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += c[i].w;
     double r = next_uniform(s) * sum, acc = 0;
     int32_t pick = c[n - 1].id;
     for (int32_t i = 0; i < n; i++) {
@@ -88,4 +227,25 @@ int32_t het_sampler_sample(het_sampler *s, const float *logits)
         if (r < acc) { pick = c[i].id; break; }
     }
     return pick;
+}
+
+float het_logprobs(const float *logits, int32_t n_vocab, int32_t token, int k, struct het_token_logprob *top)
+{
+    float maxl = logits[het_argmax(logits, n_vocab)];
+    double sum = 0;
+    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - maxl);
+    float lse = maxl + (float)log(sum);
+    if (k > n_vocab) k = n_vocab;
+    int n = 0; /* top[0..n) sorted, most likely first */
+    for (int32_t i = 0; i < n_vocab && k > 0; i++) {
+        if (n == k && logits[i] <= top[n - 1].logprob) continue;
+        int at = n < k ? n++ : n - 1;
+        while (at > 0 && top[at - 1].logprob < logits[i]) {
+            top[at] = top[at - 1];
+            at--;
+        }
+        top[at] = (struct het_token_logprob){ i, logits[i] };
+    }
+    for (int i = 0; i < n; i++) top[i].logprob -= lse;
+    return token >= 0 && token < n_vocab ? logits[token] - lse : -INFINITY;
 }

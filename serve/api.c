@@ -2,8 +2,10 @@
  * api.c — OpenAI-shaped JSON in and out (see api.h), with jansson.
  *
  * Validation names the offending field in the error's param ("messages[2].
- * content", "temperature") so a client can tell what to fix; fields we do
- * not know are ignored, as OpenAI's own API does with new ones. Generated
+ * content", "temperature") so a client can tell what to fix. No field is
+ * ignored: one we do not know, or a value asking for what het does not do
+ * (tools, n > 1, a JSON schema), is refused, so a client never gets an
+ * answer that silently disregards what it asked for. Generated
  * text may hold bytes that are not UTF-8 (byte-fallback tokens); they are
  * replaced by U+FFFD, as JSON strings must be valid UTF-8.
  */
@@ -146,8 +148,7 @@ static bool parse_sampling(json_t *root, struct het_api_request *r, struct het_a
     if (!get_number(root, "top_p", 0, 1, &r->top_p, e)) return false;
     if (!get_int(root, "top_k", 0, 1 << 30, &x, &given, e)) return false;
     if (given) r->top_k = (int32_t)x;
-    const char *mt = r->kind == HET_API_CHAT && json_object_get(root, "max_completion_tokens") ? "max_completion_tokens"
-                                                                                              : "max_tokens";
+    const char *mt = json_object_get(root, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     if (!get_int(root, mt, 1, INT32_MAX, &x, &given, e)) return false;
     if (given) r->max_tokens = (int32_t)x;
     if (!get_int(root, "seed", INT64_MIN, INT64_MAX, &x, &r->has_seed, e)) return false;
@@ -161,12 +162,161 @@ static bool parse_sampling(json_t *root, struct het_api_request *r, struct het_a
     json_t *so = json_object_get(root, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so)) return bad(e, "stream_options", "'stream_options' must be an object");
+        const char *k;
+        json_t *v;
+        json_object_foreach(so, k, v) {
+            char param[64];
+            snprintf(param, sizeof param, "stream_options.%.40s", k);
+            if (strcmp(k, "include_usage")) return bad(e, param, "unknown field '%s'", param);
+        }
         if (!get_bool(so, "include_usage", &r->include_usage, e)) {
             snprintf(e->param, sizeof e->param, "stream_options.include_usage");
             return false;
         }
     }
+    r->repeat_penalty = 1.0f;
+    r->repeat_last_n = 64;
+    if (!get_number(root, "presence_penalty", -2, 2, &r->presence_penalty, e) ||
+        !get_number(root, "frequency_penalty", -2, 2, &r->frequency_penalty, e) ||
+        !get_number(root, "repeat_penalty", 0, 10, &r->repeat_penalty, e) ||
+        !get_number(root, "min_p", 0, 1, &r->min_p, e))
+        return false;
+    if (!get_int(root, "repeat_last_n", -1, 1 << 20, &x, &given, e)) return false;
+    if (given) r->repeat_last_n = (int32_t)x;
     return parse_stop(root, r, e);
+}
+
+/* logit_bias: {"token id": bias in [-100, 100], ...} */
+static bool parse_logit_bias(json_t *root, struct het_api_request *r, struct het_api_error *e)
+{
+    json_t *lb = json_object_get(root, "logit_bias");
+    if (!lb || json_is_null(lb)) return true;
+    if (!json_is_object(lb)) return bad(e, "logit_bias", "'logit_bias' must be an object of token id: bias");
+    size_t n = json_object_size(lb);
+    if (n > HET_API_MAX_LOGIT_BIAS)
+        return bad(e, "logit_bias", "'logit_bias' takes at most %d tokens", HET_API_MAX_LOGIT_BIAS);
+    if (n == 0) return true;
+    r->logit_bias = calloc(n, sizeof *r->logit_bias);
+    if (!r->logit_bias) {
+        het_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        return false;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(lb, k, v) {
+        char *end;
+        long id = strtol(k, &end, 10);
+        if (!*k || *end || id < 0 || id > INT32_MAX)
+            return bad(e, "logit_bias", "'logit_bias' keys must be token ids (got '%.40s')", k);
+        if (!json_is_number(v) || !(json_number_value(v) >= -100 && json_number_value(v) <= 100))
+            return bad(e, "logit_bias", "'logit_bias[%ld]' must be a number between -100 and 100", id);
+        r->logit_bias[r->n_logit_bias++] = (struct het_logit_bias){ (int32_t)id, (float)json_number_value(v) };
+    }
+    return true;
+}
+
+/* chat: logprobs true/false + top_logprobs 0..20; completions: logprobs 0..5 */
+static bool parse_logprobs(json_t *root, struct het_api_request *r, struct het_api_error *e)
+{
+    json_int_t x = 0;
+    bool given;
+    if (r->kind == HET_API_COMPLETION) {
+        if (!get_int(root, "logprobs", 0, 5, &x, &given, e)) return false;
+        r->logprobs = given;
+        r->top_logprobs = (int)x;
+        return true;
+    }
+    if (!get_bool(root, "logprobs", &r->logprobs, e)) return false;
+    if (!get_int(root, "top_logprobs", 0, HET_API_MAX_TOP_LOGPROBS, &x, &given, e)) return false;
+    if (given && !r->logprobs) return bad(e, "top_logprobs", "'top_logprobs' needs \"logprobs\": true");
+    r->top_logprobs = (int)x;
+    return true;
+}
+
+/* response_format: text, or json_object (constrained); json_schema is refused */
+static bool parse_response_format(json_t *root, struct het_api_request *r, struct het_api_error *e)
+{
+    json_t *rf = json_object_get(root, "response_format");
+    if (!rf || json_is_null(rf)) return true;
+    const char *type = json_string_value(json_object_get(rf, "type"));
+    if (!json_is_object(rf) || !type)
+        return bad(e, "response_format", "'response_format' must be {\"type\": \"text\"} or {\"type\": \"json_object\"}");
+    if (!strcmp(type, "json_object")) r->json_object = true;
+    else if (strcmp(type, "text"))
+        return bad(e, "response_format.type", "response_format type '%.40s' is not supported (text and json_object are)",
+                   type);
+    const char *k;
+    json_t *v;
+    json_object_foreach(rf, k, v) {
+        char param[64];
+        snprintf(param, sizeof param, "response_format.%.40s", k);
+        if (strcmp(k, "type")) return bad(e, param, "unknown field '%s'", param);
+    }
+    return true;
+}
+
+/* fields whose only supported value is "off" */
+static bool parse_unsupported(json_t *root, struct het_api_request *r, struct het_api_error *e)
+{
+    json_t *v;
+    if ((v = json_object_get(root, "tools")) && !json_is_null(v) && !(json_is_array(v) && !json_array_size(v)))
+        return bad(e, "tools", "tool calling is not supported by this server: send the request without 'tools'");
+    if ((v = json_object_get(root, "functions")) && !json_is_null(v))
+        return bad(e, "functions", "function calling is not supported by this server: send the request without 'functions'");
+    const char *tc = json_string_value(json_object_get(root, "tool_choice"));
+    if ((v = json_object_get(root, "tool_choice")) && !json_is_null(v) && !(tc && !strcmp(tc, "none")))
+        return bad(e, "tool_choice", "tool calling is not supported: 'tool_choice' may only be \"none\"");
+    const char *fc = json_string_value(json_object_get(root, "function_call"));
+    if ((v = json_object_get(root, "function_call")) && !json_is_null(v) && !(fc && !strcmp(fc, "none")))
+        return bad(e, "function_call", "function calling is not supported: 'function_call' may only be \"none\"");
+    if ((v = json_object_get(root, "parallel_tool_calls")) && !json_is_null(v) && !json_is_boolean(v))
+        return bad(e, "parallel_tool_calls", "'parallel_tool_calls' must be true or false");
+    if ((v = json_object_get(root, "echo")) && !json_is_null(v) && !json_is_false(v))
+        return bad(e, "echo", "'echo' is not supported (only false)");
+    json_int_t x = 1;
+    if (!get_int(root, "best_of", 1, 1, &x, NULL, e)) {
+        e->code = "unsupported_value";
+        snprintf(e->message, sizeof e->message, "'best_of' must be 1: one candidate per request is supported");
+        return false;
+    }
+    if ((v = json_object_get(root, "suffix")) && !json_is_null(v) && !(json_is_string(v) && !json_string_length(v)))
+        return bad(e, "suffix", "'suffix' (insertion) is not supported");
+    v = json_object_get(root, "user");
+    if (v && !json_is_null(v)) {
+        if (!json_is_string(v)) return bad(e, "user", "'user' must be a string");
+        r->user = json_string_value(v);
+    }
+    return true;
+}
+
+/* every field a request may carry; anything else is refused by name */
+static bool check_known(json_t *root, enum het_api_kind kind, struct het_api_error *e)
+{
+    static const char *const common[] = {
+        "model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "seed", "stop", "stream",
+        "stream_options", "n", "logprobs", "presence_penalty", "frequency_penalty", "logit_bias", "repeat_penalty",
+        "repeat_last_n", "min_p", "response_format", "user", "ignore_eos", "het_route",
+    };
+    static const char *const chat[] = { "messages", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
+                                        "functions", "function_call" };
+    static const char *const completion[] = { "prompt", "echo", "best_of", "suffix" };
+    const char *k;
+    json_t *v;
+    json_object_foreach(root, k, v) {
+        bool known = false;
+        for (size_t i = 0; !known && i < sizeof common / sizeof common[0]; i++) known = !strcmp(k, common[i]);
+        const char *const *extra = kind == HET_API_CHAT ? chat : completion;
+        size_t n_extra = kind == HET_API_CHAT ? sizeof chat / sizeof chat[0] : sizeof completion / sizeof completion[0];
+        for (size_t i = 0; !known && i < n_extra; i++) known = !strcmp(k, extra[i]);
+        if (!known) {
+            char param[64];
+            snprintf(param, sizeof param, "%.60s", k);
+            bad(e, param, "unknown field '%.60s': this server does not support it", k);
+            e->code = "unknown_parameter";
+            return false;
+        }
+    }
+    return true;
 }
 
 static bool parse_route(json_t *root, struct het_api_request *r, struct het_api_error *e)
@@ -308,7 +458,10 @@ bool het_api_parse(const char *body, size_t len, enum het_api_kind kind, struct 
         if (!json_is_string(model)) return bad(e, "model", "'model' must be a string");
         r->model = json_string_value(model);
     }
-    if (!parse_sampling(root, r, e) || !parse_route(root, r, e)) return false;
+    if (!check_known(root, kind, e) || !parse_sampling(root, r, e) || !parse_route(root, r, e) ||
+        !parse_logit_bias(root, r, e) || !parse_logprobs(root, r, e) || !parse_response_format(root, r, e) ||
+        !parse_unsupported(root, r, e))
+        return false;
     return kind == HET_API_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e);
 }
 
@@ -317,6 +470,7 @@ void het_api_request_free(struct het_api_request *r)
     json_decref(r->root);
     free(r->prompt_tokens);
     free(r->msgs);
+    free(r->logit_bias);
     memset(r, 0, sizeof *r);
 }
 
@@ -354,17 +508,66 @@ static json_t *finish_json(const char *finish)
     return finish ? json_string(finish) : json_null();
 }
 
+/* "bytes": the token's bytes as numbers (chat logprobs) */
+static json_t *bytes_json(const char *s, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) json_array_append_new(a, json_integer((unsigned char)s[i]));
+    return a;
+}
+
+static json_t *chat_logprob(const struct het_api_logprob *lp)
+{
+    return json_pack("{s:o, s:f, s:o}", "token", text_json(lp->text, lp->len), "logprob", (double)lp->logprob,
+                     "bytes", bytes_json(lp->text, lp->len));
+}
+
+/* the choice's "logprobs": chat {"content":[...],"refusal":null};
+ * completions {"tokens","token_logprobs","top_logprobs","text_offset"} */
+static json_t *logprobs_json(enum het_api_kind kind, const struct het_api_result *res)
+{
+    if (!res->logprobs) return json_null();
+    if (kind == HET_API_CHAT) {
+        json_t *content = json_array();
+        for (int i = 0; i < res->n_tokens; i++) {
+            const struct het_api_token *t = &res->tokens[i];
+            json_t *o = chat_logprob(&t->tok), *top = json_array();
+            for (int k = 0; k < t->n_top; k++) json_array_append_new(top, chat_logprob(&t->top[k]));
+            json_object_set_new(o, "top_logprobs", top);
+            json_array_append_new(content, o);
+        }
+        return json_pack("{s:o, s:n}", "content", content, "refusal");
+    }
+    json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    for (int i = 0; i < res->n_tokens; i++) {
+        const struct het_api_token *t = &res->tokens[i];
+        json_array_append_new(toks, text_json(t->tok.text, t->tok.len));
+        json_array_append_new(lps, json_real(t->tok.logprob));
+        json_t *top = json_object();
+        for (int k = 0; k < t->n_top; k++) {
+            json_t *key = text_json(t->top[k].text, t->top[k].len);
+            if (key && !json_object_get(top, json_string_value(key)))
+                json_object_set_new(top, json_string_value(key), json_real(t->top[k].logprob));
+            json_decref(key);
+        }
+        json_array_append_new(tops, top);
+        json_array_append_new(offs, json_integer((json_int_t)t->offset));
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", toks, "token_logprobs", lps, "top_logprobs", tops,
+                     "text_offset", offs);
+}
+
 char *het_api_response_json(enum het_api_kind kind, const struct het_api_result *res,
                             const struct het_api_route_info *ri, size_t *len)
 {
     bool chat = kind == HET_API_CHAT;
     json_t *o = envelope(res, chat ? "chat.completion" : "text_completion");
     if (!o) return NULL;
-    json_t *choice = chat ? json_pack("{s:i, s:{s:s, s:o}, s:n, s:o}", "index", 0, "message", "role", "assistant",
-                                      "content", text_json(res->text, res->len), "logprobs", "finish_reason",
-                                      finish_json(res->finish))
-                          : json_pack("{s:o, s:i, s:n, s:o}", "text", text_json(res->text, res->len), "index", 0,
-                                      "logprobs", "finish_reason", finish_json(res->finish));
+    json_t *choice = chat ? json_pack("{s:i, s:{s:s, s:o}, s:o, s:o}", "index", 0, "message", "role", "assistant",
+                                      "content", text_json(res->text, res->len), "logprobs",
+                                      logprobs_json(kind, res), "finish_reason", finish_json(res->finish))
+                          : json_pack("{s:o, s:i, s:o, s:o}", "text", text_json(res->text, res->len), "index", 0,
+                                      "logprobs", logprobs_json(kind, res), "finish_reason", finish_json(res->finish));
     json_object_set_new(o, "choices", choice ? json_pack("[o]", choice) : NULL);
     json_object_set_new(o, "usage", usage_object(res));
     if (ri) json_object_set_new(o, "het", het_object(ri, res));
@@ -378,13 +581,13 @@ char *het_api_response_json(enum het_api_kind kind, const struct het_api_result 
 static json_t *chunk_choice(enum het_api_kind kind, const struct het_api_result *res, bool first)
 {
     if (kind == HET_API_COMPLETION)
-        return json_pack("{s:o, s:i, s:n, s:o}", "text", text_json(res->text, res->len), "index", 0, "logprobs",
-                         "finish_reason", finish_json(res->finish));
+        return json_pack("{s:o, s:i, s:o, s:o}", "text", text_json(res->text, res->len), "index", 0, "logprobs",
+                         logprobs_json(kind, res), "finish_reason", finish_json(res->finish));
     json_t *delta = json_object();
     if (first) json_object_set_new(delta, "role", json_string("assistant"));
     if (res->len || first) json_object_set_new(delta, "content", text_json(res->text, res->len));
-    return json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "delta", delta, "logprobs", "finish_reason",
-                     finish_json(res->finish));
+    return json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta, "logprobs", logprobs_json(kind, res),
+                     "finish_reason", finish_json(res->finish));
 }
 
 char *het_api_chunk_json(enum het_api_kind kind, const struct het_api_result *res, bool first, bool usage,

@@ -14,6 +14,8 @@
 #include "het/serve.h"
 
 #define HET_API_MAX_STOP 4
+#define HET_API_MAX_TOP_LOGPROBS 20    /* chat's top_logprobs limit; completions allow 5 */
+#define HET_API_MAX_LOGIT_BIAS 1024
 
 struct het_api_error {
     int         status;        /* HTTP status                                  */
@@ -48,9 +50,21 @@ struct het_api_request {
     bool                 stream, include_usage;
     bool                 ignore_eos;       /* extension: generate max_tokens      */
     int                  route;            /* -1: by policy ("het_route" field)   */
+    float                presence_penalty, frequency_penalty; /* 0: off           */
+    float                repeat_penalty;   /* 1: off (llama.cpp extension)        */
+    int32_t              repeat_last_n;    /* -1 all, 0 off; default 64           */
+    float                min_p;            /* 0: off                              */
+    struct het_logit_bias *logit_bias;     /* owned; token ids not yet checked    */
+    int                  n_logit_bias;
+    bool                 logprobs;         /* report log-probabilities            */
+    int                  top_logprobs;     /* alternatives per token (0..20)      */
+    bool                 json_object;      /* response_format json_object         */
+    const char          *user;             /* OpenAI's end-user id (logged)       */
     void                *root;             /* the parsed JSON; strings point in it */
 };
-/* Parse and validate; unknown fields are ignored. false: e says why. */
+/* Parse and validate. Every field either takes effect or is refused: an
+ * unknown field, or one whose value asks for what is not supported (tools,
+ * n > 1, json_schema, echo ...), is a 400 naming it. false: e says why. */
 bool het_api_parse(const char *body, size_t len, enum het_api_kind kind, struct het_api_request *r,
                    struct het_api_error *e);
 void het_api_request_free(struct het_api_request *r);
@@ -59,6 +73,19 @@ void het_api_request_free(struct het_api_request *r);
 struct het_api_route_info {
     const char *route, *model, *devices, *reason;
     int32_t     threshold;     /* < 0: single route */
+};
+
+/* log-probabilities of one generated token and its alternatives */
+struct het_api_logprob {
+    const char *text;          /* the token's bytes (may not be UTF-8)        */
+    size_t      len;
+    float       logprob;
+};
+struct het_api_token {
+    struct het_api_logprob        tok;
+    const struct het_api_logprob *top;   /* n_top, most likely first         */
+    int                           n_top;
+    size_t                        offset; /* completions: text_offset         */
 };
 
 struct het_api_result {
@@ -70,6 +97,9 @@ struct het_api_result {
     const char *finish;        /* "stop", "length"; chunks: NULL while running */
     int32_t     prompt_tokens, completion_tokens;
     double      ttft_ms, decode_ms;
+    bool        logprobs;      /* add the choice's logprobs object           */
+    const struct het_api_token *tokens;  /* the tokens of text               */
+    int         n_tokens;
 };
 /* A whole (non-streamed) response. */
 char *het_api_response_json(enum het_api_kind kind, const struct het_api_result *res,

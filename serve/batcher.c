@@ -29,6 +29,7 @@ struct het_job {
     char       **stop;
     int          n_stop;
     bool         ignore_eos;
+    int          logprobs;     /* -1: none; else alternatives per token */
     het_sampler *smp;
     uint64_t     order;
     /* engine thread only */
@@ -41,6 +42,8 @@ struct het_job {
     char             error[256];
     struct het_strbuf text;
     size_t           safe;     /* text bytes that may be handed out */
+    struct het_job_token *toks;/* logprobs: one per generated token */
+    size_t           n_toks, cap_toks;
     int32_t          n_gen;
     double           t_submit, t_first, t_end;
     pthread_cond_t   cond;
@@ -65,6 +68,8 @@ struct het_batcher {
     /* per step scratch (engine thread) */
     struct het_batch_part *parts;
     int32_t              *part_slot, *sampled;
+    struct het_job_token *lp;       /* per part: the sampled token's logprobs */
+    bool                 *json_done;/* per part: its JSON object is complete  */
     struct het_batcher_stats stats;
 };
 
@@ -92,6 +97,7 @@ static void job_free(het_job *j)
     free(j->prompt);
     het_sampler_free(j->smp);
     het_strbuf_free(&j->text);
+    free(j->toks);
     pthread_cond_destroy(&j->cond);
     free(j);
 }
@@ -139,6 +145,8 @@ static het_job *job_new(const struct het_job_params *p, int32_t n_vocab)
     j->n_prompt = p->n_prompt;
     j->max_tokens = p->max_tokens;
     j->ignore_eos = p->ignore_eos;
+    j->logprobs = !p->logprobs ? -1 : p->top_logprobs < 0 ? 0 : p->top_logprobs < HET_JOB_MAX_TOP ? p->top_logprobs
+                                                                                               : HET_JOB_MAX_TOP;
     return j;
 }
 
@@ -176,8 +184,25 @@ static size_t stop_holdback(const het_job *j)
     return hold;
 }
 
-/* under b->mu: the engine sampled tok for job j */
-static bool job_take_token(het_batcher *b, het_job *j, int32_t tok)
+/* under b->mu: keep the token's logprobs (lp) beside its text */
+static bool job_record_token(het_job *j, const struct het_job_token *lp, size_t start, size_t len)
+{
+    if (j->n_toks == j->cap_toks) {
+        size_t cap = j->cap_toks ? 2 * j->cap_toks : 16;
+        struct het_job_token *t = realloc(j->toks, cap * sizeof *t);
+        if (!t) return false;
+        j->toks = t;
+        j->cap_toks = cap;
+    }
+    j->toks[j->n_toks] = *lp;
+    j->toks[j->n_toks].start = (uint32_t)start;
+    j->toks[j->n_toks++].len = (uint32_t)len;
+    return true;
+}
+
+/* under b->mu: the engine sampled tok for job j (lp: its logprobs, when
+ * asked; json_done: the JSON object it belongs to is complete) */
+static bool job_take_token(het_batcher *b, het_job *j, int32_t tok, const struct het_job_token *lp, bool json_done)
 {
     if (j->t_first == 0) j->t_first = now_ms();
     if (!j->ignore_eos && het_tokenizer_is_eog(b->tok, tok)) {
@@ -189,8 +214,12 @@ static bool job_take_token(het_batcher *b, het_job *j, int32_t tok)
     int n = het_token_to_piece(b->tok, tok, piece, sizeof piece, false);
     size_t before = j->text.len;
     if (n > 0) het_strbuf_append(&j->text, piece, (size_t)n);
-    if (j->text.oom) {
+    if (j->text.oom || (j->logprobs >= 0 && !job_record_token(j, lp, before, n > 0 ? (size_t)n : 0))) {
         job_end(j, HET_FINISH_ERROR, "out of memory for the generated text");
+        return true;
+    }
+    if (json_done) {
+        job_end(j, HET_FINISH_STOP, NULL);
         return true;
     }
     size_t at = 0;
@@ -293,8 +322,18 @@ static void sample_parts(het_batcher *b, int n)
         if (j->n_fed < j->n_prompt) {
             j->n_fed += b->parts[i].n_tok;
             if (j->n_fed < j->n_prompt) continue;
+            for (int32_t k = 0; k < j->n_prompt; k++) /* the penalties see the prompt too, as llama.cpp's */
+                het_sampler_accept(j->smp, j->prompt[k], false);
         }
-        b->sampled[i] = het_sampler_sample(j->smp, logits + (size_t)i * b->n_vocab);
+        const float *row = logits + (size_t)i * b->n_vocab;
+        int32_t tok = b->sampled[i] = het_sampler_sample(j->smp, row);
+        het_sampler_accept(j->smp, tok, true);
+        b->json_done[i] = het_sampler_json_done(j->smp);
+        if (j->logprobs >= 0) {
+            b->lp[i].id = tok;
+            b->lp[i].n_top = j->logprobs < b->n_vocab ? j->logprobs : b->n_vocab;
+            b->lp[i].logprob = het_logprobs(row, b->n_vocab, tok, j->logprobs, b->lp[i].top);
+        }
     }
 }
 
@@ -337,7 +376,7 @@ static void run_step(het_batcher *b)
         if (st != HET_OK) {
             job_end(j, HET_FINISH_ERROR, err.msg);
             slot_free(b, s);
-        } else if (b->sampled[i] >= 0 && job_take_token(b, j, b->sampled[i])) {
+        } else if (b->sampled[i] >= 0 && job_take_token(b, j, b->sampled[i], &b->lp[i], b->json_done[i])) {
             slot_free(b, s);
         }
     }
@@ -396,7 +435,9 @@ het_batcher *het_batcher_init(const struct het_batcher_params *p, het_error *err
     b->parts = calloc((size_t)b->n_par, sizeof *b->parts);
     b->part_slot = calloc((size_t)b->n_par, sizeof *b->part_slot);
     b->sampled = calloc((size_t)b->n_par, sizeof *b->sampled);
-    if (!b->queue || !b->slots || !b->parts || !b->part_slot || !b->sampled) {
+    b->lp = calloc((size_t)b->n_par, sizeof *b->lp);
+    b->json_done = calloc((size_t)b->n_par, sizeof *b->json_done);
+    if (!b->queue || !b->slots || !b->parts || !b->part_slot || !b->sampled || !b->lp || !b->json_done) {
         het_error_set(err, HET_ERR_NOMEM, "batcher: out of memory");
         het_batcher_free(b);
         return NULL;
@@ -410,6 +451,7 @@ het_batcher *het_batcher_init(const struct het_batcher_params *p, het_error *err
     }
     b->n_ctx = het_context_n_ctx(b->ctx);
     b->stats.n_parallel = b->n_par;
+    b->stats.max_queue = b->max_queue;
     return b;
 }
 
@@ -446,6 +488,8 @@ void het_batcher_free(het_batcher *b)
     free(b->parts);
     free(b->part_slot);
     free(b->sampled);
+    free(b->lp);
+    free(b->json_done);
     pthread_cond_destroy(&b->work);
     pthread_mutex_destroy(&b->mu);
     free(b);
@@ -513,7 +557,37 @@ static void fill_info(const het_job *j, struct het_job_info *info)
     snprintf(info->error, sizeof info->error, "%s", j->error);
 }
 
-bool het_job_wait(het_job *j, struct het_strbuf *out, size_t *have, int timeout_ms, struct het_job_info *info)
+void het_job_tokens_free(struct het_job_tokens *t)
+{
+    free(t->v);
+    *t = (struct het_job_tokens){ 0 };
+}
+
+/* under b->mu: hand out the tokens whose text is out (all that are left of
+ * the text once the job has ended: a stop string may have cut it) */
+static void take_tokens(const het_job *j, size_t have, struct het_job_tokens *t)
+{
+    bool ended = j->finish != HET_FINISH_NONE;
+    for (; t->next < j->n_toks; t->next++) {
+        const struct het_job_token *k = &j->toks[t->next];
+        if (ended ? k->start > j->text.len || (k->start == j->text.len && k->len > 0) : k->start + k->len > have)
+            break;
+        if (t->n == t->cap) {
+            size_t cap = t->cap ? 2 * t->cap : 16;
+            struct het_job_token *v = realloc(t->v, cap * sizeof *v);
+            if (!v) {
+                t->oom = true;
+                return;
+            }
+            t->v = v;
+            t->cap = cap;
+        }
+        t->v[t->n++] = *k;
+    }
+}
+
+bool het_job_wait(het_job *j, struct het_strbuf *out, size_t *have, struct het_job_tokens *toks, int timeout_ms,
+                  struct het_job_info *info)
 {
     het_batcher *b = j->b;
     struct timespec dl;
@@ -531,6 +605,7 @@ bool het_job_wait(het_job *j, struct het_strbuf *out, size_t *have, int timeout_
         het_strbuf_append(out, j->text.p + *have, j->safe - *have);
         *have = j->safe;
     }
+    if (toks) take_tokens(j, *have, toks);
     if (info) fill_info(j, info);
     bool done = j->finish != HET_FINISH_NONE && *have >= j->text.len;
     pthread_mutex_unlock(&b->mu);

@@ -56,7 +56,27 @@ struct het_job_params {
     const char *const *stop;     /* stop strings, copied; may be NULL          */
     int            n_stop;
     bool           ignore_eos;   /* keep going past end-of-generation tokens   */
+    bool           logprobs;     /* record each token's log-probability ...   */
+    int            top_logprobs; /* ... and this many alternatives (<= HET_JOB_MAX_TOP) */
 };
+#define HET_JOB_MAX_TOP 20
+
+/* One generated token, for logprobs: where its text lies in the job's text. */
+struct het_job_token {
+    int32_t  id;
+    float    logprob;
+    uint32_t start, len;      /* bytes of the job's text                      */
+    int      n_top;
+    struct het_token_logprob top[HET_JOB_MAX_TOP];
+};
+/* What het_job_wait hands out of a job's tokens: appended to v; next counts
+ * the job's tokens handed out so far (keep it between waits). */
+struct het_job_tokens {
+    struct het_job_token *v;
+    size_t n, cap, next;
+    bool   oom;
+};
+void het_job_tokens_free(struct het_job_tokens *t);
 
 enum het_submit {
     HET_SUBMIT_OK = 0,
@@ -79,14 +99,16 @@ struct het_job_info {
     char    error[256];     /* HET_FINISH_ERROR: why                              */
 };
 /* Wait up to timeout_ms for text past *have bytes, or the end. New text is
- * appended to out and *have advanced. Returns true when the job has ended
- * and all its text has been handed out. */
-bool het_job_wait(het_job *j, struct het_strbuf *out, size_t *have, int timeout_ms, struct het_job_info *info);
+ * appended to out and *have advanced; with toks (and logprobs asked), the
+ * tokens whose text is now wholly handed out are appended to it. Returns
+ * true when the job has ended and all its text has been handed out. */
+bool het_job_wait(het_job *j, struct het_strbuf *out, size_t *have, struct het_job_tokens *toks, int timeout_ms,
+                  struct het_job_info *info);
 /* Drop the caller's reference; a job not finished is cancelled. */
 void het_job_release(het_job *j);
 
 struct het_batcher_stats {
-    int      queued, active, n_parallel;
+    int      queued, active, n_parallel, max_queue;
     uint64_t steps;             /* batches evaluated                      */
     uint64_t step_seqs;         /* sum over steps of sequences in it      */
     uint64_t step_tokens;       /* sum over steps of tokens in it         */

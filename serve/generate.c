@@ -110,6 +110,13 @@ static bool plan_request(const het_server *s, const struct het_api_request *req,
                           "the prompt has %d tokens; the context of %s holds %d", pl->n, r->id, r->n_ctx);
         return false;
     }
+    for (int i = 0; i < req->n_logit_bias; i++)
+        if (req->logit_bias[i].token >= het_model_get_config(r->model)->n_vocab) {
+            het_api_error_set(e, 400, "invalid_request_error", NULL, "logit_bias",
+                              "logit_bias: token %d is not in the vocabulary of %s (0..%d)", req->logit_bias[i].token,
+                              r->id, het_model_get_config(r->model)->n_vocab - 1);
+            return false;
+        }
     int32_t room = r->n_ctx - pl->n;
     int32_t dflt = s->p.default_max_tokens < room ? s->p.default_max_tokens : room;
     pl->max_tokens = req->max_tokens > 0 ? req->max_tokens : dflt;
@@ -125,11 +132,18 @@ static bool plan_request(const het_server *s, const struct het_api_request *req,
 static bool submit(het_server *s, const struct het_api_request *req, const struct plan *pl, uint64_t id,
                    het_job **job, struct het_api_error *e)
 {
+    bool pen = req->repeat_last_n != 0; /* llama.cpp: repeat_last_n 0 turns the penalties off */
     struct het_job_params jp = {
         .prompt = pl->tokens, .n_prompt = pl->n, .max_tokens = pl->max_tokens,
         .sampling = { .temp = req->temperature, .top_k = req->top_k, .top_p = req->top_p,
-                      .seed = req->has_seed ? req->seed : (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull + id },
+                      .seed = req->has_seed ? req->seed : (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull + id,
+                      .min_p = req->min_p, .repeat_penalty = pen ? req->repeat_penalty : 1.0f,
+                      .presence_penalty = pen ? req->presence_penalty : 0,
+                      .frequency_penalty = pen ? req->frequency_penalty : 0, .penalty_last_n = req->repeat_last_n,
+                      .logit_bias = req->logit_bias, .n_logit_bias = req->n_logit_bias,
+                      .json_object = req->json_object, .tok = s->routes[pl->route].tok },
         .stop = req->stop, .n_stop = req->n_stop, .ignore_eos = req->ignore_eos,
+        .logprobs = req->logprobs, .top_logprobs = req->top_logprobs,
     };
     char msg[256];
     switch (het_batcher_submit(s->routes[pl->route].batcher, &jp, job, msg, sizeof msg)) {
@@ -155,11 +169,13 @@ static bool submit(het_server *s, const struct het_api_request *req, const struc
 
 struct answer {
     het_server               *s;
+    struct het_access         acc;
     struct MHD_Connection    *c;
     het_job                  *job;
     int                       route;
     enum het_api_kind         kind;
     bool                      include_usage;
+    bool                      logprobs;
     char                      id[48];
     long long                 created;
     char                      reason[200];
@@ -176,6 +192,7 @@ static void answer_init(struct answer *a, het_server *s, struct MHD_Connection *
     a->route = pl->route;
     a->kind = req->kind;
     a->include_usage = req->include_usage;
+    a->logprobs = req->logprobs;
     snprintf(a->id, sizeof a->id, "%s-%llu", req->kind == HET_API_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)id);
     a->created = (long long)time(NULL);
     snprintf(a->reason, sizeof a->reason, "%s", pl->reason);
@@ -197,6 +214,54 @@ static void result_from(const struct answer *a, const struct het_job_info *ji, c
     };
 }
 
+/* The api's view of job tokens: each token's and alternative's text. */
+struct lp_view {
+    struct het_api_token   *t;
+    struct het_api_logprob *alt;
+    char                   *text;   /* every text, concatenated */
+    int                     n;
+};
+
+static float finite_lp(float x) { return x > -9999.0f ? x : -9999.0f; }
+
+static bool lp_view_build(const struct het_serve_route_state *r, const struct het_job_tokens *jt, struct lp_view *v)
+{
+    size_t n_alt = 0;
+    for (size_t i = 0; i < jt->n; i++) n_alt += (size_t)jt->v[i].n_top;
+    size_t n_text = jt->n + n_alt;
+    v->n = (int)jt->n;
+    v->t = calloc(jt->n + 1, sizeof *v->t);
+    v->alt = calloc(n_alt + 1, sizeof *v->alt);
+    v->text = malloc(n_text * 256 + 1);
+    if (!v->t || !v->alt || !v->text) return false;
+    char *p = v->text;
+    size_t k = 0;
+    for (size_t i = 0; i < jt->n; i++) {
+        const struct het_job_token *jt_i = &jt->v[i];
+        struct het_api_token *t = &v->t[i];
+        int len = het_token_to_piece(r->tok, jt_i->id, p, 256, false);
+        t->tok = (struct het_api_logprob){ p, len > 0 ? (size_t)len : 0, finite_lp(jt_i->logprob) };
+        p += t->tok.len;
+        t->offset = jt_i->start;
+        t->top = &v->alt[k];
+        t->n_top = jt_i->n_top;
+        for (int a = 0; a < jt_i->n_top; a++, k++) {
+            len = het_token_to_piece(r->tok, jt_i->top[a].token, p, 256, false);
+            v->alt[k] = (struct het_api_logprob){ p, len > 0 ? (size_t)len : 0, finite_lp(jt_i->top[a].logprob) };
+            p += v->alt[k].len;
+        }
+    }
+    return true;
+}
+
+static void lp_view_free(struct lp_view *v)
+{
+    free(v->t);
+    free(v->alt);
+    free(v->text);
+    memset(v, 0, sizeof *v);
+}
+
 static void answer_done(struct answer *a, struct het_job_info *ji)
 {
     if (ji->finish == HET_FINISH_NONE) ji->finish = HET_FINISH_CANCELLED;
@@ -211,29 +276,40 @@ static int answer_whole(struct answer *a)
 {
     struct het_strbuf text = { 0 };
     struct het_job_info ji = { 0 };
+    struct het_job_tokens toks = { 0 };
+    struct lp_view lv = { 0 };
     size_t have = 0;
-    while (!het_job_wait(a->job, &text, &have, WAIT_SLICE_MS, &ji)) {
+    while (!het_job_wait(a->job, &text, &have, a->logprobs ? &toks : NULL, WAIT_SLICE_MS, &ji)) {
         if (het_server_client_gone(a->c)) {
             answer_done(a, &ji);
             het_strbuf_free(&text);
+            het_job_tokens_free(&toks);
             return MHD_NO;
         }
     }
     int ret;
-    if (ji.finish == HET_FINISH_ERROR || text.oom) {
+    bool oom = text.oom || toks.oom || (a->logprobs && !lp_view_build(&a->s->routes[a->route], &toks, &lv));
+    if (ji.finish == HET_FINISH_ERROR || oom) {
         struct het_api_error e;
         het_api_error_set(&e, 500, "server_error", NULL, NULL, "generation failed: %s",
-                          text.oom ? "out of memory" : ji.error);
+                          oom ? "out of memory" : ji.error);
         ret = het_server_send_error(a->s, a->c, &e, &a->headers);
     } else {
         struct het_api_result res;
         result_from(a, &ji, text.p ? text.p : "", text.len, &res);
+        res.logprobs = a->logprobs;
+        res.tokens = lv.t;
+        res.n_tokens = lv.n;
         size_t len = 0;
         char *body = het_api_response_json(a->kind, &res, &a->info, &len);
         ret = het_server_send(a->s, a->c, 200, "application/json", body, len, &a->headers);
     }
+    a->acc.prompt_tokens = ji.n_prompt;
+    a->acc.completion_tokens = ji.n_gen;
     answer_done(a, &ji);
     het_strbuf_free(&text);
+    het_job_tokens_free(&toks);
+    lp_view_free(&lv);
     return ret;
 }
 
@@ -244,6 +320,7 @@ struct stream {
     struct het_strbuf out;      /* bytes ready to send   */
     size_t            out_off;
     struct het_strbuf delta;    /* new text of one wait  */
+    struct het_job_tokens toks; /* its tokens (logprobs) */
     size_t            have;
     bool              started, done;
     double            quiet_ms;   /* waited since the last bytes went out */
@@ -274,9 +351,18 @@ static void sse(struct stream *st, char *json)
 static void stream_chunk(struct stream *st, const char *text, size_t len, bool first, bool last, bool usage)
 {
     struct het_api_result res;
+    struct lp_view lv = { 0 };
     result_from(&st->a, &st->ji, text, len, &res);
     if (!last) res.finish = NULL;
+    if (st->a.logprobs && !usage) {
+        if (!lp_view_build(&st->a.s->routes[st->a.route], &st->toks, &lv)) st->out.oom = true;
+        st->toks.n = 0;
+        res.logprobs = true;
+        res.tokens = lv.t;
+        res.n_tokens = lv.n;
+    }
     sse(st, het_api_chunk_json(st->a.kind, &res, first, usage, first || last ? &st->a.info : NULL, NULL));
+    lp_view_free(&lv);
 }
 
 static void stream_end(struct stream *st)
@@ -302,8 +388,10 @@ static bool stream_produce(struct stream *st)
         return true;
     }
     het_strbuf_clear(&st->delta);
-    bool finished = het_job_wait(st->a.job, &st->delta, &st->have, WAIT_SLICE_MS, &st->ji);
-    if (st->delta.len) stream_chunk(st, st->delta.p, st->delta.len, false, false, false);
+    bool finished = het_job_wait(st->a.job, &st->delta, &st->have, st->a.logprobs ? &st->toks : NULL, WAIT_SLICE_MS,
+                                 &st->ji);
+    if (st->toks.oom) st->out.oom = true;
+    if (st->delta.len || st->toks.n) stream_chunk(st, st->delta.p, st->delta.len, false, false, false);
     if (finished) stream_end(st);
     if (st->out.len) {
         st->quiet_ms = 0;
@@ -335,9 +423,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
     struct stream *st = cls;
+    st->a.acc.prompt_tokens = st->ji.n_prompt;
+    st->a.acc.completion_tokens = st->ji.n_gen;
+    het_server_access_log(st->a.s, &st->a.acc, 200);
     answer_done(&st->a, &st->ji);
     het_strbuf_free(&st->out);
     het_strbuf_free(&st->delta);
+    het_job_tokens_free(&st->toks);
     free(st);
 }
 
@@ -355,6 +447,7 @@ static int answer_stream(struct answer *a)
     }
     st->a = *a;
     st->a.info.reason = st->a.reason; /* it pointed into *a */
+    a->acc.deferred = true;           /* the stream writes the access line when it ends */
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(r, "x-het-model", a->headers.model);
@@ -366,7 +459,8 @@ static int answer_stream(struct answer *a)
     return ret;
 }
 
-int het_serve_generate(het_server *s, struct MHD_Connection *c, enum het_api_kind kind, const char *body, size_t len)
+int het_serve_generate(het_server *s, struct MHD_Connection *c, enum het_api_kind kind, const char *body, size_t len,
+                       struct het_access *acc)
 {
     struct het_api_request req;
     struct het_api_error e;
@@ -376,6 +470,7 @@ int het_serve_generate(het_server *s, struct MHD_Connection *c, enum het_api_kin
     int ret;
     bool ok = het_api_parse(body, len, kind, &req, &e) && plan_request(s, &req, &pl, &e) &&
               submit(s, &req, &pl, id, &job, &e);
+    if (req.user) snprintf(acc->user, sizeof acc->user, "%s", req.user);
     if (!ok) {
         const struct het_serve_route_state *r = &s->routes[pl.route];
         struct het_route_headers h = { r->id, r->devices, het_route_name((enum het_route_id)pl.route) };
@@ -384,7 +479,11 @@ int het_serve_generate(het_server *s, struct MHD_Connection *c, enum het_api_kin
         struct answer a;
         answer_init(&a, s, c, &req, &pl, id);
         a.job = job;
+        a.acc = *acc;
         ret = req.stream ? answer_stream(&a) : answer_whole(&a);
+        acc->deferred = a.acc.deferred;
+        acc->prompt_tokens = a.acc.prompt_tokens;
+        acc->completion_tokens = a.acc.completion_tokens;
     }
     free(pl.tokens);
     het_api_request_free(&req);

@@ -112,7 +112,7 @@ static void render_requests(const struct het_metrics *m, struct het_strbuf *o, c
 }
 
 /* engine figures: one sample per route each */
-enum { E_QUEUED, E_ACTIVE, E_SLOTS, E_STEPS, E_SEQS, E_TOKENS, E_FALLBACKS, E_COUNT };
+enum { E_QUEUED, E_ACTIVE, E_SLOTS, E_STEPS, E_SEQS, E_TOKENS, E_FALLBACKS, E_FREE, E_QCAP, E_COUNT };
 static const struct {
     const char *name, *type, *help;
 } engine_rows[E_COUNT] = {
@@ -123,6 +123,8 @@ static const struct {
     { "het_batch_sequences_total", "counter", "Sum over batches of their sequences (per step: divide by steps)." },
     { "het_batch_tokens_total", "counter", "Sum over batches of their tokens." },
     { "het_fallbacks_total", "counter", "Graph nodes run off the policy's device." },
+    { "het_free_slots", "gauge", "Sequence slots free now (het_sequence_slots - het_active_sequences)." },
+    { "het_queue_capacity", "gauge", "Requests that may wait (--queue); at het_queue_depth new ones get 503." },
 };
 
 static void render_engines(struct het_strbuf *o, const struct het_metrics_route *r, int n)
@@ -132,7 +134,8 @@ static void render_engines(struct het_strbuf *o, const struct het_metrics_route 
         for (int i = 0; i < n; i++) {
             const struct het_batcher_stats *e = &r[i].engine;
             const uint64_t v[E_COUNT] = { (uint64_t)e->queued, (uint64_t)e->active, (uint64_t)e->n_parallel,
-                                          e->steps, e->step_seqs, e->step_tokens, e->fallbacks };
+                                          e->steps, e->step_seqs, e->step_tokens, e->fallbacks,
+                                          (uint64_t)(e->n_parallel - e->active), (uint64_t)e->max_queue };
             het_strbuf_printf(o, "%s{route=\"%s\"} %llu\n", engine_rows[k].name, r[i].name,
                               (unsigned long long)v[k]);
         }

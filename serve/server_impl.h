@@ -28,6 +28,18 @@ struct het_serve_route_state {
     int32_t              n_ctx, n_parallel;
 };
 
+/* One request, for its access-log line: what arrived and how it went. */
+struct het_access {
+    char   method[8], path[64];
+    char   session[64];       /* X-Session-Id, "" when absent          */
+    char   user[64];          /* the body's "user", "" when absent     */
+    double t0_ms;             /* arrival                               */
+    int    prompt_tokens, completion_tokens;   /* -1: not a generation */
+    bool   deferred;          /* a stream logs itself when it ends     */
+};
+/* Write the line (status: the HTTP status sent). */
+void het_server_access_log(het_server *s, const struct het_access *a, unsigned status);
+
 struct het_server {
     struct het_serve_params      p;
     struct het_serve_route_state routes[2];
@@ -40,6 +52,7 @@ struct het_server {
     int                          n_conns;
     uint64_t                     next_id;
     long long                    started;   /* unix time */
+    bool                         ready;     /* routes open (under mu); before: 503 */
 };
 
 /* Headers every generation response carries (x-het-*). */
@@ -57,6 +70,7 @@ bool het_server_client_gone(struct MHD_Connection *c);
 uint64_t het_server_next_id(het_server *s);
 
 /* generate.c: POST /v1/completions and /v1/chat/completions */
-int het_serve_generate(het_server *s, struct MHD_Connection *c, enum het_api_kind kind, const char *body, size_t len);
+int het_serve_generate(het_server *s, struct MHD_Connection *c, enum het_api_kind kind, const char *body, size_t len,
+                       struct het_access *acc);
 
 #endif /* HET_SERVE_SERVER_IMPL_H */

@@ -152,11 +152,47 @@ static void test_api(void)
     expect_bad(H, "{\"messages\":[{\"role\":\"user\",\"content\":7}]}", 400, "messages[0].content");
     expect_bad(H, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", 400,
                "messages[0].content");
+    /* no field is silently ignored: unknown or unsupported ones are named */
+#define M "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+    expect_bad(H, M "\"frobnicate\":1}", 400, "frobnicate");
+    expect_bad(H, M "\"mirostat\":2}", 400, "mirostat");
+    expect_bad(C, "{\"prompt\":\"a\",\"top_logprobs\":2}", 400, "top_logprobs"); /* chat only */
+    expect_bad(H, M "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}", 400, "tools");
+    expect_bad(H, M "\"tool_choice\":\"auto\"}", 400, "tool_choice");
+    expect_bad(H, M "\"functions\":[{}]}", 400, "functions");
+    expect_bad(H, M "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}", 400,
+               "response_format.type");
+    expect_bad(H, M "\"response_format\":{\"type\":\"json_object\",\"schema\":{}}}", 400,
+               "response_format.schema");
+    expect_bad(H, M "\"response_format\":\"json\"}", 400, "response_format");
+    expect_bad(H, M "\"top_logprobs\":3}", 400, "top_logprobs");
+    expect_bad(H, M "\"logprobs\":true,\"top_logprobs\":21}", 400, "top_logprobs");
+    expect_bad(H, M "\"logprobs\":2}", 400, "logprobs");
+    expect_bad(C, "{\"prompt\":\"a\",\"logprobs\":6}", 400, "logprobs");
+    expect_bad(C, "{\"prompt\":\"a\",\"logprobs\":true}", 400, "logprobs");
+    expect_bad(H, M "\"presence_penalty\":2.5}", 400, "presence_penalty");
+    expect_bad(H, M "\"frequency_penalty\":\"x\"}", 400, "frequency_penalty");
+    expect_bad(H, M "\"repeat_penalty\":-1}", 400, "repeat_penalty");
+    expect_bad(H, M "\"repeat_last_n\":-2}", 400, "repeat_last_n");
+    expect_bad(H, M "\"min_p\":1.5}", 400, "min_p");
+    expect_bad(H, M "\"logit_bias\":{\"abc\":1}}", 400, "logit_bias");
+    expect_bad(H, M "\"logit_bias\":{\"5\":101}}", 400, "logit_bias");
+    expect_bad(H, M "\"logit_bias\":[1]}", 400, "logit_bias");
+    expect_bad(H, M "\"stream_options\":{\"include_usage\":true,\"extra\":1}}", 400, "stream_options.extra");
+    expect_bad(H, M "\"user\":5}", 400, "user");
+    expect_bad(C, "{\"prompt\":\"a\",\"echo\":true}", 400, "echo");
+    expect_bad(C, "{\"prompt\":\"a\",\"best_of\":2}", 400, "best_of");
+    expect_bad(C, "{\"prompt\":\"a\",\"suffix\":\"end\"}", 400, "suffix");
+    expect_bad(C, "{\"prompt\":\"a\",\"messages\":[]}", 400, "messages");
+#undef M
 
-    /* a good request: unknown fields ignored, content parts joined, defaults */
+    /* a good request: content parts joined, every supported field read */
     const char *good = "{\"model\":\"m\",\"messages\":[{\"role\":\"developer\",\"content\":\"sys\"},{\"role\":\"user\","
                        "\"content\":[{\"type\":\"text\",\"text\":\"he\"},{\"type\":\"text\",\"text\":\"llo\"}]}],"
-                       "\"frobnicate\":{\"x\":[1]},\"max_completion_tokens\":7,\"stop\":\"\\n\",\"seed\":-1}";
+                       "\"max_completion_tokens\":7,\"stop\":\"\\n\",\"seed\":-1,\"logprobs\":true,\"top_logprobs\":3,"
+                       "\"presence_penalty\":0.5,\"frequency_penalty\":-0.25,\"repeat_penalty\":1.1,\"repeat_last_n\":-1,"
+                       "\"min_p\":0.05,\"logit_bias\":{\"12\":-100,\"7\":2.5},\"response_format\":{\"type\":\"json_object\"},"
+                       "\"user\":\"u1\",\"tools\":[],\"tool_choice\":\"none\",\"n\":1,\"stream_options\":{\"include_usage\":true}}";
     struct het_api_request r;
     struct het_api_error e;
     CHECK(het_api_parse(good, strlen(good), H, &r, &e), "good request refused: %s", e.message);
@@ -164,7 +200,32 @@ static void test_api(void)
               !memcmp(r.msgs[1].content, "hello", 5), "messages parsed");
     CHECK(r.max_tokens == 7 && r.n_stop == 1 && !strcmp(r.stop[0], "\n") && r.has_seed && r.temperature == 1.0f &&
               !strcmp(r.model, "m") && r.route == -1, "fields parsed");
+    CHECK(r.logprobs && r.top_logprobs == 3 && r.presence_penalty == 0.5f && r.frequency_penalty == -0.25f &&
+              r.repeat_penalty == 1.1f && r.repeat_last_n == -1 && r.min_p == 0.05f && r.json_object &&
+              r.include_usage && !strcmp(r.user, "u1"), "sampling fields parsed");
+    CHECK(r.n_logit_bias == 2 && ((r.logit_bias[0].token == 12 && r.logit_bias[0].bias == -100) ||
+                                  (r.logit_bias[1].token == 12 && r.logit_bias[1].bias == -100)), "logit_bias parsed");
     het_api_request_free(&r);
+    const char *cl = "{\"prompt\":\"a\",\"logprobs\":2,\"echo\":false,\"best_of\":1,\"suffix\":\"\"}";
+    CHECK(het_api_parse(cl, strlen(cl), C, &r, &e) && r.logprobs && r.top_logprobs == 2 && r.repeat_last_n == 64 &&
+              r.repeat_penalty == 1.0f, "completions logprobs: %s", e.message);
+    het_api_request_free(&r);
+
+    /* logprobs in both shapes */
+    const struct het_api_logprob alts[2] = { { "ok", 2, -0.1f }, { "no", 2, -2.5f } };
+    const struct het_api_token toks[1] = { { { "ok", 2, -0.1f }, alts, 2, 0 } };
+    struct het_api_result lr = { .id = "x", .created = 1, .model = "m", .text = "ok", .len = 2, .finish = "length",
+                                 .completion_tokens = 1, .logprobs = true, .tokens = toks, .n_tokens = 1 };
+    char *cj = het_api_response_json(H, &lr, NULL, NULL);
+    CHECK(cj && strstr(cj, "\"logprobs\":{\"content\":[{\"token\":\"ok\",\"logprob\":-0.1") &&
+              strstr(cj, "\"bytes\":[111,107]") && strstr(cj, "\"top_logprobs\":[{\"token\":\"ok\"") &&
+              strstr(cj, "{\"token\":\"no\",\"logprob\":-2.5"), "chat logprobs %s", cj ? cj : "(null)");
+    free(cj);
+    char *tj = het_api_response_json(C, &lr, NULL, NULL);
+    CHECK(tj && strstr(tj, "\"tokens\":[\"ok\"]") && strstr(tj, "\"token_logprobs\":[-0.1") &&
+              strstr(tj, "\"top_logprobs\":[{\"ok\":-0.1") && strstr(tj, "\"text_offset\":[0]"),
+          "completion logprobs %s", tj ? tj : "(null)");
+    free(tj);
 
     struct het_api_result res = { .id = "cmpl-1", .created = 1, .model = "m", .text = "ok\xff", .len = 3,
                                   .finish = "stop", .prompt_tokens = 3, .completion_tokens = 2 };
@@ -288,7 +349,7 @@ static char *wait_all(het_job *j, struct het_job_info *info)
     struct het_strbuf out = { 0 };
     size_t have = 0, last = 0;
     het_strbuf_append(&out, "", 0);
-    while (!het_job_wait(j, &out, &have, 1000, info)) {
+    while (!het_job_wait(j, &out, &have, NULL, 1000, info)) {
         CHECK(have >= last, "text only grows");
         last = have;
     }
@@ -336,6 +397,34 @@ static void test_engine_batching(het_model *m)
     het_job_release(j);
     free(got);
 
+    /* logprobs: each greedy token is its distribution's most likely, and
+     * the tokens' texts make up the text */
+    {
+        struct het_job_params jp = { .prompt = ids[1], .n_prompt = n[1], .max_tokens = 12, .logprobs = true,
+                                     .top_logprobs = 3 };
+        het_job *lj = NULL;
+        char msg[256];
+        CHECK(het_batcher_submit(r.b, &jp, &lj, msg, sizeof msg) == HET_SUBMIT_OK, "submit: %s", msg);
+        struct het_strbuf lt = { 0 };
+        struct het_job_tokens jt = { 0 };
+        size_t have = 0;
+        struct het_job_info li;
+        while (lj && !het_job_wait(lj, &lt, &have, &jt, 1000, &li)) {}
+        CHECK(jt.n == (size_t)li.n_gen && li.n_gen > 0, "%zu tokens for %d generated", jt.n, li.n_gen);
+        size_t at = 0;
+        for (size_t k = 0; k < jt.n; k++) {
+            const struct het_job_token *t = &jt.v[k];
+            CHECK(t->n_top == 3 && t->top[0].token == t->id && t->top[0].logprob == t->logprob &&
+                      t->logprob <= 0 && t->top[1].logprob <= t->top[0].logprob, "token %zu", k);
+            CHECK(t->start == at, "token %zu starts at %u, want %zu", k, t->start, at);
+            at += t->len;
+        }
+        CHECK(at == lt.len && lt.len > 0 && !strncmp(lt.p, want[1], lt.len), "token texts make the text");
+        het_job_tokens_free(&jt);
+        het_strbuf_free(&lt);
+        het_job_release(lj);
+    }
+
     /* refused submissions */
     submit(r.b, ids[0], n[0], 256, NULL, HET_SUBMIT_INVALID);
     int32_t bad[2] = { 1, 1 << 20 };
@@ -354,7 +443,7 @@ static void wait_running(het_job *j)
     struct het_strbuf out = { 0 };
     size_t have = 0;
     struct het_job_info info = { 0 };
-    while (j && !het_job_wait(j, &out, &have, 1000, &info) && info.n_gen == 0) {}
+    while (j && !het_job_wait(j, &out, &have, NULL, 1000, &info) && info.n_gen == 0) {}
     het_strbuf_free(&out);
 }
 

@@ -2,7 +2,7 @@
 # test_serve_bad.sh — bad input never crashes `hetrun serve` nor disturbs
 # other requests: malformed or non-object JSON, wrong types, unknown model,
 # empty messages, invalid UTF-8, context overflow, a body over the size
-# limit, unknown fields (ignored), too many connections, a full queue (503 +
+# limit, unknown or unsupported fields (400 naming them), too many connections, a full queue (503 +
 # Retry-After) and a client that disconnects while holding the only slot.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

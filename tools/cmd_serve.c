@@ -8,13 +8,14 @@
 #include "tools/hetrun.h"
 
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "het/serve.h"
 
 #define SERVE_FLAGS                                                                                           \
     "-m -n -t -c --host --port --parallel --queue --max-conns --batch --long-model --long-threshold " \
-    "--long-devices --long-ctx --long-parallel -v " HR_PLACEMENT_FLAGS
+    "--long-devices --long-ctx --long-parallel --api-key -v " HR_PLACEMENT_FLAGS
 
 static void log_line(void *user, const char *line)
 {
@@ -41,25 +42,18 @@ static void device_list(const struct hr_session *s, char *out, size_t cap)
     }
 }
 
-static int serve_until_signal(const struct het_serve_params *p, const struct hr_opts *o)
+static int serve_until_signal(het_server *srv, const struct het_serve_params *p, const struct hr_opts *o,
+                              const sigset_t *set)
 {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL); /* before any thread starts: they inherit it */
-    signal(SIGPIPE, SIG_IGN);
     het_error err = { 0 };
-    het_server *srv = het_server_start(p, &err);
-    if (!srv) {
+    if (het_server_ready(srv, p->routes, p->n_routes, &err) != HET_OK) {
         hr_error(o, "%s", err.msg);
         return 1;
     }
     fprintf(stderr, "hetrun serve: listening on http://%s:%d\n", p->host, het_server_port(srv));
     int sig = 0;
-    sigwait(&set, &sig);
+    sigwait(set, &sig);
     fprintf(stderr, "hetrun serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    het_server_stop(srv);
     return 0;
 }
 
@@ -78,7 +72,23 @@ int cmd_serve(int argc, char **argv)
         .host = o.host ? o.host : "127.0.0.1", .port = o.port, .n_routes = o.long_model ? 2 : 1,
         .long_threshold = o.long_threshold, .batch_tokens = o.batch, .max_queue = o.queue,
         .max_connections = o.max_conns, .default_max_tokens = o.n_predict > 0 ? o.n_predict : 0, .log = log_line,
+        .api_key = o.api_key ? o.api_key : getenv("HET_API_KEY"), .model_path = o.model,
     };
+    /* listen first: while the models load, /health answers 503 (loading) */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* before any thread starts: they inherit it */
+    signal(SIGPIPE, SIG_IGN);
+    het_error err = { 0 };
+    het_server *srv = het_server_listen(&p, &err);
+    if (!srv) {
+        hr_error(&o, "%s", err.msg);
+        return 1;
+    }
+    fprintf(stderr, "hetrun serve: loading on http://%s:%d (/health answers 503 until ready)\n", p.host,
+            het_server_port(srv));
     int rc = 1;
     for (int i = 0; i < p.n_routes; i++) {
         struct hr_opts ro = o;
@@ -91,8 +101,9 @@ int cmd_serve(int argc, char **argv)
             .n_parallel = ro.parallel > 0 ? ro.parallel : HR_SERVE_PARALLEL,
         };
     }
-    rc = serve_until_signal(&p, &o);
+    rc = serve_until_signal(srv, &p, &o, &set);
 done:
+    het_server_stop(srv); /* before the sessions: its engines use their models */
     for (int i = 0; i < 2; i++) hr_session_close(&s[i]);
     return rc;
 }

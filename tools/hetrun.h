@@ -62,6 +62,11 @@ struct hr_opts {
     const char *long_devices; /* --long-devices (default: as --devices)  */
     int         long_ctx;     /* --long-ctx                              */
     int         long_parallel;/* serve --long-parallel (default --parallel) */
+    const char *api_key;      /* serve --api-key (default $HET_API_KEY)  */
+    /* run: repetition penalties, min-p and logit bias (het_sampler_params) */
+    float       repeat_penalty, presence_penalty, frequency_penalty, min_p;
+    int         repeat_last_n;          /* default 64; 0: penalties off; -1: all */
+    const char *logit_bias;             /* --logit-bias "TOKEN=BIAS[,TOKEN=BIAS...]" */
     struct hr_plan_opts plan; /* --profile --pin --recalibrate --overlap (--ops) */
     bool        gpu_times;    /* --gpu-times: per-node Vulkan GPU time (gpu_times.c) */
     int         argc_rest;    /* positional arguments left               */

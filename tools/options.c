@@ -75,6 +75,13 @@ static const struct flag flags[] = {
     { "--long-devices", K_STR,   F(long_devices), 0, 0,  "device set of --long-model (default: as --device/--devices)" },
     { "--long-ctx",     K_INT,   F(long_ctx),    1, 1 << 24, "context length of --long-model (default: min(its train ctx, 4096))" },
     { "--long-parallel", K_INT,  F(long_parallel), 1, 1024, "serve: sequences of the long route (default: --parallel)" },
+    { "--api-key",      K_STR,   F(api_key),     0, 0,   "serve: KEY every endpoint but /health wants as 'Authorization: Bearer KEY' (default: $HET_API_KEY; none)" },
+    { "--repeat-penalty", K_FLOAT, F(repeat_penalty), 0, 10, "divide the logits of tokens seen in the last --repeat-last-n by this (default 1 = off)" },
+    { "--repeat-last-n", K_INT,  F(repeat_last_n), -1, 1 << 20, "tokens the penalties look back over (default 64; 0: penalties off; -1: all)" },
+    { "--presence-penalty", K_FLOAT, F(presence_penalty), -2, 2, "subtract from the logit of each token seen (default 0 = off)" },
+    { "--frequency-penalty", K_FLOAT, F(frequency_penalty), -2, 2, "subtract this times its count from each seen token's logit (default 0 = off)" },
+    { "--min-p",        K_FLOAT, F(min_p),       0, 1,   "drop tokens less likely than this times the most likely one (default 0 = off)" },
+    { "--logit-bias",   K_STR,   F(logit_bias),  0, 0,   "TOKEN=BIAS[,...]: add BIAS (-100..100) to token id TOKEN's logit" },
     /* planning and calibration (struct hr_plan_opts); plan's --batch is the one above */
     { "--phase",        K_STR,   F(plan.phase),  0, 0,   "plan: prefill | decode (default decode)" },
     { "--past",         K_INT,   F(plan.past),   0, 1 << 20, "plan: decode: tokens already in the cache (default 128)" },
@@ -221,6 +228,8 @@ bool hr_parse(struct hr_opts *o, const char *cmd, const char *allowed, int argc,
     o->reps = 3;
     o->plan.past = 128;
     o->port = 8080;
+    o->repeat_penalty = 1.0f;
+    o->repeat_last_n = 64;
     o->argv_rest = argv + argc;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

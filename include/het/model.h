@@ -148,17 +148,51 @@ void         het_context_reset(het_context *c);                 /* forget every 
 void         het_context_seq_reset(het_context *c, int32_t seq);
 size_t       het_context_kv_bytes(const het_context *c);
 
-/* ---- sampling ----------------------------------------------------------- */
+/* ---- sampling -----------------------------------------------------------
+ * Per step, in this order: logit_bias is added; the repetition penalties
+ * look at the last penalty_last_n tokens given to het_sampler_accept (as
+ * llama.cpp: a positive logit is divided by repeat_penalty, a negative one
+ * multiplied; then count * frequency_penalty + (count > 0) *
+ * presence_penalty is subtracted); with json_object, tokens that cannot
+ * continue a valid JSON object are removed; then greedy (temp 0) or
+ * temperature, top-k, top-p and min-p (drop tokens under min_p times the
+ * most likely one's probability) before a seeded draw. Every field's zero
+ * value means "off", so `{ .temp = 0 }` is plain greedy. */
+struct het_logit_bias { int32_t token; float bias; };
+
 struct het_sampler_params {
     float    temp;    /* 0 = greedy (argmax)          */
     int32_t  top_k;   /* 0 = off                      */
-    float    top_p;   /* 1 = off                      */
+    float    top_p;   /* 1 (or 0) = off               */
     uint64_t seed;
+    float    min_p;             /* 0 = off                                      */
+    float    repeat_penalty;    /* 1 (or 0) = off                               */
+    float    presence_penalty;  /* 0 = off                                      */
+    float    frequency_penalty; /* 0 = off                                      */
+    int32_t  penalty_last_n;    /* history the penalties see: 0: 64, -1: all    */
+    const struct het_logit_bias *logit_bias;  /* copied at init                */
+    int32_t  n_logit_bias;
+    bool     json_object;       /* constrain the output to one JSON object      */
+    const het_tokenizer *tok;   /* needed by json_object (token texts, EOG)     */
 };
 typedef struct het_sampler het_sampler;
+/* NULL when out of memory, or json_object without tok. */
 het_sampler *het_sampler_init(const struct het_sampler_params *p, int32_t n_vocab);
 void         het_sampler_free(het_sampler *s);
 int32_t      het_sampler_sample(het_sampler *s, const float *logits);
+/* Record a token of the text for the penalties: each prompt token
+ * (generated false) and each sampled one (generated true, which also
+ * advances the JSON constraint) before sampling again. */
+void         het_sampler_accept(het_sampler *s, int32_t token, bool generated);
+/* json_object: the JSON object is complete (nothing more may follow). */
+bool         het_sampler_json_done(const het_sampler *s);
+
+/* Log-probabilities of the model's distribution (log-softmax of the raw
+ * logits): that of `token`, and the k most likely tokens, most likely first
+ * (top[] has room for k; k may be 0). Returns token's log-probability. */
+struct het_token_logprob { int32_t token; float logprob; };
+float        het_logprobs(const float *logits, int32_t n_vocab, int32_t token, int k,
+                          struct het_token_logprob *top);
 int32_t      het_argmax(const float *logits, int32_t n);
 
 #ifdef __cplusplus

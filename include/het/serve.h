@@ -118,6 +118,9 @@ struct het_serve_params {
     size_t      max_body;          /* request body bytes (0: 1 MiB); more get 413  */
     int32_t     default_max_tokens;/* when a request gives none (0: 256)          */
     int         idle_timeout_s;    /* close idle connections (0: 300)              */
+    const char *api_key;           /* Bearer key every endpoint but /health asks
+                                      for (401 otherwise); NULL/"": none          */
+    const char *model_path;        /* for /props (informational; may be NULL)      */
     /* (optional) one line per event worth logging (start-up, calibration) */
     void      (*log)(void *user, const char *line);
     void       *log_user;
@@ -125,8 +128,17 @@ struct het_serve_params {
 
 /* Start serving (threads run in the background). NULL on error: the address
  * is in use, a route cannot get a context, or this build has no HTTP
- * support (HET_ERR_UNSUPPORTED). */
+ * support (HET_ERR_UNSUPPORTED). Same as het_server_listen followed by
+ * het_server_ready with p->routes. */
 het_server *het_server_start(const struct het_serve_params *p, het_error *err);
+/* Listen before the models are loaded (p->routes are not read): /health
+ * answers 503 {"status":"loading"} and every other endpoint 503 until
+ * het_server_ready, so a load balancer can tell a replica still loading
+ * from a dead one. */
+het_server *het_server_listen(const struct het_serve_params *p, het_error *err);
+/* Open the routes (p->routes, n_routes of them) and start answering. On
+ * error the server keeps answering 503; stop it with het_server_stop. */
+enum het_status het_server_ready(het_server *s, const struct het_serve_route *routes, int n_routes, het_error *err);
 int         het_server_port(const het_server *s);
 const struct het_route_rule *het_server_route_rule(const het_server *s);
 /* Stop accepting, end running requests with an error, join every thread. */

@@ -56,6 +56,14 @@ const cases = [
     ['content wrong type', H, '{"messages":[{"role":"user","content":12}]}', 400, 'messages[0].content'],
     ['chat invalid JSON', H, '{"messages":[{"role":"user","content":"hi"}', 400, null],
     ['body over the size limit', C, JSON.stringify({ prompt: 'x'.repeat(2 << 20) }), 413, null, 'request_too_large'],
+    // no field is silently ignored
+    ['unknown field', C, '{"prompt":"hi","frobnicate":[1,{"x":null}]}', 400, 'frobnicate', 'unknown_parameter'],
+    ['llama.cpp field het lacks', C, '{"prompt":"hi","mirostat":2}', 400, 'mirostat', 'unknown_parameter'],
+    ['tools', H, '{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}]}', 400, 'tools'],
+    ['json_schema', H, '{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{}}}}', 400, 'response_format.type'],
+    ['logit_bias outside the vocabulary', C, '{"prompt":"hi","logit_bias":{"99999":5}}', 400, 'logit_bias'],
+    ['echo', C, '{"prompt":"hi","echo":true}', 400, 'echo'],
+    ['n > 1 on chat', H, '{"messages":[{"role":"user","content":"hi"}],"n":2}', 400, 'n', 'unsupported_value'],
 ];
 
 async function main() {
@@ -65,9 +73,9 @@ async function main() {
     checkError(await request(port, 'POST', '/v1/models', '{}'), 405, null, 'method_not_allowed', 'POST on a GET endpoint');
     checkError(await request(port, 'GET', '/v1/nothing'), 404, null, 'not_found', 'unknown path');
 
-    // unknown fields are ignored; the server still answers normally
-    const ok = await request(port, 'POST', C, '{"prompt":"hi","max_tokens":3,"frobnicate":[1,{"x":null}],"logit_bias":{}}');
-    check(ok.status === 200 && ok.json && ok.json.choices[0].text !== undefined, `unknown fields: ${ok.status} ${ok.body.slice(0, 200)}`);
+    // the server still answers normally; an empty logit_bias is fine
+    const ok = await request(port, 'POST', C, '{"prompt":"hi","max_tokens":3,"logit_bias":{}}');
+    check(ok.status === 200 && ok.json && ok.json.choices[0].text !== undefined, `after refusals: ${ok.status} ${ok.body.slice(0, 200)}`);
     const chat = await request(port, 'POST', H, '{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_tokens":3}');
     check(chat.status === 200 && chat.json.choices[0].message.role === 'assistant', `content parts: ${chat.body.slice(0, 200)}`);
 
