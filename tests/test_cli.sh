@@ -37,6 +37,23 @@ long="$(printf 'Once upon a time %.0s' $(seq 1 40))"
 expect_error 1 "does not fit the context of 16" -- "$hetrun" run -c 16 -p "$long" -n 4
 expect_error 1 "unknown device 'tpu'" -- "$hetrun" run --device tpu
 
+# sampling options of run: each changes greedy text as it must (stories260K
+# repeats itself within 48 tokens), bad values are one line
+expect_error 2 "\-\-logit-bias: '400' is not TOKEN=BIAS" -- "$hetrun" run --logit-bias 400
+expect_error 2 "\-\-logit-bias: '9999=1' is not TOKEN=BIAS" -- "$hetrun" run --logit-bias 9999=1 -n 1
+expect_error 2 "\-\-min-p: '2' is not a number in \[0, 1\]" -- "$hetrun" run --min-p 2
+expect_error 2 "\-\-repeat-last-n: '-2' is not an integer" -- "$hetrun" run --repeat-last-n -2
+greedy() { "$hetrun" run -m "$model" -p "Once upon a time" -n 48 --temp 0 -t 1 "$@" 2>/dev/null; }
+base=$(greedy)
+for opt in "--repeat-penalty 1.8" "--presence-penalty 2" "--frequency-penalty 2"; do
+    # shellcheck disable=SC2086
+    got=$(greedy $opt); [ -n "$got" ] && [ "$got" != "$base" ] && ok || bad "run $opt did not change the text"
+done
+[ "$(greedy --repeat-penalty 1.8 --repeat-last-n 0)" = "$base" ] && ok || bad "--repeat-last-n 0 did not turn it off"
+[ "$(greedy --temp 1 --min-p 1 --seed 5)" = "$base" ] && ok || bad "--min-p 1 is not greedy"
+forced=$(greedy --logit-bias 400=100,1=-5 -n 6)
+[ "$forced" = "Once upon a time do do do do do do" ] && ok || bad "--logit-bias 400=100 gave '$forced'"
+
 # every fixture model loads, tokenizes and generates
 for m in "$model" "$shared"/models/llama-2-tiny-random.gguf "$shared"/models/synthetic/*.gguf; do
     case "$m" in *vocab-*) continue;; esac

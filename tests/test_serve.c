@@ -503,6 +503,67 @@ static void test_engine_queue(het_model *m)
     rig_close(&r);
 }
 
+#if defined(HET_HAVE_MHD) && defined(HET_HAVE_JANSSON)
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* GET path on 127.0.0.1:port; the status line and body into out */
+static bool http_get(int port, const char *path, char *out, size_t cap)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        if (fd >= 0) close(fd);
+        return false;
+    }
+    char req[256];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+    bool ok = write(fd, req, (size_t)n) == n;
+    size_t len = 0;
+    ssize_t r;
+    while (ok && len + 1 < cap && (r = read(fd, out + len, cap - 1 - len)) > 0) len += (size_t)r;
+    out[len] = 0;
+    close(fd);
+    return ok && len > 0;
+}
+
+/* a server that listens before its model is ready answers 503 "loading" */
+static void test_server_loading(het_model *m)
+{
+    struct rig r = { 0 };
+    het_error err = { 0 };
+    r.cpu = het_cpu_device_init(1, &err);
+    struct het_sched_params sp = { .devices = &r.cpu, .n_devices = 1 };
+    r.sched = het_sched_init(&sp, &err);
+    struct het_serve_params p = { .port = 0 };
+    het_server *s = het_server_listen(&p, &err);
+    CHECK(s != NULL, "listen: %s", err.msg);
+    if (!s) return;
+    static char buf[1 << 16];
+    int port = het_server_port(s);
+    CHECK(http_get(port, "/health", buf, sizeof buf) && strstr(buf, "HTTP/1.1 503") && strstr(buf, "\"loading\""),
+          "health while loading: %s", buf);
+    CHECK(http_get(port, "/v1/models", buf, sizeof buf) && strstr(buf, "HTTP/1.1 503") &&
+              strstr(buf, "\"code\":\"loading\""), "models while loading: %s", buf);
+    CHECK(http_get(port, "/metrics", buf, sizeof buf) && strstr(buf, "HTTP/1.1 200") && strstr(buf, "het_ready 0\n"),
+          "metrics while loading: %.200s", buf);
+    struct het_serve_route route = { .model = m, .sched = r.sched, .id = "stories", .devices = "cpu", .n_ctx = 128,
+                                     .n_parallel = 1 };
+    CHECK(het_server_ready(s, &route, 1, &err) == HET_OK, "ready: %s", err.msg);
+    CHECK(http_get(port, "/health", buf, sizeof buf) && strstr(buf, "HTTP/1.1 200") && strstr(buf, "\"ok\""),
+          "health when ready: %s", buf);
+    CHECK(http_get(port, "/metrics", buf, sizeof buf) && strstr(buf, "het_ready 1\n") &&
+              strstr(buf, "het_free_slots{route=\"default\"} 1\n"), "metrics when ready");
+    CHECK(het_server_ready(s, &route, 1, &err) != HET_OK, "a second ready is refused");
+    het_server_stop(s);
+    het_sched_free(r.sched);
+    het_device_free(r.cpu);
+}
+#endif
+
 int main(void)
 {
     test_utf8();
@@ -520,6 +581,9 @@ int main(void)
         test_engine_batching(m);
         test_calibrate(m);
         test_engine_queue(m);
+#if defined(HET_HAVE_MHD) && defined(HET_HAVE_JANSSON)
+        test_server_loading(m);
+#endif
     }
     het_model_free(m);
     return het_test_finish();

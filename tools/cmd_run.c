@@ -73,7 +73,10 @@ int cmd_run(int argc, char **argv)
     hr_gpu_times_begin(&gt, &s, &o);
     const het_tokenizer *tok = het_model_tokenizer(s.model);
     const struct het_model_config *cfg = het_model_get_config(s.model);
-    if (!parse_logit_bias(&o, cfg->n_vocab, &bias, &n_bias)) goto done;
+    if (!parse_logit_bias(&o, cfg->n_vocab, &bias, &n_bias)) {
+        rc = 2; /* a usage error, found once the vocabulary is known */
+        goto done;
+    }
     bool pen = o.repeat_last_n != 0; /* as llama.cpp: --repeat-last-n 0 turns the penalties off */
     struct het_sampler_params sp = {
         .temp = o.temp, .top_k = o.top_k, .top_p = o.top_p, .seed = o.seed, .min_p = o.min_p,

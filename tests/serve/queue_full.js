@@ -1,6 +1,7 @@
 // queue_full.js — with --parallel 1 --queue 1: a long stream holds the slot,
 // a second request waits, a third gets 503 with Retry-After; when the first
-// client disconnects its slot is freed and the second completes.
+// client disconnects its slot is freed and the second completes. While the
+// queue is full /health answers 503 ("busy") and /metrics shows no free slot.
 'use strict';
 const http = require('http');
 const { request, metrics, sum, sleep } = require('./http.js');
@@ -41,6 +42,12 @@ async function main() {
     const third = await request(port, 'POST', '/v1/completions', '{"prompt":"hi","max_tokens":4}', { agent: false });
     check(third.status === 503 && third.json && third.json.error.code === 'queue_full', `third: ${third.status} ${third.body}`);
     check(third.headers['retry-after'] === '1', 'Retry-After on 503');
+    // a load balancer sees the replica as full: /health 503, /metrics no free slot
+    const h = await request(port, 'GET', '/health', undefined, { agent: false });
+    check(h.status === 503 && h.json && h.json.status === 'busy', `health with a full queue: ${h.status} ${h.body}`);
+    const mf = await metrics(port);
+    check(sum(mf, 'het_free_slots') === 0 && sum(mf, 'het_queue_capacity') === 1 && sum(mf, 'het_ready') === 1,
+          'metrics: no free slot, queue capacity 1, ready');
     // the first client goes away: its slot goes to the second
     first.destroy();
     const r2 = await second;
@@ -51,6 +58,9 @@ async function main() {
     }, 'the abandoned request to be counted as cancelled');
     const m = await metrics(port);
     check(sum(m, 'het_rejected_total', 'queue_full') === 1, 'queue_full counted');
+    check(sum(m, 'het_free_slots') === 1, 'the slot is free again');
+    const h2 = await request(port, 'GET', '/health', undefined, { agent: false });
+    check(h2.status === 200 && h2.json.status === 'ok', `health after: ${h2.status}`);
     console.log(`${pass} passed, ${fail} failed`);
     process.exit(fail ? 1 : 0);
 }
