@@ -7,7 +7,8 @@ set -euo pipefail
 HET_PACKAGES=(build-essential cmake pkg-config git
               libpcre2-dev libhwloc-dev libdrm-dev libjansson-dev libmicrohttpd-dev
               libvulkan-dev glslc mesa-vulkan-drivers
-              clang libclang-rt-14-dev)
+              clang libclang-rt-14-dev
+              nginx)   # tests/test_serve_nginx.sh (replicas behind a load balancer)
 
 missing=()
 for p in "${HET_PACKAGES[@]}"; do
