@@ -232,3 +232,10 @@ void het_context_seq_reset(het_context *ctx, int32_t seq)
 {
     if (seq >= 0 && seq < ctx->n_seq) ctx->seqs[seq].n_past = 0;
 }
+
+/* the cache past n is simply overwritten by later evals: attention reads
+ * positions below n_past only */
+void het_context_seq_keep(het_context *ctx, int32_t seq, int32_t n)
+{
+    if (seq >= 0 && seq < ctx->n_seq && n >= 0 && n < ctx->seqs[seq].n_past) ctx->seqs[seq].n_past = n;
+}

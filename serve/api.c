@@ -492,9 +492,10 @@ static json_t *het_object(const struct het_api_route_info *ri, const struct het_
 
 static json_t *usage_object(const struct het_api_result *res)
 {
-    return json_pack("{s:i, s:i, s:i}", "prompt_tokens", (json_int_t)res->prompt_tokens, "completion_tokens",
-                     (json_int_t)res->completion_tokens, "total_tokens",
-                     (json_int_t)res->prompt_tokens + res->completion_tokens);
+    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", (json_int_t)res->prompt_tokens,
+                     "completion_tokens", (json_int_t)res->completion_tokens, "total_tokens",
+                     (json_int_t)res->prompt_tokens + res->completion_tokens, "prompt_tokens_details",
+                     "cached_tokens", (json_int_t)res->cached_tokens);
 }
 
 static json_t *envelope(const struct het_api_result *res, const char *object)

@@ -96,6 +96,7 @@ struct het_api_result {
     size_t      len;
     const char *finish;        /* "stop", "length"; chunks: NULL while running */
     int32_t     prompt_tokens, completion_tokens;
+    int32_t     cached_tokens;  /* of prompt_tokens, reused from a KV cache */
     double      ttft_ms, decode_ms;
     bool        logprobs;      /* add the choice's logprobs object           */
     const struct het_api_token *tokens;  /* the tokens of text               */

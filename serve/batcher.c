@@ -1,11 +1,18 @@
 /*
  * batcher.c — continuous batching for one route (see batcher.h).
  *
+ * Prefix reuse: a slot keeps its sequence's KV cache when its job ends, with
+ * the list of tokens it holds. A new job goes to the free slot whose tokens
+ * share the longest prefix with its prompt, and only the rest of the prompt
+ * is evaluated; so a conversation's next turn (its prompt = the last prompt
+ * + the reply + more) mostly skips its prefill when it comes back to the
+ * same server (docs/serve.md: session affinity behind a load balancer).
+ *
  * Locking: b->mu guards the queue, the slot table and every job field a
  * reader can see (text, finish, counters, cancelled, refs). The engine
  * thread drops the lock while it evaluates and samples; the context, the
- * samplers and each job's prompt position (n_fed, last_tok) are touched by
- * that thread only. A job is freed when its last reference goes: the
+ * samplers, the slots' token lists and each job's prompt position (n_fed,
+ * last_tok) are touched by that thread only. A job is freed when its last reference goes: the
  * reader's (het_job_release) and the engine's (when it leaves its slot or
  * the queue).
  */
@@ -33,7 +40,8 @@ struct het_job {
     het_sampler *smp;
     uint64_t     order;
     /* engine thread only */
-    int32_t      n_fed;        /* prompt tokens evaluated */
+    int32_t      n_fed;        /* prompt tokens evaluated (or reused) */
+    int32_t      n_cached;     /* prompt tokens reused from the slot's cache */
     int32_t      last_tok;     /* sampled, to be evaluated next step */
     /* under the batcher's lock */
     int              refs;
@@ -64,6 +72,8 @@ struct het_batcher {
     het_job            **queue;    /* ring of max_queue */
     int                  q_head, q_len;
     het_job            **slots;    /* n_par; NULL = free */
+    int32_t            **cached;   /* n_par lists of n_ctx: the tokens each sequence's KV cache holds */
+    int32_t             *n_cached;
     uint64_t             next_order;
     /* per step scratch (engine thread) */
     struct het_batch_part *parts;
@@ -245,13 +255,38 @@ static bool job_take_token(het_batcher *b, het_job *j, int32_t tok, const struct
 
 /* ---- the engine ------------------------------------------------------------- */
 
-/* under b->mu: empty slot s, dropping the engine's reference */
-static void slot_free(het_batcher *b, int s)
+/* under b->mu: empty slot s, dropping the engine's reference; its cache is
+ * kept for the next job unless keep_cache is false (after a failed eval) */
+static void slot_free(het_batcher *b, int s, bool keep_cache)
 {
-    het_context_seq_reset(b->ctx, s);
+    if (!keep_cache) {
+        het_context_seq_reset(b->ctx, s);
+        b->n_cached[s] = 0;
+    }
     job_unref(b->slots[s]);
     b->slots[s] = NULL;
     b->stats.active--;
+}
+
+/* the free slot whose cached tokens share the longest prefix with j's
+ * prompt (on a tie: the one caching least, so long caches survive); *keep:
+ * the tokens to reuse, leaving at least one to evaluate for the logits.
+ * -1: no free slot. */
+static int pick_slot(const het_batcher *b, const het_job *j, int32_t *keep)
+{
+    int best = -1;
+    int32_t best_common = -1;
+    for (int s = 0; s < b->n_par; s++) {
+        if (b->slots[s]) continue;
+        int32_t c = 0, n = b->n_cached[s] < j->n_prompt ? b->n_cached[s] : j->n_prompt;
+        while (c < n && b->cached[s][c] == j->prompt[c]) c++;
+        if (c > best_common || (c == best_common && b->n_cached[s] < b->n_cached[best])) {
+            best = s;
+            best_common = c;
+        }
+    }
+    *keep = best_common < j->n_prompt ? best_common : j->n_prompt - 1;
+    return best;
 }
 
 /* under b->mu: end cancelled jobs, then fill free slots from the queue */
@@ -260,23 +295,27 @@ static void reap_and_admit(het_batcher *b)
     for (int s = 0; s < b->n_par; s++)
         if (b->slots[s] && b->slots[s]->cancelled) {
             job_end(b->slots[s], HET_FINISH_CANCELLED, NULL);
-            slot_free(b, s);
+            slot_free(b, s, true);
         }
-    for (int s = 0; s < b->n_par && b->q_len > 0; s++) {
-        if (b->slots[s]) continue;
-        while (b->q_len > 0 && !b->slots[s]) {
-            het_job *j = b->queue[b->q_head];
-            b->q_head = (b->q_head + 1) % b->max_queue;
-            b->q_len--;
-            if (j->cancelled) {
-                job_end(j, HET_FINISH_CANCELLED, NULL);
-                job_unref(j);
-                continue;
-            }
-            j->order = b->next_order++;
-            b->slots[s] = j;
-            b->stats.active++;
+    while (b->q_len > 0) {
+        int32_t keep = 0;
+        int s = pick_slot(b, b->queue[b->q_head], &keep);
+        if (s < 0) break;
+        het_job *j = b->queue[b->q_head];
+        b->q_head = (b->q_head + 1) % b->max_queue;
+        b->q_len--;
+        if (j->cancelled) {
+            job_end(j, HET_FINISH_CANCELLED, NULL);
+            job_unref(j);
+            continue;
         }
+        het_context_seq_keep(b->ctx, s, keep);
+        b->n_cached[s] = keep;
+        j->n_fed = j->n_cached = keep;
+        j->order = b->next_order++;
+        b->slots[s] = j;
+        b->stats.active++;
+        b->stats.cached_tokens += (uint64_t)keep;
     }
     b->stats.queued = b->q_len;
 }
@@ -317,7 +356,10 @@ static void sample_parts(het_batcher *b, int n)
 {
     const float *logits = het_context_logits(b->ctx, NULL);
     for (int i = 0; i < n; i++) {
-        het_job *j = b->slots[b->part_slot[i]];
+        int s = b->part_slot[i];
+        het_job *j = b->slots[s];
+        memcpy(b->cached[s] + b->n_cached[s], b->parts[i].tokens, (size_t)b->parts[i].n_tok * sizeof(int32_t));
+        b->n_cached[s] += b->parts[i].n_tok;
         b->sampled[i] = -1;
         if (j->n_fed < j->n_prompt) {
             j->n_fed += b->parts[i].n_tok;
@@ -375,9 +417,9 @@ static void run_step(het_batcher *b)
         het_job *j = b->slots[s];
         if (st != HET_OK) {
             job_end(j, HET_FINISH_ERROR, err.msg);
-            slot_free(b, s);
+            slot_free(b, s, false);
         } else if (b->sampled[i] >= 0 && job_take_token(b, j, b->sampled[i], &b->lp[i], b->json_done[i])) {
-            slot_free(b, s);
+            slot_free(b, s, true);
         }
     }
     snapshot_stats(b, n, n_tokens);
@@ -400,7 +442,7 @@ static void *engine_main(void *arg)
     for (int s = 0; s < b->n_par; s++)
         if (b->slots[s]) {
             job_end(b->slots[s], HET_FINISH_ERROR, "the server is stopping");
-            slot_free(b, s);
+            slot_free(b, s, true);
         }
     for (; b->q_len > 0; b->q_len--, b->q_head = (b->q_head + 1) % b->max_queue) {
         job_end(b->queue[b->q_head], HET_FINISH_ERROR, "the server is stopping");
@@ -437,7 +479,10 @@ het_batcher *het_batcher_init(const struct het_batcher_params *p, het_error *err
     b->sampled = calloc((size_t)b->n_par, sizeof *b->sampled);
     b->lp = calloc((size_t)b->n_par, sizeof *b->lp);
     b->json_done = calloc((size_t)b->n_par, sizeof *b->json_done);
-    if (!b->queue || !b->slots || !b->parts || !b->part_slot || !b->sampled || !b->lp || !b->json_done) {
+    b->cached = calloc((size_t)b->n_par, sizeof *b->cached);
+    b->n_cached = calloc((size_t)b->n_par, sizeof *b->n_cached);
+    if (!b->queue || !b->slots || !b->parts || !b->part_slot || !b->sampled || !b->lp || !b->json_done || !b->cached ||
+        !b->n_cached) {
         het_error_set(err, HET_ERR_NOMEM, "batcher: out of memory");
         het_batcher_free(b);
         return NULL;
@@ -450,6 +495,12 @@ het_batcher *het_batcher_init(const struct het_batcher_params *p, het_error *err
         return NULL;
     }
     b->n_ctx = het_context_n_ctx(b->ctx);
+    for (int s = 0; s < b->n_par; s++)
+        if (!(b->cached[s] = malloc((size_t)b->n_ctx * sizeof *b->cached[s]))) {
+            het_error_set(err, HET_ERR_NOMEM, "batcher: out of memory");
+            het_batcher_free(b);
+            return NULL;
+        }
     b->stats.n_parallel = b->n_par;
     b->stats.max_queue = b->max_queue;
     return b;
@@ -490,6 +541,9 @@ void het_batcher_free(het_batcher *b)
     free(b->sampled);
     free(b->lp);
     free(b->json_done);
+    for (int s = 0; b->cached && s < b->n_par; s++) free(b->cached[s]);
+    free(b->cached);
+    free(b->n_cached);
     pthread_cond_destroy(&b->work);
     pthread_mutex_destroy(&b->mu);
     free(b);
@@ -552,6 +606,7 @@ static void fill_info(const het_job *j, struct het_job_info *info)
     info->finish = j->finish;
     info->n_prompt = j->n_prompt;
     info->n_gen = j->n_gen;
+    info->n_cached = j->n_cached;
     info->ttft_ms = j->t_first > 0 ? j->t_first - j->t_submit : 0;
     info->decode_ms = j->t_end > 0 && j->t_first > 0 ? j->t_end - j->t_first : 0;
     snprintf(info->error, sizeof info->error, "%s", j->error);

@@ -94,6 +94,7 @@ struct het_job_info {
     enum het_finish finish;
     int32_t n_prompt;
     int32_t n_gen;          /* tokens generated (not counting end-of-generation) */
+    int32_t n_cached;       /* prompt tokens reused from a slot's KV cache        */
     double  ttft_ms;        /* submit to first sampled token (0 if none yet)      */
     double  decode_ms;      /* first token to the end (0 while running)          */
     char    error[256];     /* HET_FINISH_ERROR: why                              */
@@ -113,6 +114,7 @@ struct het_batcher_stats {
     uint64_t step_seqs;         /* sum over steps of sequences in it      */
     uint64_t step_tokens;       /* sum over steps of tokens in it         */
     uint64_t fallbacks;         /* scheduler fallbacks                    */
+    uint64_t cached_tokens;     /* prompt tokens reused from slot caches  */
     int      n_devices;
     char     device_name[4][32];
     double   device_busy_us[4];

@@ -209,7 +209,8 @@ static void result_from(const struct answer *a, const struct het_job_info *ji, c
     *res = (struct het_api_result){
         .id = a->id, .created = a->created, .model = a->headers.model, .text = text, .len = len,
         .finish = ji->finish == HET_FINISH_NONE ? NULL : het_finish_name(ji->finish),
-        .prompt_tokens = ji->n_prompt, .completion_tokens = ji->n_gen, .ttft_ms = ji->ttft_ms,
+        .prompt_tokens = ji->n_prompt, .completion_tokens = ji->n_gen, .cached_tokens = ji->n_cached,
+        .ttft_ms = ji->ttft_ms,
         .decode_ms = ji->decode_ms,
     };
 }
@@ -306,6 +307,7 @@ static int answer_whole(struct answer *a)
     }
     a->acc.prompt_tokens = ji.n_prompt;
     a->acc.completion_tokens = ji.n_gen;
+    a->acc.cached_tokens = ji.n_cached;
     answer_done(a, &ji);
     het_strbuf_free(&text);
     het_job_tokens_free(&toks);
@@ -425,6 +427,7 @@ static void stream_free(void *cls)
     struct stream *st = cls;
     st->a.acc.prompt_tokens = st->ji.n_prompt;
     st->a.acc.completion_tokens = st->ji.n_gen;
+    st->a.acc.cached_tokens = st->ji.n_cached;
     het_server_access_log(st->a.s, &st->a.acc, 200);
     answer_done(&st->a, &st->ji);
     het_strbuf_free(&st->out);
@@ -484,6 +487,7 @@ int het_serve_generate(het_server *s, struct MHD_Connection *c, enum het_api_kin
         acc->deferred = a.acc.deferred;
         acc->prompt_tokens = a.acc.prompt_tokens;
         acc->completion_tokens = a.acc.completion_tokens;
+        acc->cached_tokens = a.acc.cached_tokens;
     }
     free(pl.tokens);
     het_api_request_free(&req);

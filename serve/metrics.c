@@ -112,7 +112,7 @@ static void render_requests(const struct het_metrics *m, struct het_strbuf *o, c
 }
 
 /* engine figures: one sample per route each */
-enum { E_QUEUED, E_ACTIVE, E_SLOTS, E_STEPS, E_SEQS, E_TOKENS, E_FALLBACKS, E_FREE, E_QCAP, E_COUNT };
+enum { E_QUEUED, E_ACTIVE, E_SLOTS, E_STEPS, E_SEQS, E_TOKENS, E_FALLBACKS, E_FREE, E_QCAP, E_CACHED, E_COUNT };
 static const struct {
     const char *name, *type, *help;
 } engine_rows[E_COUNT] = {
@@ -125,6 +125,7 @@ static const struct {
     { "het_fallbacks_total", "counter", "Graph nodes run off the policy's device." },
     { "het_free_slots", "gauge", "Sequence slots free now (het_sequence_slots - het_active_sequences)." },
     { "het_queue_capacity", "gauge", "Requests that may wait (--queue); at het_queue_depth new ones get 503." },
+    { "het_prompt_cached_tokens_total", "counter", "Prompt tokens reused from a slot's KV cache (not evaluated again)." },
 };
 
 static void render_engines(struct het_strbuf *o, const struct het_metrics_route *r, int n)
@@ -135,7 +136,8 @@ static void render_engines(struct het_strbuf *o, const struct het_metrics_route 
             const struct het_batcher_stats *e = &r[i].engine;
             const uint64_t v[E_COUNT] = { (uint64_t)e->queued, (uint64_t)e->active, (uint64_t)e->n_parallel,
                                           e->steps, e->step_seqs, e->step_tokens, e->fallbacks,
-                                          (uint64_t)(e->n_parallel - e->active), (uint64_t)e->max_queue };
+                                          (uint64_t)(e->n_parallel - e->active), (uint64_t)e->max_queue,
+                                          e->cached_tokens };
             het_strbuf_printf(o, "%s{route=\"%s\"} %llu\n", engine_rows[k].name, r[i].name,
                               (unsigned long long)v[k]);
         }

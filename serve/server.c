@@ -122,7 +122,8 @@ static int send_simple_error(het_server *s, struct MHD_Connection *c, unsigned s
 void het_server_access_log(het_server *s, const struct het_access *a, unsigned status)
 {
     char toks[48] = "-";
-    if (a->prompt_tokens >= 0) snprintf(toks, sizeof toks, "%d+%d", a->prompt_tokens, a->completion_tokens);
+    if (a->prompt_tokens >= 0)
+        snprintf(toks, sizeof toks, "%d+%d cached=%d", a->prompt_tokens, a->completion_tokens, a->cached_tokens);
     logf_(s, "%s %s %u tokens=%s ms=%.1f%s%s%s%s", a->method, a->path, status, toks, het_now_us() / 1e3 - a->t0_ms,
           a->session[0] ? " session=" : "", a->session, a->user[0] ? " user=" : "", a->user);
 }

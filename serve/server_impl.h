@@ -35,6 +35,7 @@ struct het_access {
     char   user[64];          /* the body's "user", "" when absent     */
     double t0_ms;             /* arrival                               */
     int    prompt_tokens, completion_tokens;   /* -1: not a generation */
+    int    cached_tokens;     /* of prompt_tokens, reused from a KV cache */
     bool   deferred;          /* a stream logs itself when it ends     */
 };
 /* Write the line (status: the HTTP status sent). */

@@ -437,6 +437,63 @@ static void test_engine_batching(het_model *m)
     }
 }
 
+/* prefix reuse: a conversation's next turn (prompt + reply + more) reuses
+ * the slot's KV cache and still gives exactly the text it gives alone */
+static void test_engine_prefix(het_model *m)
+{
+    const het_tokenizer *tok = het_model_tokenizer(m);
+    struct rig r;
+    if (!rig_open(&r, m, 2, 4, 8)) return;
+    int32_t *p1 = NULL, n1 = 0;
+    het_error err = { 0 };
+    het_prompt_tokenize(tok, "Lily and Ben went to the park", 29, &p1, &n1, &err);
+    struct het_job_params jp = { .prompt = p1, .n_prompt = n1, .max_tokens = 10, .logprobs = true };
+    het_job *j = NULL;
+    char msg[256];
+    CHECK(het_batcher_submit(r.b, &jp, &j, msg, sizeof msg) == HET_SUBMIT_OK, "turn 1: %s", msg);
+    struct het_strbuf t1 = { 0 };
+    struct het_job_tokens jt = { 0 };
+    size_t have = 0;
+    struct het_job_info info;
+    while (j && !het_job_wait(j, &t1, &have, &jt, 1000, &info)) {}
+    het_job_release(j);
+    CHECK(info.n_cached == 0 && jt.n == 10, "turn 1: %d cached, %zu tokens", info.n_cached, jt.n);
+    /* turn 2: turn 1's prompt, its reply, and two more tokens */
+    int32_t n2 = n1 + (int32_t)jt.n + 2;
+    int32_t *p2 = malloc((size_t)n2 * sizeof *p2);
+    memcpy(p2, p1, (size_t)n1 * sizeof *p2);
+    for (size_t k = 0; k < jt.n; k++) p2[n1 + (int32_t)k] = jt.v[k].id;
+    p2[n2 - 2] = p1[1];
+    p2[n2 - 1] = p1[2];
+    char *want = solo_greedy(m, p2, n2, 12);
+    jp = (struct het_job_params){ .prompt = p2, .n_prompt = n2, .max_tokens = 12 };
+    CHECK(het_batcher_submit(r.b, &jp, &j, msg, sizeof msg) == HET_SUBMIT_OK, "turn 2: %s", msg);
+    char *got = j ? wait_all(j, &info) : NULL;
+    /* the reply's last token was sampled but never evaluated: not cached */
+    CHECK(info.n_cached == n1 + (int32_t)jt.n - 1, "turn 2 reused %d tokens, want %d", info.n_cached,
+          n1 + (int32_t)jt.n - 1);
+    CHECK(got && !strcmp(got, want), "turn 2 with reuse [%s] alone [%s]", got ? got : "", want);
+    het_job_release(j);
+    free(got);
+    /* the same prompt again: everything but its last token is reused */
+    CHECK(het_batcher_submit(r.b, &jp, &j, msg, sizeof msg) == HET_SUBMIT_OK, "turn 2 again: %s", msg);
+    got = j ? wait_all(j, &info) : NULL;
+    CHECK(info.n_cached == n2 - 1 && got && !strcmp(got, want), "repeat: %d cached, [%s]", info.n_cached,
+          got ? got : "");
+    het_job_release(j);
+    free(got);
+    struct het_batcher_stats st;
+    het_batcher_get_stats(r.b, &st);
+    CHECK(st.cached_tokens == (uint64_t)(n1 + (int32_t)jt.n - 1 + n2 - 1), "cached tokens counted: %llu",
+          (unsigned long long)st.cached_tokens);
+    free(want);
+    free(p1);
+    free(p2);
+    het_job_tokens_free(&jt);
+    het_strbuf_free(&t1);
+    rig_close(&r);
+}
+
 /* until the job has its first token (so it holds a slot) */
 static void wait_running(het_job *j)
 {
@@ -579,6 +636,7 @@ int main(void)
     CHECK(m, "cannot load %s: %s", path, err.msg);
     if (m) {
         test_engine_batching(m);
+        test_engine_prefix(m);
         test_calibrate(m);
         test_engine_queue(m);
 #if defined(HET_HAVE_MHD) && defined(HET_HAVE_JANSSON)

@@ -28,7 +28,7 @@ PORT="$PORT" KEY=sekrit node "$here/serve/auth.js" || rc=1
 stop_server || { echo "FAIL: the server did not exit cleanly"; rc=1; }
 # the access log: one line per request, with status, tokens and time
 for want in 'GET /health 200 tokens=- ms=' 'GET /v1/models 401 ' \
-            'POST /v1/chat/completions 200 tokens=[0-9]+\+6 ms=[0-9.]+ session=conv-42 user=tester' 'POST /tokenize 200 '; do
+            'POST /v1/chat/completions 200 tokens=[0-9]+\+6 cached=[0-9]+ ms=[0-9.]+ session=conv-42 user=tester' 'POST /tokenize 200 '; do
     grep -Eq "^hetrun serve: $want" "$tmp/auth.log" || { echo "FAIL: no access-log line matching '$want'"; rc=1; }
 done
 n_lines=$(grep -cE '^hetrun serve: (GET|POST) ' "$tmp/auth.log")

@@ -146,6 +146,9 @@ int32_t      het_context_n_ctx(const het_context *c);
 int32_t      het_context_n_seq(const het_context *c);
 void         het_context_reset(het_context *c);                 /* forget every sequence */
 void         het_context_seq_reset(het_context *c, int32_t seq);
+/* Keep the first n tokens of sequence seq (n <= its length) and forget the
+ * rest: the next eval continues from position n (prefix reuse). */
+void         het_context_seq_keep(het_context *c, int32_t seq, int32_t n);
 size_t       het_context_kv_bytes(const het_context *c);
 
 /* ---- sampling -----------------------------------------------------------

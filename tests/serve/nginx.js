@@ -72,14 +72,22 @@ async function one(i) {
 }
 
 async function main() {
-    // affinity: one session's requests all land on one replica
-    const ups = [];
+    // affinity: one conversation's turns all land on one replica, which
+    // reuses the KV cache of the turns before (usage.prompt_tokens_details)
+    const ups = [], messages = [{ role: 'user', content: 'Tell me a story about a dog.' }];
+    let cached = [], prompts = [];
     for (let k = 0; k < 3; k++) {
-        const { response } = await client.chat.completions.create({ model: 'stories260K', max_tokens: 4,
-            messages: [{ role: 'user', content: 'hi' }] }, { headers: { 'X-Session-Id': 'sticky-1' } }).withResponse();
+        const { data, response } = await client.chat.completions.create({ model: 'stories260K', max_tokens: 16,
+            temperature: 0, messages }, { headers: { 'X-Session-Id': 'sticky-1' } }).withResponse();
         ups.push(response.headers.get('x-upstream'));
+        cached.push(data.usage.prompt_tokens_details.cached_tokens);
+        prompts.push(data.usage.prompt_tokens);
+        messages.push({ role: 'assistant', content: data.choices[0].message.content }, { role: 'user', content: 'And then?' });
     }
     check(ups[0] && ups.every((u) => u === ups[0]), `a session stays on one replica: ${ups}`);
+    check(cached[1] >= prompts[0] / 2 && cached[2] >= prompts[1] / 2,
+          `later turns reuse the replica's KV cache: cached ${cached} of prompts ${prompts}`);
+    console.log(`affinity: turns of ${prompts} prompt tokens, ${cached} of them reused from the replica's cache`);
     attempts = 0;
 
     const results = [];
