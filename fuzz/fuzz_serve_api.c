@@ -65,6 +65,9 @@ static void respond(const uint8_t *data, size_t size)
         res.n_tokens = 4;
         must_be_utf8(het_api_response_json((enum het_api_kind)kind, &res, &ri, NULL));
         must_be_utf8(het_api_chunk_json((enum het_api_kind)kind, &res, false, false, &ri, NULL));
+        struct het_api_result two[2] = { res, res };
+        two[1].index = 1;
+        must_be_utf8(het_api_response_json_n((enum het_api_kind)kind, two, 2, &ri, NULL));
     }
     struct het_api_error e;
     het_api_error_set(&e, 400, "invalid_request_error", NULL, "p", "%.*s", (int)(size < 300 ? size : 300), text);
@@ -81,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (het_api_parse((const char *)data, size, (enum het_api_kind)kind, &r, &e)) {
             if (kind == HET_API_CHAT) render_all(&r);
             if (r.n_stop > HET_API_MAX_STOP || (r.prompt && strlen(r.prompt) > r.prompt_len)) abort();
-            if (r.top_logprobs < 0 || r.top_logprobs > HET_API_MAX_TOP_LOGPROBS || r.n_logit_bias < 0 ||
+            if (r.n < 1 || r.n > HET_API_MAX_N || r.top_logprobs < 0 || r.top_logprobs > HET_API_MAX_TOP_LOGPROBS || r.n_logit_bias < 0 ||
                 r.n_logit_bias > HET_API_MAX_LOGIT_BIAS || !(r.min_p >= 0 && r.min_p <= 1) ||
                 !(r.presence_penalty >= -2 && r.presence_penalty <= 2) || r.repeat_last_n < -1)
                 abort();

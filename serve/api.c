@@ -153,11 +153,9 @@ static bool parse_sampling(json_t *root, struct het_api_request *r, struct het_a
     if (given) r->max_tokens = (int32_t)x;
     if (!get_int(root, "seed", INT64_MIN, INT64_MAX, &x, &r->has_seed, e)) return false;
     r->seed = (uint64_t)x;
-    if (!get_int(root, "n", 1, 1, &x, NULL, e)) {
-        e->code = "unsupported_value";
-        snprintf(e->message, sizeof e->message, "'n' must be 1: one choice per request is supported");
-        return false;
-    }
+    r->n = 1;
+    if (!get_int(root, "n", 1, HET_API_MAX_N, &x, &given, e)) return false;
+    if (given) r->n = (int)x;
     if (!get_bool(root, "stream", &r->stream, e) || !get_bool(root, "ignore_eos", &r->ignore_eos, e)) return false;
     json_t *so = json_object_get(root, "stream_options");
     if (so && !json_is_null(so)) {
@@ -558,19 +556,41 @@ static json_t *logprobs_json(enum het_api_kind kind, const struct het_api_result
                      "text_offset", offs);
 }
 
+static json_t *whole_choice(enum het_api_kind kind, const struct het_api_result *res)
+{
+    if (kind == HET_API_CHAT)
+        return json_pack("{s:i, s:{s:s, s:o}, s:o, s:o}", "index", res->index, "message", "role", "assistant",
+                         "content", text_json(res->text, res->len), "logprobs", logprobs_json(kind, res),
+                         "finish_reason", finish_json(res->finish));
+    return json_pack("{s:o, s:i, s:o, s:o}", "text", text_json(res->text, res->len), "index", res->index, "logprobs",
+                     logprobs_json(kind, res), "finish_reason", finish_json(res->finish));
+}
+
 char *het_api_response_json(enum het_api_kind kind, const struct het_api_result *res,
                             const struct het_api_route_info *ri, size_t *len)
+{
+    return het_api_response_json_n(kind, res, 1, ri, len);
+}
+
+char *het_api_response_json_n(enum het_api_kind kind, const struct het_api_result *res, int n,
+                              const struct het_api_route_info *ri, size_t *len)
 {
     bool chat = kind == HET_API_CHAT;
     json_t *o = envelope(res, chat ? "chat.completion" : "text_completion");
     if (!o) return NULL;
-    json_t *choice = chat ? json_pack("{s:i, s:{s:s, s:o}, s:o, s:o}", "index", 0, "message", "role", "assistant",
-                                      "content", text_json(res->text, res->len), "logprobs",
-                                      logprobs_json(kind, res), "finish_reason", finish_json(res->finish))
-                          : json_pack("{s:o, s:i, s:o, s:o}", "text", text_json(res->text, res->len), "index", 0,
-                                      "logprobs", logprobs_json(kind, res), "finish_reason", finish_json(res->finish));
-    json_object_set_new(o, "choices", choice ? json_pack("[o]", choice) : NULL);
-    json_object_set_new(o, "usage", usage_object(res));
+    json_t *choices = json_array();
+    struct het_api_result total = res[0];
+    for (int i = 0; i < n; i++) {
+        json_t *c = whole_choice(kind, &res[i]);
+        if (!c || json_array_append_new(choices, c)) {
+            json_decref(choices);
+            choices = NULL;
+            break;
+        }
+        if (i) total.completion_tokens += res[i].completion_tokens;
+    }
+    json_object_set_new(o, "choices", choices);
+    json_object_set_new(o, "usage", usage_object(&total));
     if (ri) json_object_set_new(o, "het", het_object(ri, res));
     if (!json_object_get(o, "choices") || !json_object_get(o, "usage")) {
         json_decref(o);
@@ -582,12 +602,12 @@ char *het_api_response_json(enum het_api_kind kind, const struct het_api_result 
 static json_t *chunk_choice(enum het_api_kind kind, const struct het_api_result *res, bool first)
 {
     if (kind == HET_API_COMPLETION)
-        return json_pack("{s:o, s:i, s:o, s:o}", "text", text_json(res->text, res->len), "index", 0, "logprobs",
-                         logprobs_json(kind, res), "finish_reason", finish_json(res->finish));
+        return json_pack("{s:o, s:i, s:o, s:o}", "text", text_json(res->text, res->len), "index", res->index,
+                         "logprobs", logprobs_json(kind, res), "finish_reason", finish_json(res->finish));
     json_t *delta = json_object();
     if (first) json_object_set_new(delta, "role", json_string("assistant"));
     if (res->len || first) json_object_set_new(delta, "content", text_json(res->text, res->len));
-    return json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta, "logprobs", logprobs_json(kind, res),
+    return json_pack("{s:i, s:o, s:o, s:o}", "index", res->index, "delta", delta, "logprobs", logprobs_json(kind, res),
                      "finish_reason", finish_json(res->finish));
 }
 

@@ -16,6 +16,7 @@
 #define HET_API_MAX_STOP 4
 #define HET_API_MAX_TOP_LOGPROBS 20    /* chat's top_logprobs limit; completions allow 5 */
 #define HET_API_MAX_LOGIT_BIAS 1024
+#define HET_API_MAX_N 16                /* choices per request ("n")            */
 
 struct het_api_error {
     int         status;        /* HTTP status                                  */
@@ -47,6 +48,7 @@ struct het_api_request {
     uint64_t             seed;
     const char          *stop[HET_API_MAX_STOP];
     int                  n_stop;
+    int                  n;                /* choices (1..HET_API_MAX_N)          */
     bool                 stream, include_usage;
     bool                 ignore_eos;       /* extension: generate max_tokens      */
     int                  route;            /* -1: by policy ("het_route" field)   */
@@ -89,6 +91,7 @@ struct het_api_token {
 };
 
 struct het_api_result {
+    int         index;         /* the choice's index (n > 1)                 */
     const char *id;
     long long   created;
     const char *model;
@@ -105,6 +108,10 @@ struct het_api_result {
 /* A whole (non-streamed) response. */
 char *het_api_response_json(enum het_api_kind kind, const struct het_api_result *res,
                             const struct het_api_route_info *ri, size_t *len);
+/* The same with n choices res[0..n) (usage: res[0]'s prompt, every choice's
+ * completion tokens; the het object: res[0]'s timings). */
+char *het_api_response_json_n(enum het_api_kind kind, const struct het_api_result *res, int n,
+                              const struct het_api_route_info *ri, size_t *len);
 /* One stream chunk. first: chat's opening delta carries the role. ri: add
  * the `het` object (first and last chunks). usage: a final chunk with
  * "choices":[] and the usage counts instead of text. */

@@ -129,14 +129,16 @@ static bool plan_request(const het_server *s, const struct het_api_request *req,
     return true;
 }
 
-static bool submit(het_server *s, const struct het_api_request *req, const struct plan *pl, uint64_t id,
+/* queue one job (choice k of req->n; each choice gets its own seed) */
+static bool submit(het_server *s, const struct het_api_request *req, const struct plan *pl, uint64_t id, int k,
                    het_job **job, struct het_api_error *e)
 {
     bool pen = req->repeat_last_n != 0; /* llama.cpp: repeat_last_n 0 turns the penalties off */
+    uint64_t seed = req->has_seed ? req->seed : (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull + id;
     struct het_job_params jp = {
         .prompt = pl->tokens, .n_prompt = pl->n, .max_tokens = pl->max_tokens,
         .sampling = { .temp = req->temperature, .top_k = req->top_k, .top_p = req->top_p,
-                      .seed = req->has_seed ? req->seed : (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull + id,
+                      .seed = seed + (uint64_t)k * 0x9E3779B97F4A7C15ull,
                       .min_p = req->min_p, .repeat_penalty = pen ? req->repeat_penalty : 1.0f,
                       .presence_penalty = pen ? req->presence_penalty : 0,
                       .frequency_penalty = pen ? req->frequency_penalty : 0, .penalty_last_n = req->repeat_last_n,
@@ -165,13 +167,21 @@ static bool submit(het_server *s, const struct het_api_request *req, const struc
     return false;
 }
 
-/* ---- one request's identity and route, shared by both answer styles ---------------- */
+/* ---- one request's identity, route and choices, shared by both answer styles ---------- */
+
+struct choice {
+    het_job              *job;
+    struct het_strbuf     text;   /* whole: all of it; stream: what one wait brought */
+    struct het_job_tokens toks;   /* logprobs, likewise                              */
+    size_t                have;
+    struct het_job_info   ji;
+    bool                  ended;  /* stream: its last chunk is out                  */
+};
 
 struct answer {
     het_server               *s;
     struct het_access         acc;
     struct MHD_Connection    *c;
-    het_job                  *job;
     int                       route;
     enum het_api_kind         kind;
     bool                      include_usage;
@@ -181,6 +191,8 @@ struct answer {
     char                      reason[200];
     struct het_route_headers  headers;
     struct het_api_route_info info;
+    int                       n;       /* choices */
+    struct choice             ch[HET_API_MAX_N];
 };
 
 static void answer_init(struct answer *a, het_server *s, struct MHD_Connection *c, const struct het_api_request *req,
@@ -203,15 +215,14 @@ static void answer_init(struct answer *a, het_server *s, struct MHD_Connection *
                                            s->rule.has_long ? s->rule.threshold : -1 };
 }
 
-static void result_from(const struct answer *a, const struct het_job_info *ji, const char *text, size_t len,
-                        struct het_api_result *res)
+static void result_from(const struct answer *a, int k, const char *text, size_t len, struct het_api_result *res)
 {
+    const struct het_job_info *ji = &a->ch[k].ji;
     *res = (struct het_api_result){
-        .id = a->id, .created = a->created, .model = a->headers.model, .text = text, .len = len,
+        .index = k, .id = a->id, .created = a->created, .model = a->headers.model, .text = text, .len = len,
         .finish = ji->finish == HET_FINISH_NONE ? NULL : het_finish_name(ji->finish),
         .prompt_tokens = ji->n_prompt, .completion_tokens = ji->n_gen, .cached_tokens = ji->n_cached,
-        .ttft_ms = ji->ttft_ms,
-        .decode_ms = ji->decode_ms,
+        .ttft_ms = ji->ttft_ms, .decode_ms = ji->decode_ms,
     };
 }
 
@@ -263,55 +274,65 @@ static void lp_view_free(struct lp_view *v)
     memset(v, 0, sizeof *v);
 }
 
-static void answer_done(struct answer *a, struct het_job_info *ji)
+/* every choice ends: metrics, the access-log counts, the jobs released */
+static void answer_done(struct answer *a)
 {
-    if (ji->finish == HET_FINISH_NONE) ji->finish = HET_FINISH_CANCELLED;
-    het_metrics_request(&a->s->metrics, a->route, ji);
-    het_job_release(a->job);
-    a->job = NULL;
+    a->acc.prompt_tokens = a->ch[0].ji.n_prompt;
+    a->acc.cached_tokens = a->ch[0].ji.n_cached;
+    a->acc.completion_tokens = 0;
+    for (int k = 0; k < a->n; k++) {
+        struct choice *c = &a->ch[k];
+        a->acc.completion_tokens += c->ji.n_gen;
+        if (c->job) {
+            if (c->ji.finish == HET_FINISH_NONE) c->ji.finish = HET_FINISH_CANCELLED;
+            het_metrics_request(&a->s->metrics, a->route, &c->ji);
+            het_job_release(c->job);
+            c->job = NULL;
+        }
+        het_strbuf_free(&c->text);
+        het_job_tokens_free(&c->toks);
+    }
 }
 
 /* ---- whole answers ----------------------------------------------------------------------- */
 
 static int answer_whole(struct answer *a)
 {
-    struct het_strbuf text = { 0 };
-    struct het_job_info ji = { 0 };
-    struct het_job_tokens toks = { 0 };
-    struct lp_view lv = { 0 };
-    size_t have = 0;
-    while (!het_job_wait(a->job, &text, &have, a->logprobs ? &toks : NULL, WAIT_SLICE_MS, &ji)) {
-        if (het_server_client_gone(a->c)) {
-            answer_done(a, &ji);
-            het_strbuf_free(&text);
-            het_job_tokens_free(&toks);
-            return MHD_NO;
-        }
+    for (int k = 0; k < a->n; k++) {
+        struct choice *c = &a->ch[k];
+        while (!het_job_wait(c->job, &c->text, &c->have, a->logprobs ? &c->toks : NULL, WAIT_SLICE_MS, &c->ji))
+            if (het_server_client_gone(a->c)) {
+                answer_done(a);
+                return MHD_NO;
+            }
+    }
+    struct lp_view lv[HET_API_MAX_N];
+    struct het_api_result res[HET_API_MAX_N];
+    memset(lv, 0, sizeof lv);
+    const char *failed = NULL;
+    for (int k = 0; k < a->n && !failed; k++) {
+        struct choice *c = &a->ch[k];
+        if (c->text.oom || c->toks.oom || (a->logprobs && !lp_view_build(&a->s->routes[a->route], &c->toks, &lv[k])))
+            failed = "out of memory";
+        else if (c->ji.finish == HET_FINISH_ERROR)
+            failed = c->ji.error;
+        result_from(a, k, c->text.p ? c->text.p : "", c->text.len, &res[k]);
+        res[k].logprobs = a->logprobs;
+        res[k].tokens = lv[k].t;
+        res[k].n_tokens = lv[k].n;
     }
     int ret;
-    bool oom = text.oom || toks.oom || (a->logprobs && !lp_view_build(&a->s->routes[a->route], &toks, &lv));
-    if (ji.finish == HET_FINISH_ERROR || oom) {
+    if (failed) {
         struct het_api_error e;
-        het_api_error_set(&e, 500, "server_error", NULL, NULL, "generation failed: %s",
-                          oom ? "out of memory" : ji.error);
+        het_api_error_set(&e, 500, "server_error", NULL, NULL, "generation failed: %s", failed);
         ret = het_server_send_error(a->s, a->c, &e, &a->headers);
     } else {
-        struct het_api_result res;
-        result_from(a, &ji, text.p ? text.p : "", text.len, &res);
-        res.logprobs = a->logprobs;
-        res.tokens = lv.t;
-        res.n_tokens = lv.n;
         size_t len = 0;
-        char *body = het_api_response_json(a->kind, &res, &a->info, &len);
+        char *body = het_api_response_json_n(a->kind, res, a->n, &a->info, &len);
         ret = het_server_send(a->s, a->c, 200, "application/json", body, len, &a->headers);
     }
-    a->acc.prompt_tokens = ji.n_prompt;
-    a->acc.completion_tokens = ji.n_gen;
-    a->acc.cached_tokens = ji.n_cached;
-    answer_done(a, &ji);
-    het_strbuf_free(&text);
-    het_job_tokens_free(&toks);
-    lp_view_free(&lv);
+    answer_done(a);
+    for (int k = 0; k < a->n; k++) lp_view_free(&lv[k]);
     return ret;
 }
 
@@ -321,12 +342,8 @@ struct stream {
     struct answer     a;
     struct het_strbuf out;      /* bytes ready to send   */
     size_t            out_off;
-    struct het_strbuf delta;    /* new text of one wait  */
-    struct het_job_tokens toks; /* its tokens (logprobs) */
-    size_t            have;
     bool              started, done;
     double            quiet_ms;   /* waited since the last bytes went out */
-    struct het_job_info ji;
 };
 
 /* While a long prompt is read nothing is sent; an SSE comment every so often
@@ -350,57 +367,95 @@ static void sse(struct stream *st, char *json)
     free(json);
 }
 
-static void stream_chunk(struct stream *st, const char *text, size_t len, bool first, bool last, bool usage)
+/* a chunk of choice k: its new text (and tokens), its opening, or its end */
+static void stream_chunk(struct stream *st, int k, bool first, bool last)
 {
+    struct choice *c = &st->a.ch[k];
     struct het_api_result res;
     struct lp_view lv = { 0 };
-    result_from(&st->a, &st->ji, text, len, &res);
+    result_from(&st->a, k, c->text.p ? c->text.p : "", first || last ? 0 : c->text.len, &res);
     if (!last) res.finish = NULL;
-    if (st->a.logprobs && !usage) {
-        if (!lp_view_build(&st->a.s->routes[st->a.route], &st->toks, &lv)) st->out.oom = true;
-        st->toks.n = 0;
+    if (st->a.logprobs && !first && !last) {
+        if (!lp_view_build(&st->a.s->routes[st->a.route], &c->toks, &lv)) st->out.oom = true;
         res.logprobs = true;
         res.tokens = lv.t;
         res.n_tokens = lv.n;
     }
-    sse(st, het_api_chunk_json(st->a.kind, &res, first, usage, first || last ? &st->a.info : NULL, NULL));
+    bool all_ended = true; /* the het object goes in the first chunk and the very last */
+    for (int i = 0; i < st->a.n; i++) all_ended = all_ended && st->a.ch[i].ended;
+    bool ri = (first && k == 0) || (last && all_ended);
+    sse(st, het_api_chunk_json(st->a.kind, &res, first, false, ri ? &st->a.info : NULL, NULL));
     lp_view_free(&lv);
+    c->toks.n = 0;
 }
 
-static void stream_end(struct stream *st)
+/* the usage chunk: the prompt once, every choice's completion tokens */
+static void stream_usage(struct stream *st)
 {
-    if (st->ji.finish == HET_FINISH_ERROR) {
-        struct het_api_error e;
-        het_api_error_set(&e, 500, "server_error", NULL, NULL, "generation failed: %s", st->ji.error);
-        sse(st, het_api_error_json(&e, NULL));
-    } else {
-        stream_chunk(st, "", 0, false, true, false);
-        if (st->a.include_usage) stream_chunk(st, "", 0, false, false, true);
-    }
-    het_strbuf_puts(&st->out, "data: [DONE]\n\n");
-    st->done = true;
+    struct het_api_result res;
+    result_from(&st->a, 0, "", 0, &res);
+    for (int k = 1; k < st->a.n; k++) res.completion_tokens += st->a.ch[k].ji.n_gen;
+    sse(st, het_api_chunk_json(st->a.kind, &res, false, true, NULL, NULL));
+}
+
+static void stream_error(struct stream *st, const char *why)
+{
+    struct het_api_error e;
+    het_api_error_set(&e, 500, "server_error", NULL, NULL, "generation failed: %s", why);
+    sse(st, het_api_error_json(&e, NULL));
 }
 
 /* fill st->out with the next events; false: the client is gone */
 static bool stream_produce(struct stream *st)
 {
+    struct answer *a = &st->a;
     if (!st->started) {
         st->started = true;
-        stream_chunk(st, "", 0, true, false, false);
+        for (int k = 0; k < a->n; k++) stream_chunk(st, k, true, false);
         return true;
     }
-    het_strbuf_clear(&st->delta);
-    bool finished = het_job_wait(st->a.job, &st->delta, &st->have, st->a.logprobs ? &st->toks : NULL, WAIT_SLICE_MS,
-                                 &st->ji);
-    if (st->toks.oom) st->out.oom = true;
-    if (st->delta.len || st->toks.n) stream_chunk(st, st->delta.p, st->delta.len, false, false, false);
-    if (finished) stream_end(st);
+    /* every running choice without waiting; when none had news, wait on the first */
+    bool news = false;
+    for (int pass = 0; pass < 2 && !news && !st->done; pass++) {
+        bool waited = false;
+        for (int k = 0; k < a->n; k++) {
+            struct choice *c = &a->ch[k];
+            if (c->ended) continue;
+            int ms = pass == 1 && !waited ? WAIT_SLICE_MS : 0;
+            waited = true;
+            het_strbuf_clear(&c->text);
+            bool finished = het_job_wait(c->job, &c->text, &c->have, a->logprobs ? &c->toks : NULL, ms, &c->ji);
+            if (c->toks.oom) st->out.oom = true;
+            if (c->text.len || c->toks.n) stream_chunk(st, k, false, false);
+            if (finished) {
+                c->ended = true;
+                if (c->ji.finish == HET_FINISH_ERROR) {
+                    stream_error(st, c->ji.error);
+                    het_strbuf_puts(&st->out, "data: [DONE]\n\n");
+                    st->done = true;
+                    break;
+                }
+                stream_chunk(st, k, false, true);
+            }
+            if (ms) break; /* waited: look at the others again */
+        }
+        news = st->out.len > 0;
+        if (!st->done) {
+            bool all = true;
+            for (int k = 0; k < a->n; k++) all = all && a->ch[k].ended;
+            if (all) {
+                if (a->include_usage) stream_usage(st);
+                het_strbuf_puts(&st->out, "data: [DONE]\n\n");
+                st->done = true;
+            }
+        }
+    }
     if (st->out.len) {
         st->quiet_ms = 0;
         return true;
     }
-    if (het_server_client_gone(st->a.c)) return false;
-    if ((st->quiet_ms += WAIT_SLICE_MS) >= keepalive_ms(st->a.s)) {
+    if (het_server_client_gone(a->c)) return false;
+    if ((st->quiet_ms += WAIT_SLICE_MS) >= keepalive_ms(a->s)) {
         het_strbuf_puts(&st->out, ": keep-alive\n\n");
         st->quiet_ms = 0;
     }
@@ -425,14 +480,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
     struct stream *st = cls;
-    st->a.acc.prompt_tokens = st->ji.n_prompt;
-    st->a.acc.completion_tokens = st->ji.n_gen;
-    st->a.acc.cached_tokens = st->ji.n_cached;
+    answer_done(&st->a);
     het_server_access_log(st->a.s, &st->a.acc, 200);
-    answer_done(&st->a, &st->ji);
     het_strbuf_free(&st->out);
-    het_strbuf_free(&st->delta);
-    het_job_tokens_free(&st->toks);
     free(st);
 }
 
@@ -443,8 +493,8 @@ static int answer_stream(struct answer *a)
                                                                     stream_free)
                                 : NULL;
     if (!r) {
-        struct het_job_info ji = { .finish = HET_FINISH_ERROR };
-        answer_done(a, &ji);
+        for (int k = 0; k < a->n; k++) a->ch[k].ji.finish = HET_FINISH_ERROR;
+        answer_done(a);
         free(st);
         return het_server_send(a->s, a->c, 500, "application/json", NULL, 0, NULL);
     }
@@ -469,28 +519,32 @@ int het_serve_generate(het_server *s, struct MHD_Connection *c, enum het_api_kin
     struct het_api_error e;
     struct plan pl = { 0 };
     uint64_t id = het_server_next_id(s);
-    het_job *job = NULL;
+    struct answer *a = calloc(1, sizeof *a);
     int ret;
-    bool ok = het_api_parse(body, len, kind, &req, &e) && plan_request(s, &req, &pl, &e) &&
-              submit(s, &req, &pl, id, &job, &e);
-    if (req.user) snprintf(acc->user, sizeof acc->user, "%s", req.user);
+    bool ok = a && het_api_parse(body, len, kind, &req, &e) && plan_request(s, &req, &pl, &e);
+    if (!a) het_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+    if (ok) {
+        answer_init(a, s, c, &req, &pl, id);
+        a->acc = *acc;
+        for (int k = 0; ok && k < req.n; k++, a->n++) ok = submit(s, &req, &pl, id, k, &a->ch[k].job, &e);
+        if (!ok) { /* a choice could not be queued: the others go too */
+            for (int k = 0; k < a->n; k++) het_job_release(a->ch[k].job);
+            a->n = 0;
+        }
+    }
+    if (a && req.user) snprintf(acc->user, sizeof acc->user, "%s", req.user);
     if (!ok) {
         const struct het_serve_route_state *r = &s->routes[pl.route];
         struct het_route_headers h = { r->id, r->devices, het_route_name((enum het_route_id)pl.route) };
         ret = het_server_send_error(s, c, &e, pl.tokens ? &h : NULL);
     } else {
-        struct answer a;
-        answer_init(&a, s, c, &req, &pl, id);
-        a.job = job;
-        a.acc = *acc;
-        ret = req.stream ? answer_stream(&a) : answer_whole(&a);
-        acc->deferred = a.acc.deferred;
-        acc->prompt_tokens = a.acc.prompt_tokens;
-        acc->completion_tokens = a.acc.completion_tokens;
-        acc->cached_tokens = a.acc.cached_tokens;
+        snprintf(a->acc.user, sizeof a->acc.user, "%s", acc->user);
+        ret = req.stream ? answer_stream(a) : answer_whole(a);
+        *acc = a->acc;
     }
     free(pl.tokens);
-    het_api_request_free(&req);
+    if (a) het_api_request_free(&req);
+    free(a);
     return ret;
 }
 

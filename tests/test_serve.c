@@ -140,7 +140,8 @@ static void test_api(void)
     expect_bad(C, "{\"prompt\":\"a\",\"stream\":1}", 400, "stream");
     expect_bad(C, "{\"prompt\":\"a\",\"stop\":[1]}", 400, "stop[0]");
     expect_bad(C, "{\"prompt\":\"a\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", 400, "stop");
-    expect_bad(C, "{\"prompt\":\"a\",\"n\":2}", 400, "n");
+    expect_bad(C, "{\"prompt\":\"a\",\"n\":17}", 400, "n");
+    expect_bad(C, "{\"prompt\":\"a\",\"n\":0}", 400, "n");
     expect_bad(C, "{\"prompt\":\"a\",\"model\":7}", 400, "model");
     expect_bad(C, "{\"prompt\":\"a\",\"stream_options\":{\"include_usage\":3}}", 400,
                "stream_options.include_usage");

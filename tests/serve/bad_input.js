@@ -42,7 +42,7 @@ const cases = [
     ['top_p wrong type', C, '{"prompt":"hi","top_p":"all"}', 400, 'top_p'],
     ['stream wrong type', C, '{"prompt":"hi","stream":"yes"}', 400, 'stream'],
     ['stop wrong type', C, '{"prompt":"hi","stop":42}', 400, 'stop'],
-    ['n > 1', C, '{"prompt":"hi","n":3}', 400, 'n', 'unsupported_value'],
+    ['n > 16', C, '{"prompt":"hi","n":17}', 400, 'n'],
     ['unknown model', C, '{"model":"gpt-17","prompt":"hi"}', 404, 'model', 'model_not_found'],
     ['model wrong type', C, '{"model":["x"],"prompt":"hi"}', 400, 'model'],
     ['long route not configured', C, '{"prompt":"hi","het_route":"long"}', 400, 'het_route'],
@@ -63,7 +63,8 @@ const cases = [
     ['json_schema', H, '{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{}}}}', 400, 'response_format.type'],
     ['logit_bias outside the vocabulary', C, '{"prompt":"hi","logit_bias":{"99999":5}}', 400, 'logit_bias'],
     ['echo', C, '{"prompt":"hi","echo":true}', 400, 'echo'],
-    ['n > 1 on chat', H, '{"messages":[{"role":"user","content":"hi"}],"n":2}', 400, 'n', 'unsupported_value'],
+    ['n = 0 on chat', H, '{"messages":[{"role":"user","content":"hi"}],"n":0}', 400, 'n'],
+    ['best_of > 1', C, '{"prompt":"hi","best_of":2}', 400, 'best_of', 'unsupported_value'],
 ];
 
 async function main() {

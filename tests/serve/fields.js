@@ -70,6 +70,28 @@ async function main() {
     const mc = await client.chat.completions.create({ model, messages, max_completion_tokens: 5, temperature: 0, ignore_eos: true });
     check(mc.usage.completion_tokens === 5 && mc.choices[0].finish_reason === 'length', `max_completion_tokens ${JSON.stringify(mc.usage)}`);
 
+    // n choices: each with its own index and seed, the same streamed or not
+    const nc = await client.chat.completions.create({ model, messages, max_tokens: 10, temperature: 1, seed: 5, n: 3,
+                                                      ignore_eos: true });
+    check(nc.choices.length === 3 && nc.choices.every((c, i) => c.index === i && c.finish_reason === 'length') &&
+          nc.usage.completion_tokens === 30 && new Set(nc.choices.map((c) => c.message.content)).size > 1,
+          `n 3: ${JSON.stringify(nc.choices.map((c) => [c.index, c.message.content]))} ${JSON.stringify(nc.usage)}`);
+    const ns = await client.chat.completions.create({ model, messages, max_tokens: 10, temperature: 1, seed: 5, n: 3,
+                                                      ignore_eos: true, stream: true, stream_options: { include_usage: true } });
+    const got = ['', '', ''], fins = [null, null, null];
+    let nUsage = null;
+    for await (const ch of ns) {
+        if (ch.usage) nUsage = ch.usage;
+        for (const c of ch.choices) {
+            got[c.index] += c.delta.content || '';
+            if (c.finish_reason) fins[c.index] = c.finish_reason;
+        }
+    }
+    check(got.every((t, i) => t === nc.choices[i].message.content) && fins.every((f) => f === 'length') &&
+          nUsage && nUsage.completion_tokens === 30, `n 3 streamed: ${JSON.stringify(got)} ${fins} ${JSON.stringify(nUsage)}`);
+    const n1 = await client.chat.completions.create({ model, messages, max_tokens: 10, temperature: 1, seed: 5, ignore_eos: true });
+    check(n1.choices[0].message.content === nc.choices[0].message.content, 'choice 0 of n = the answer with n 1');
+
     // JSON mode: the reply starts an object; when it ends, it parses
     let parsed = 0;
     for (const seed of [1, 2, 3, 4]) {
@@ -85,7 +107,7 @@ async function main() {
 
     // refused: typed errors naming the field
     const refused = [
-        [{ n: 2 }, 'n'], [{ tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }, 'tools'],
+        [{ n: 17 }, 'n'], [{ tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }, 'tools'],
         [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {} } } }, 'response_format.type'],
         [{ mirostat: 2 }, 'mirostat'],
     ];
