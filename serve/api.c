@@ -4,7 +4,7 @@
  * Validation names the offending field in the error's param ("messages[2].
  * content", "temperature") so a client can tell what to fix. No field is
  * ignored: one we do not know, or a value asking for what het does not do
- * (tools, n > 1, a JSON schema), is refused, so a client never gets an
+ * (tools, best_of > 1, a JSON schema), is refused, so a client never gets an
  * answer that silently disregards what it asked for. Generated
  * text may hold bytes that are not UTF-8 (byte-fallback tokens); they are
  * replaced by U+FFFD, as JSON strings must be valid UTF-8.

@@ -66,7 +66,7 @@ struct het_api_request {
 };
 /* Parse and validate. Every field either takes effect or is refused: an
  * unknown field, or one whose value asks for what is not supported (tools,
- * n > 1, json_schema, echo ...), is a 400 naming it. false: e says why. */
+ * n > 16, json_schema, echo ...), is a 400 naming it. false: e says why. */
 bool het_api_parse(const char *body, size_t len, enum het_api_kind kind, struct het_api_request *r,
                    struct het_api_error *e);
 void het_api_request_free(struct het_api_request *r);
