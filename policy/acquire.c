@@ -74,19 +74,23 @@ static het_profile *profile_for(het_device *dev, const struct het_profiles_param
         if (files[i] && !strcmp(het_profile_device_name(files[i]), het_device_name(dev))) {
             het_profile *prof = files[i];
             files[i] = NULL; /* taken */
+            het_profile_set_caps(prof, het_device_get_caps(dev)); /* a present device's caps are its own */
             return prof;
         }
-    if (het_npu_is_npu(dev))
-        return het_profile_from_npu(het_npu_get_profile(dev), het_device_name(dev), het_device_description(dev), err);
+    if (!het_device_get_caps(dev)->host_timed) { /* an emulation: its own cost model, never its wall time */
+        het_profile *prof = het_profile_default(dev);
+        if (!prof) het_error_set(err, HET_ERR_NOMEM, "profile %s: out of memory", het_device_name(dev));
+        return prof;
+    }
     het_error cerr = { 0 };
     het_profile *cached = p->recalibrate ? NULL : het_profile_cache_load(dev, &cerr);
     if (cached && (!p->needs || het_profile_covers(cached, p->needs))) return cached;
     if ((p->files && !strcmp(p->files, "default")) || p->no_calibration) /* asked not to measure */
-        return cached ? cached : het_profile_default(dev, HET_DEVICE_CPU, false); /* labelled unmeasured */
+        return cached ? cached : het_profile_default(dev); /* labelled unmeasured */
     het_profile *prof = calibrate_now(dev, p, cached, &cerr);
     if (!prof) {
         notice(p, "%s; using its %s profile", cerr.msg, cached ? "cached" : "unmeasured default");
-        return cached ? cached : het_profile_default(dev, HET_DEVICE_CPU, false);
+        return cached ? cached : het_profile_default(dev);
     }
     het_profile_free(cached);
     *fresh = true;
@@ -99,7 +103,8 @@ static void measure_handoffs(het_device *const *devs, int n, het_profile **out, 
     for (int a = 0; a < n; a++) {
         bool changed = false;
         for (int b = 0; b < n; b++) {
-            if (a == b || het_npu_is_npu(devs[a]) || het_npu_is_npu(devs[b])) continue;
+            if (a == b || !het_device_get_caps(devs[a])->host_timed || !het_device_get_caps(devs[b])->host_timed)
+                continue;
             if (!het_profile_is_measured(out[a]) || !het_profile_is_measured(out[b])) continue;
             if (!fresh[a] && !fresh[b] && het_profile_get_handoff(out[a], het_device_name(devs[b]), NULL)) continue;
             het_error err = { 0 };

@@ -667,9 +667,9 @@ het_profile *het_calibrate_device(het_device *dev, const struct het_calibrate_pa
 {
     static const struct het_calibrate_params none = { 0 };
     const struct het_calibrate_params *p = params ? params : &none;
-    if (het_device_is_emulated(dev) && het_device_kind(dev) == HET_DEVICE_NPU) {
+    if (!het_device_get_caps(dev)->host_timed) {
         het_error_set(err, HET_ERR_UNSUPPORTED,
-                      "calibrate: %s is emulated: its timings would be the host's, use its NPU cost model",
+                      "calibrate: %s is emulated: its timings would be the host's, use its own cost model",
                       het_device_name(dev));
         return NULL;
     }
@@ -698,7 +698,6 @@ het_profile *het_calibrate_device(het_device *dev, const struct het_calibrate_pa
     struct het_profile_device_costs dc;
     het_profile_get_device_costs(c.prof, &dc);
     dc.split_us = c.split_us;
-    dc.async = het_device_kind(dev) != HET_DEVICE_CPU;
     dc.kernel_switch_us = 0;
     het_profile_set_device_costs(c.prof, &dc);
     judge(&c);
@@ -734,10 +733,8 @@ static enum het_status handoff_point(het_device *a, het_device *b, int64_t n, co
 enum het_status het_calibrate_handoff(het_device *from, het_device *to, het_profile *from_profile,
                                       const struct het_calibrate_params *params, het_error *err)
 {
-    bool npu_emul = (het_device_is_emulated(from) && het_device_kind(from) == HET_DEVICE_NPU) ||
-                    (het_device_is_emulated(to) && het_device_kind(to) == HET_DEVICE_NPU);
-    if (npu_emul)
-        return het_error_set(err, HET_ERR_UNSUPPORTED, "calibrate: hand-off %s -> %s involves an emulated NPU",
+    if (!het_device_get_caps(from)->host_timed || !het_device_get_caps(to)->host_timed)
+        return het_error_set(err, HET_ERR_UNSUPPORTED, "calibrate: hand-off %s -> %s involves an emulated device",
                              het_device_name(from), het_device_name(to));
     bool quick = params && params->quick;
     const double sizes_quick[] = { 16e3, 4e6 }, sizes_full[] = { 16e3, 256e3, 4e6, 16e6 };

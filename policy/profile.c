@@ -9,6 +9,8 @@
  */
 #include "policy/profile_impl.h"
 
+#include "sched/device_impl.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,15 +177,23 @@ het_profile *het_profile_new(const char *dev_name, const char *dev_desc, enum he
     snprintf(p->label, sizeof p->label, "empty profile");
     p->kind = kind;
     p->emulated = emulated;
-    p->dc.async = kind != HET_DEVICE_CPU;
     memset(p->index, -1, sizeof p->index);
     return p;
 }
 
 het_profile *het_profile_new_for_device(const het_device *dev)
 {
-    return het_profile_new(het_device_name(dev), het_device_description(dev), het_device_kind(dev),
-                           het_device_is_emulated(dev));
+    het_profile *p = het_profile_new(het_device_name(dev), het_device_description(dev), het_device_kind(dev),
+                                     het_device_is_emulated(dev));
+    if (p) het_profile_set_caps(p, het_device_get_caps(dev));
+    return p;
+}
+
+void het_profile_set_caps(het_profile *p, const struct het_device_caps *caps)
+{
+    p->dc.async = caps->async;
+    p->dc.lossy = caps->lossy;
+    p->dc.shares_cpu_cores = caps->shares_cpu_cores;
 }
 
 void het_profile_free(het_profile *p)
@@ -456,38 +466,29 @@ const struct het_handoff *het_profile_handoff_at(const het_profile *p, int i)
 /* ---------------------------------------------------------------------------
  * unmeasured defaults                                                       */
 
-/* Per kind: (gbps, gflops, t0, split, switch). CPU: a dual-channel DDR5
- * laptop; Vulkan: a Radeon 890M-class iGPU on the same memory; NPU: the
- * seeds' XDNA1 figures (GEMV 0.15 ms + bytes / 38.5 GB/s, ~31 µs a dispatch,
- * ~2 ms to switch compiled kernels). Rough on purpose: only calibration
- * makes a plan trustworthy, and every output says when these are used. */
-struct default_figures { double gbps, gflops, t0, split, kswitch; const char *source; };
-static const struct default_figures defaults[HET_DEVICE_KIND_COUNT] = {
-    [HET_DEVICE_CPU]    = { 40, 200, 1.0, 3, 0, "CPU: 40 GB/s, 200 GFLOP/s" },
-    [HET_DEVICE_VULKAN] = { 80, 4000, 8.0, 60, 0, "iGPU: 80 GB/s, 4 TFLOP/s, 60 us a submit" },
-    [HET_DEVICE_NPU]    = { 38.5, 10000, 31.0, 150, 2000,
-                            "NPU (XDNA1 seed figures): 0.15 ms + bytes/38.5 GB/s, 31 us a dispatch, 2 ms a kernel switch" },
-};
-
-het_profile *het_profile_default(const het_device *dev, enum het_device_kind kind, bool emulated)
+het_profile *het_profile_default(const het_device *dev)
 {
-    if (dev) {
-        kind = het_device_kind(dev);
-        emulated = het_device_is_emulated(dev);
-    }
-    if (kind < 0 || kind >= HET_DEVICE_KIND_COUNT) kind = HET_DEVICE_CPU;
-    het_profile *p = dev ? het_profile_new_for_device(dev) : het_profile_new(kind == HET_DEVICE_CPU ? "cpu" :
-                                                                         kind == HET_DEVICE_VULKAN ? "vulkan0" : "npu",
-                                                                         "", kind, emulated);
+    het_error err = { 0 };
+    het_profile *p = het_device_default_profile(dev, &err);
+    if (p || err.msg[0]) return p; /* the device's own model, or its failure */
+    return het_profile_from_roofline(het_device_name(dev), het_device_description(dev), het_device_kind(dev),
+                                     het_device_get_caps(dev), het_device_get_roofline(dev));
+}
+
+/* Rough on purpose: only calibration makes a plan trustworthy, and every
+ * output says when these are used. */
+het_profile *het_profile_from_roofline(const char *dev_name, const char *dev_desc, enum het_device_kind kind,
+                                       const struct het_device_caps *caps, const struct het_roofline *d)
+{
+    het_profile *p = het_profile_new(dev_name, dev_desc, kind, caps && !caps->host_timed);
     if (!p) return NULL;
-    const struct default_figures *d = &defaults[kind];
-    p->dc = (struct het_profile_device_costs){ .split_us = d->split, .kernel_switch_us = d->kswitch,
-                                               .async = kind != HET_DEVICE_CPU, .peak_gbps = d->gbps,
-                                               .peak_gflops = d->gflops };
+    p->dc = (struct het_profile_device_costs){ .split_us = d->split_us, .kernel_switch_us = d->switch_us,
+                                               .peak_gbps = d->gbps, .peak_gflops = d->gflops };
+    if (caps) het_profile_set_caps(p, caps);
     /* one fit per class at the device peaks; matmul half-rate at M = 8 */
     for (int c = 0; c < HET_OPCLASS_COUNT; c++) {
-        struct het_cost_fit f = { .t0_us = d->t0, .gbps = d->gbps, .gflops = d->gflops, .m_half = 8, .error = NAN };
-        if (kind == HET_DEVICE_NPU && c == HET_OPCLASS_MATMUL) f.t0_us = 150; /* GEMV launch, seeds */
+        struct het_cost_fit f = { .t0_us = d->t0_us, .gbps = d->gbps, .gflops = d->gflops, .m_half = 8,
+                                  .error = NAN };
         enum het_type types[] = { HET_TYPE_F32, HET_TYPE_F16, HET_TYPE_BF16, HET_TYPE_Q8_0, HET_TYPE_Q4_0,
                                   HET_TYPE_Q4_1, HET_TYPE_Q5_0, HET_TYPE_Q5_1, HET_TYPE_Q2_K, HET_TYPE_Q3_K,
                                   HET_TYPE_Q4_K, HET_TYPE_Q5_K, HET_TYPE_Q6_K };
@@ -499,7 +500,7 @@ het_profile *het_profile_default(const het_device *dev, enum het_device_kind kin
             }
     }
     char label[256];
-    snprintf(label, sizeof label, "unmeasured default (%s)", d->source);
+    snprintf(label, sizeof label, "unmeasured default (%s)", d->source ? d->source : "no source given");
     het_profile_set_label(p, false, label);
     return p;
 }

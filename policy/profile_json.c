@@ -5,7 +5,8 @@
  *   { "format": "het-profile", "version": 1, "het_version": "0.1.0",
  *     "device": { "name", "description", "kind", "emulated" },
  *     "measured": bool, "label": "...",
- *     "costs": { "split_us", "kernel_switch_us", "async", "peak_gbps", "peak_gflops" },
+ *     "costs": { "split_us", "kernel_switch_us", "async", "peak_gbps", "peak_gflops",
+ *                "lossy", "shares_cpu_cores" (optional, default false) },
  *     "models": [ { "op": "matmul", "type": "q4_0",
  *                   "fit": { "t0_us", "gbps", "gflops", "m_half", "error",
  *                            "knots": [[m, gflops], ...] (optional) } | null,
@@ -69,6 +70,7 @@ het_profile *het_profile_cache_load(const het_device *dev, het_error *err)
         het_profile_free(p);
         return NULL;
     }
+    if (p) het_profile_set_caps(p, het_device_get_caps(dev)); /* the device's word, whatever the file said */
     return p;
 }
 
@@ -188,12 +190,13 @@ static json_t *profile_json(const het_profile *p)
                                               "size_bucket", e->size_bucket, "n_obs", e->n_obs, "ratios", ratios,
                                               "applied", num_or_null(e->applied)));
     }
-    json_t *j = json_pack("{s:s, s:i, s:s, s:{s:s, s:s, s:s, s:b}, s:b, s:s, s:{s:o, s:o, s:b, s:o, s:o}, s:o, s:o}",
+    json_t *j = json_pack("{s:s, s:i, s:s, s:{s:s, s:s, s:s, s:b}, s:b, s:s, s:{s:o, s:o, s:b, s:o, s:o, s:b, s:b}, s:o, s:o}",
                      "format", "het-profile", "version", FORMAT_VERSION, "het_version", p->het_version, "device",
                      "name", p->name, "description", p->desc, "kind", kind_names[p->kind], "emulated", p->emulated,
                      "measured", p->measured, "label", p->label, "costs", "split_us", num_or_null(c->split_us),
                      "kernel_switch_us", num_or_null(c->kernel_switch_us), "async", c->async, "peak_gbps",
-                     num_or_null(c->peak_gbps), "peak_gflops", num_or_null(c->peak_gflops), "models", models,
+                     num_or_null(c->peak_gbps), "peak_gflops", num_or_null(c->peak_gflops), "lossy", c->lossy,
+                     "shares_cpu_cores", c->shares_cpu_cores, "models", models,
                      "handoffs", handoffs);
     if (j && hist && p->n_hist) json_object_set(j, "history", hist);
     json_decref(hist);
@@ -291,6 +294,12 @@ static bool get_bool(struct reader *r, json_t *obj, const char *path, const char
     return v && json_is_true(v);
 }
 
+/* an optional boolean: absent is false */
+static bool get_opt_bool(struct reader *r, json_t *obj, const char *path, const char *field)
+{
+    return json_object_get(obj, field) ? get_bool(r, obj, path, field) : false;
+}
+
 static json_t *get_array(struct reader *r, json_t *obj, const char *path, const char *field)
 {
     json_t *v = need(r, obj, path, field);
@@ -336,6 +345,8 @@ static void read_costs(struct reader *r, json_t *root, het_profile *p)
     p->dc.split_us = get_num(r, c, "costs", "split_us", false, 0);
     p->dc.kernel_switch_us = get_num(r, c, "costs", "kernel_switch_us", false, 0);
     p->dc.async = get_bool(r, c, "costs", "async");
+    p->dc.lossy = get_opt_bool(r, c, "costs", "lossy");
+    p->dc.shares_cpu_cores = get_opt_bool(r, c, "costs", "shares_cpu_cores");
     p->dc.peak_gbps = get_num(r, c, "costs", "peak_gbps", true, 0);
     p->dc.peak_gflops = get_num(r, c, "costs", "peak_gflops", true, 0);
 }

@@ -19,12 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the devices the table is measured on: the first lossy (NPU profile) and the first exact one */
+/* the devices the table is measured on: the first lossy (caps) and the first exact one */
 static void budget_devices(const het_session *s, int *lossy, int *exact)
 {
     *lossy = *exact = -1;
     for (int i = 0; i < s->n_devices; i++) {
-        bool is_lossy = het_profile_device_kind(het_sched_profile(s->sched, i)) == HET_DEVICE_NPU;
+        bool is_lossy = het_device_get_caps(s->devices[i])->lossy;
         if (is_lossy && *lossy < 0) *lossy = i;
         if (!is_lossy && *exact < 0) *exact = i;
     }

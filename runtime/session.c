@@ -16,10 +16,6 @@
 
 #include "het/npu.h"
 
-#if defined(HET_HAVE_VULKAN) && __has_include("het/vulkan.h")
-#include "het/vulkan.h"
-#define SESSION_VULKAN 1
-#endif
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -39,81 +35,44 @@ void het_session_log(const het_session *s, const char *fmt, ...)
 /* ---------------------------------------------------------------------------
  * devices                                                                   */
 
-/* The NPU: the spec's ":MODE", else p->npu_mode, else npu_default ("off"
- * anywhere means the default). The repack cache is keyed by the model
- * file's path, size and mtime. */
-static het_device *open_npu(const struct het_session_params *p, const char *spec_mode, const char *npu_default,
-                            het_error *err)
+/* The registry's parameters from the session's (key: the caller's buffer
+ * for the NPU's repack cache key, the model file's path, size and mtime). */
+static struct het_device_spec_params spec_params(const struct het_session_params *p, const char *npu_default,
+                                                 char *key, size_t key_size)
 {
-    enum het_npu_mode mode = HET_NPU_OFF;
-    const char *name = spec_mode ? spec_mode : p->npu_mode;
-    if (name && *name && het_npu_parse_mode(name, &mode, err) != HET_OK) return NULL;
-    if (mode == HET_NPU_OFF && het_npu_parse_mode(npu_default ? npu_default : "hardware", &mode, err) != HET_OK)
-        return NULL;
-    struct het_npu_params np;
-    het_npu_params_default(&np, mode);
-    char key[4200]; /* copied by the device */
+    struct het_device_spec_params sp = { .n_threads = p->n_threads, .f32_activations = p->f32_activations,
+                                         .npu_mode = p->npu_mode && *p->npu_mode ? p->npu_mode : NULL,
+                                         .npu_default = npu_default ? npu_default : "hardware" };
     struct stat st;
     if (p->model_path && stat(p->model_path, &st) == 0) {
-        snprintf(key, sizeof key, "%s:%lld:%lld", p->model_path, (long long)st.st_size, (long long)st.st_mtime);
-        np.model_key = key;
+        snprintf(key, key_size, "%s:%lld:%lld", p->model_path, (long long)st.st_size, (long long)st.st_mtime);
+        sp.model_key = key;
     }
-    np.n_threads = p->n_threads;
-    return het_npu_device_init_params(&np, err);
+    return sp;
 }
 
 het_device *het_session_device_init(const struct het_session_params *p, const char *spec, const char *npu_default,
                                     het_error *err)
 {
-    if (!strcmp(spec, "cpu")) {
-        het_device *d = het_cpu_device_init(p->n_threads, err);
-        if (d && p->f32_activations && het_cpu_device_set_f32_activations(d, true, err) != HET_OK) {
-            het_device_free(d);
-            return NULL;
-        }
-        return d;
-    }
-    if (!strncmp(spec, "npu", 3) && (!spec[3] || spec[3] == ':'))
-        return open_npu(p, spec[3] ? spec + 4 : NULL, npu_default, err);
-    if (!strncmp(spec, "vulkan", 6)) {
-#ifdef SESSION_VULKAN
-        int index = -1;
-        if (spec[6] == ':') {
-            char *end;
-            long v = strtol(spec + 7, &end, 10);
-            if (*end || end == spec + 7 || v < 0) {
-                het_error_set(err, HET_ERR_INVALID, "bad device '%s' (expected vulkan or vulkan:N)", spec);
-                return NULL;
-            }
-            index = (int)v;
-        } else if (spec[6]) {
-            het_error_set(err, HET_ERR_INVALID, "unknown device '%s' (devices: cpu, vulkan, vulkan:N, npu, npu:MODE)",
-                          spec);
-            return NULL;
-        }
-        return het_vulkan_device_init(index, err);
-#else
-        het_error_set(err, HET_ERR_NO_DEVICE, "this build has no Vulkan backend (install libvulkan-dev glslc, rebuild)");
-        return NULL;
-#endif
-    }
-    het_error_set(err, HET_ERR_INVALID, "unknown device '%s' (devices: cpu, vulkan, vulkan:N, npu, npu:MODE)", spec);
-    return NULL;
+    char key[4200]; /* copied by the device */
+    struct het_device_spec_params sp = spec_params(p, npu_default, key, sizeof key);
+    return het_device_init_by_spec(spec, &sp, err);
+}
+
+enum het_status het_session_devices_open(const struct het_session_params *p, const char *list, const char *npu_default,
+                                         het_device **out, int max, int *n, struct het_device_candidate *cands,
+                                         int *n_cands, het_error *err)
+{
+    char key[4200];
+    struct het_device_spec_params sp = spec_params(p, npu_default, key, sizeof key);
+    return het_devices_open(list, &sp, out, max, n, cands, n_cands, err);
 }
 
 static enum het_status open_devices(het_session *s, het_error *err)
 {
-    char list[256];
-    snprintf(list, sizeof list, "%s", s->p.devices && *s->p.devices ? s->p.devices : "cpu");
-    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (s->n_devices == HET_SESSION_MAX_DEVICES)
-            return het_error_set(err, HET_ERR_INVALID, "devices: more than %d", HET_SESSION_MAX_DEVICES);
-        het_error e = { 0 };
-        het_device *d = het_session_device_init(&s->p, tok, "hardware", &e);
-        if (!d) return het_error_set(err, e.status ? e.status : HET_ERR_DEVICE, "device '%s': %s", tok, e.msg);
-        s->devices[s->n_devices++] = d;
-    }
-    return HET_OK;
+    const char *list = s->p.devices && *s->p.devices ? s->p.devices : "auto";
+    return het_session_devices_open(&s->p, list, "hardware", s->devices, HET_SESSION_MAX_DEVICES, &s->n_devices,
+                                    NULL, NULL, err);
 }
 
 /* ---------------------------------------------------------------------------
@@ -154,10 +113,9 @@ static enum het_status open_pool(het_session *s, het_error *err)
     if (order && *order && strcmp(order, "auto") && het_pool_parse_order(order, &pp, err) != HET_OK) return err ? err->status : HET_ERR_INVALID;
     int n_repacking = 0;
     for (int i = 0; i < s->n_devices; i++) {
-        enum het_device_kind k = het_device_kind(s->devices[i]);
-        n_repacking += k == HET_DEVICE_CPU || k == HET_DEVICE_NPU;
-        /* backing 1: a buffer the NPU owns, when the NPU runs on hardware */
-        if (k == HET_DEVICE_NPU && !pp.npu.export_dmabuf) het_npu_pool_provider(s->devices[i], &pp.npu);
+        n_repacking += het_device_get_caps(s->devices[i])->repacks_weights;
+        /* backing 1: a buffer the NPU owns, when the NPU runs on hardware (false for any other device) */
+        if (!pp.npu.export_dmabuf) het_npu_pool_provider(s->devices[i], &pp.npu);
     }
     struct het_pool_estimate_params ep = {
         .n_ctx = s->p.n_ctx, .n_seq = s->p.n_parallel, .n_ctx_min = s->p.n_ctx_min, .n_repacking = n_repacking,
@@ -216,7 +174,7 @@ static enum het_status make_sched(het_session *s, het_error *err)
          * unmeasured defaults were asked for (no_calibration, "default") */
         bool measured = true;
         for (int i = 0; i < s->n_devices; i++)
-            measured &= het_npu_is_npu(s->devices[i]) || het_profile_is_measured(s->profiles[i]);
+            measured &= !het_device_get_caps(s->devices[i])->host_timed || het_profile_is_measured(s->profiles[i]);
         sp.online = sp.policy == HET_POLICY_FASTEST && measured;
         s->save_learned = sp.online && !s->p.profiles; /* profiles from files are the caller's */
     }

@@ -138,7 +138,12 @@ void het_device_unregister_pool(het_device *dev, struct het_pool *pool)
 
 const char *het_device_pool_import(const het_device *dev) { return dev->pool_import; }
 
-bool het_device_uses_host_mapping(const het_device *dev)
+bool het_device_uses_host_mapping(const het_device *dev) { return dev->caps.host_mapped; }
+
+const struct het_device_caps *het_device_get_caps(const het_device *dev) { return &dev->caps; }
+const struct het_roofline *het_device_get_roofline(const het_device *dev) { return &dev->roofline; }
+
+struct het_profile *het_device_default_profile(const het_device *dev, het_error *err)
 {
-    return dev->kind == HET_DEVICE_CPU || (dev->kind == HET_DEVICE_NPU && dev->emulated);
+    return dev->iface.default_profile ? dev->iface.default_profile(dev, err) : NULL;
 }

@@ -71,12 +71,21 @@ struct het_device_i {
      * device. Defaults to register_memory(base, size, HET_MEMORY_STATE).
      * Last in the struct so positional initialisers stay valid. */
     enum het_status (*register_pool)(het_device *dev, struct het_pool *pool, het_error *err);
+
+    /* (optional) The device's own unmeasured cost model as a planner profile
+     * (het/profile.h), for a device whose costs a roofline does not follow
+     * (the NPU: dispatch + max(weight streaming, MACs on padded M)). NULL
+     * (err set) on failure. Defaults to a roofline profile from
+     * dev->roofline (het_profile_default). */
+    struct het_profile *(*default_profile)(const het_device *dev, het_error *err);
 };
 
 struct het_device {
     struct het_device_i     iface;
     enum het_device_kind    kind;
     bool                    emulated;     /* executes on something other than the hardware named */
+    struct het_device_caps  caps;         /* set by the backend at creation                       */
+    struct het_roofline     roofline;     /* the backend's unmeasured figures                     */
     char                    name[32];     /* "cpu", "vulkan0"                                       */
     char                    desc[256];    /* one line for listings                                  */
     struct het_device_stats stats;
@@ -102,9 +111,11 @@ enum het_status het_device_sync(het_device *dev, het_error *err);
 enum het_status het_device_register_pool(het_device *dev, struct het_pool *pool, het_error *err);
 /* Drop one reference; the last one unregisters the pool's region. */
 void            het_device_unregister_pool(het_device *dev, struct het_pool *pool);
-/* Does the device touch memory through the CPU's own mapping (the CPU, an
- * emulated NPU)? The executor opens the CPU access window around its splits. */
+/* Does the device touch memory through the CPU's own mapping (caps.host_mapped:
+ * the CPU, an emulated NPU)? The executor opens the CPU access window around its splits. */
 bool            het_device_uses_host_mapping(const het_device *dev);
+/* The device's default_profile slot, or NULL without err when it has none. */
+struct het_profile *het_device_default_profile(const het_device *dev, het_error *err);
 
 /* For backends: allocate a device object with iface and context set. */
 het_device *het_device_new(const struct het_device_i *iface, enum het_device_kind kind, const char *name,

@@ -90,7 +90,7 @@ static bool learns(const het_sched *s, int d)
 {
     /* an emulated NPU's wall time is the CPU's: its profile is its cost model */
     const het_device *dev = s->devices[d];
-    return !(s->disabled >> d & 1u) && !(het_device_is_emulated(dev) && het_device_kind(dev) == HET_DEVICE_NPU);
+    return !(s->disabled >> d & 1u) && het_device_get_caps(dev)->host_timed;
 }
 
 /* a node whose copy can run alone without touching what the graph keeps */

@@ -34,6 +34,7 @@ struct ctx {
     struct het_handoff_table ho;
     double           split_us[MAXD], switch_us[MAXD], per_byte[MAXD][MAXD];
     bool             async[MAXD];
+    bool             shares_cpu[MAXD]; /* runs on the CPU's cores: one resource with the CPU */
     double          *cost;      /* n x nd: predicted µs; INFINITY where not allowed */
     uint8_t         *um;        /* n x nd: prediction unmeasured                    */
     struct prod     *prod;      /* n x MAX_PROD                                     */
@@ -197,6 +198,7 @@ static void device_figures(struct ctx *c)
         c->split_us[d] = isfinite(dc.split_us) ? dc.split_us : 0;
         c->switch_us[d] = isfinite(dc.kernel_switch_us) ? dc.kernel_switch_us : 0;
         c->async[d] = dc.async;
+        c->shares_cpu[d] = dc.shares_cpu_cores;
         for (int e = 0; e < c->nd; e++) {
             double g = c->ho.c[e][d].gbps;
             c->per_byte[e][d] = e != d && g > 0 ? 1.0 / (g * 1e3) : 0;
@@ -407,6 +409,8 @@ struct sim {
     double   host;              /* the issuing thread's clock                   */
     double   free[MAXD];        /* when each device finishes what it was given  */
     bool     pending[MAXD];     /* work not yet waited for                      */
+    double   cores_free;        /* when the CPU's cores finish what devices that
+                                   share them (CPU, lavapipe, emulations) were given */
     int      cur;               /* device of the open split (-1 none)           */
     uint32_t charged;           /* producers' devices already handed off (split) */
     uint32_t last_sig[MAXD];
@@ -448,7 +452,9 @@ static double sim_step(const struct ctx *c, struct sim *s, const int *assign, in
         s->has_sig[d] = true;
     }
     double start = fmax(host, s->free[d]);
+    if (c->shares_cpu[d]) start = fmax(start, s->cores_free); /* no overlap with the CPU's own work */
     s->free[d] = start + over + C(c, i, d);
+    if (c->shares_cpu[d]) s->cores_free = s->free[d];
     if (c->async[d]) {
         s->pending[d] = true;
         s->host = host;
@@ -650,7 +656,9 @@ static enum het_status place_once(struct ctx *c, struct het_plan *out, int *assi
 bool het_plan_device_lossy(const struct het_plan_params *params, int d)
 {
     const het_profile *p = params->devices[d].profile;
-    return (d < 32 && (params->lossy_mask >> d & 1u)) || (p && het_profile_device_kind(p) == HET_DEVICE_NPU);
+    struct het_profile_device_costs dc = { 0 };
+    if (p) het_profile_get_device_costs(p, &dc);
+    return (d < 32 && (params->lossy_mask >> d & 1u)) || dc.lossy;
 }
 
 static bool capable(const struct ctx *c, int i, bool lossy)

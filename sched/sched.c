@@ -87,7 +87,7 @@ het_sched *het_sched_init(const struct het_sched_params *params, het_error *err)
         s->devices[i] = params->devices[i];
         s->profiles[i] = params->profiles ? params->profiles[i] : NULL;
         if (!s->profiles[i]) {
-            s->owned_profiles[i] = het_profile_default(s->devices[i], HET_DEVICE_CPU, false);
+            s->owned_profiles[i] = het_profile_default(s->devices[i]);
             s->profiles[i] = s->owned_profiles[i];
             if (!s->profiles[i]) {
                 het_error_set(err, HET_ERR_NOMEM, "sched: out of memory");

@@ -92,7 +92,7 @@ grep -q "f32 activations" "$tmp/plan" && ok || bad "plan does not name the f32-a
 # info and bench --json
 info=$("$hetrun" info -m "$model" 2>&1)
 grep -q "n_embd 64, n_layer 5" <<<"$info" && ok || bad "info hyperparameters"
-json=$("$hetrun" bench -m "$model" -p 16 -n 8 -r 1 --json 2>/dev/null)
+json=$("$hetrun" bench -m "$model" --devices cpu -p 16 -n 8 -r 1 --json 2>/dev/null)
 for k in pp_tps tg_tps pp_tps_min tg_tps_max threads weight_bytes peak_int8_gops peak_f32_gflops pp_bound_tps; do
     echo "$json" | grep -q "\"$k\":" && ok || bad "bench --json lacks $k: $json"
 done
@@ -101,5 +101,16 @@ if grep -qw avx2 /proc/cpuinfo; then
     python3 -c "import json,sys; j=json.loads(sys.argv[1]); sys.exit(0 if j['peak_int8_gops'] > 0 and
         j['peak_f32_gflops'] > 0 and j['pp_bound_tps'] > 0 else 1)" "$json" && ok || bad "no prefill bound: $json"
 fi
+
+# auto, the default device set (the suite sets HET_DEVICES=cpu): `hetrun devices`
+# says what it takes and why it skips the rest; plan without flags plans over it
+env -u HET_DEVICES "$hetrun" devices >"$tmp/dev" 2>&1
+auto=$(sed -n 's/^auto *= \([^ ]*\) .*/\1/p' "$tmp/dev")
+[[ "$auto" == cpu* ]] && ok || bad "devices: auto does not take the CPU first: $(cat "$tmp/dev")"
+grep -Eq '^npu +(skipped: .+|AMD NPU .+)$' "$tmp/dev" && ok || bad "devices: the NPU neither taken nor skipped with a reason"
+grep -q '^  cpu .*shares the CPU' "$tmp/dev" && ok || bad "devices: no caps line for the CPU"
+env -u HET_DEVICES HET_CALIBRATE=0 "$hetrun" plan -m "$model" --json >"$tmp/auto.json" 2>/dev/null
+python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if ','.join(d['name'] for d in j['devices'])
+    == sys.argv[2] else 1)" "$tmp/auto.json" "$auto" && ok || bad "plan without --devices does not plan over auto ($auto)"
 
 finish

@@ -441,14 +441,28 @@ static void check_device_api(void)
     const double t = het_npu_profile_matmul_us(p, HET_TYPE_Q4_0, 4096, 4096, 1);
     CHECK(t > 150.0 + 10485760.0 / 38.5e3 - 1 && t < 150.0 + 10485760.0 / 38.5e3 + 20, "GEMV prediction %.1f us", t);
     CHECK(het_npu_profile_matmul_us(p, HET_TYPE_Q4_0, 4096, 4096, 512) > t, "prefill not dearer than decode");
-    het_profile *hp = het_npu_profile_build(dev, &err);
-    CHECK(hp != NULL, "profile build: %s", err.msg);
+    /* caps: synchronous, lossy, on the CPU's cores and mapping, never timed */
+    const struct het_device_caps *caps = het_device_get_caps(dev);
+    CHECK(!caps->async && caps->lossy && caps->host_mapped && caps->shares_cpu_cores && !caps->host_timed &&
+          caps->repacks_weights, "emulated NPU caps");
+    /* its default profile is its own cost model (the one NPU model), with its caps */
+    het_profile *hp = het_profile_default(dev);
+    CHECK(hp != NULL, "default profile");
     if (hp) {
         struct het_cost_fit f;
-        CHECK(het_profile_get_fit(hp, HET_OPCLASS_MATMUL, HET_TYPE_Q4_K, &f) && f.t0_us == 150.0, "q4_K fit");
+        CHECK(het_profile_get_fit(hp, HET_OPCLASS_MATMUL, HET_TYPE_Q4_K, &f), "q4_K fit");
         CHECK(!het_profile_get_fit(hp, HET_OPCLASS_MATMUL, HET_TYPE_Q6_K, &f), "q6_K fit on the NPU");
-        CHECK(strstr(het_profile_label(hp), "emulated") && !het_profile_is_measured(hp), "label '%s'",
+        CHECK(strstr(het_profile_label(hp), "NPU XDNA1 cost model") && !het_profile_is_measured(hp), "label '%s'",
               het_profile_label(hp));
+        struct het_profile_device_costs dc;
+        het_profile_get_device_costs(hp, &dc);
+        CHECK(!dc.async && dc.lossy && dc.shares_cpu_cores && dc.kernel_switch_us == p->switch_us,
+              "profile costs: async %d lossy %d shares %d", dc.async, dc.lossy, dc.shares_cpu_cores);
+        /* the fitted profile follows the formula: a 4096 x 4096 q4_0 GEMV */
+        struct het_op_cost c = { .cls = HET_OPCLASS_MATMUL, .wtype = HET_TYPE_Q4_0, .m = 1,
+                                 .flops = 2.0 * 4096 * 4096, .bytes = 4096.0 * 4096 * 18 / 32 + 8192 * 4.0 };
+        double fit_us = het_profile_predict_cost(hp, &c);
+        CHECK(fabs(fit_us / t - 1) < 0.15, "profile GEMV %.1f us vs cost model %.1f us", fit_us, t);
         het_profile_free(hp);
     }
     enum het_npu_mode m;

@@ -43,7 +43,7 @@ struct rig {
 static bool make_profiles(struct rig *r)
 {
     for (int i = 0; i < 2; i++) {
-        r->prof[i] = het_profile_default(r->dev[i], HET_DEVICE_CPU, false);
+        r->prof[i] = het_profile_default(r->dev[i]);
         if (!r->prof[i]) return false;
         struct het_handoff h = { .fixed_us = 5, .gbps = 0 };
         snprintf(h.to, sizeof h.to, "%s", het_device_name(r->dev[1 - i]));

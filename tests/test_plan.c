@@ -389,7 +389,8 @@ static void test_plan_time(void)
 
 static void test_unmeasured(void)
 {
-    het_profile *d = het_profile_default(NULL, HET_DEVICE_CPU, false);
+    const struct het_roofline r = { .gbps = 40, .gflops = 200, .t0_us = 1, .split_us = 3, .source = "test" };
+    het_profile *d = het_profile_from_roofline("cpu", "", HET_DEVICE_CPU, NULL, &r);
     struct het_plan_device dev = { "cpu", d, false };
     struct support sup = { { ~0u } };
     struct het_plan_params pp = { .devices = &dev, .n_devices = 1, .supports = supports, .supports_user = &sup };

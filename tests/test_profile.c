@@ -103,7 +103,7 @@ static het_profile *sample_profile(const char *name)
 {
     het_profile *p = het_profile_new(name, "Test device, driver 1.2.3 \"quoted\"", HET_DEVICE_VULKAN, false);
     struct het_profile_device_costs dc = { .split_us = 42.5, .kernel_switch_us = 0, .async = true,
-                                           .peak_gbps = 88.25, .peak_gflops = 3210 };
+                                           .shares_cpu_cores = true, .peak_gbps = 88.25, .peak_gflops = 3210 };
     het_profile_set_device_costs(p, &dc);
     struct het_cost_fit f = { .t0_us = 3.5, .gbps = 80, .gflops = 3000, .m_half = 12, .error = 0.04, .n_knots = 3,
                               .knot_m = { 1, 4, 64 }, .knot_gflops = { 20, 300, 2900 } };
@@ -135,7 +135,8 @@ static void check_same(const het_profile *a, const het_profile *b)
     struct het_profile_device_costs x, y;
     het_profile_get_device_costs(a, &x);
     het_profile_get_device_costs(b, &y);
-    CHECK(same_double(x.split_us, y.split_us) && x.async == y.async && same_double(x.peak_gbps, y.peak_gbps) &&
+    CHECK(same_double(x.split_us, y.split_us) && x.async == y.async && x.lossy == y.lossy &&
+          x.shares_cpu_cores == y.shares_cpu_cores && same_double(x.peak_gbps, y.peak_gbps) &&
           same_double(x.peak_gflops, y.peak_gflops), "device costs");
     CHECK(het_profile_n_models(a) == het_profile_n_models(b), "models %d vs %d", het_profile_n_models(a),
           het_profile_n_models(b));
@@ -294,11 +295,20 @@ static void test_cache(const char *dir)
 
 static void test_defaults(void)
 {
-    het_profile *p = het_profile_default(NULL, HET_DEVICE_NPU, true);
-    CHECK(p && !het_profile_is_measured(p) && strstr(het_profile_label(p), "unmeasured default"), "default label");
+    const struct het_roofline r = { .gbps = 38.5, .gflops = 10000, .t0_us = 150, .split_us = 7, .switch_us = 2000,
+                                    .source = "seed figures" };
+    const struct het_device_caps caps = { .async = false, .lossy = true, .shares_cpu_cores = true };
+    het_profile *p = het_profile_from_roofline("npu", "", HET_DEVICE_NPU, &caps, &r);
+    CHECK(p && !het_profile_is_measured(p) && strstr(het_profile_label(p), "unmeasured default (seed figures)"),
+          "default label");
+    if (!p) return;
     struct het_op_cost c = { .cls = HET_OPCLASS_MATMUL, .wtype = HET_TYPE_Q4_0, .m = 1, .flops = 2e6, .bytes = 38.5e3 };
     double t = het_profile_predict_cost(p, &c);
-    CHECK(fabs(t - 151) < 1, "NPU default GEMV: 150 us + 38.5 kB / 38.5 GB/s = 151 us, got %g", t);
+    CHECK(fabs(t - 151) < 1, "roofline GEMV: 150 us + 38.5 kB / 38.5 GB/s = 151 us, got %g", t);
+    struct het_profile_device_costs dc;
+    het_profile_get_device_costs(p, &dc);
+    CHECK(!dc.async && dc.lossy && dc.shares_cpu_cores && dc.split_us == 7 && dc.kernel_switch_us == 2000,
+          "caps and device costs carried over");
     het_profile_free(p);
 }
 

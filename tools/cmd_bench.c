@@ -131,14 +131,14 @@ int cmd_bench(int argc, char **argv)
     if (tg.n) summarize(&tg);
     int threads = o.threads > 0 ? o.threads : 0; /* the CPU device's, when the set has one */
     for (int i = 0; i < s.n_devices; i++)
-        if (het_device_kind(s.devices[i]) == HET_DEVICE_CPU) threads = het_cpu_device_n_threads(s.devices[i]);
+        if (het_cpu_device_n_threads(s.devices[i]) > 0) threads = het_cpu_device_n_threads(s.devices[i]);
     if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN); /* e.g. lavapipe's threads */
     if (threads <= 0) threads = 1;
     double bw = hr_measure_read_bandwidth(threads);
     /* prefill's compute bound: meaningful when the CPU alone runs the graph */
     struct het_cpu_peak peak = { 0 };
     double q_ops = 0, f_ops = 0, pp_bound = 0;
-    if (pp.n && s.n_devices == 1 && het_device_kind(s.devices[0]) == HET_DEVICE_CPU &&
+    if (pp.n && s.n_devices == 1 && het_cpu_device_n_threads(s.devices[0]) > 0 &&
         het_cpu_measure_peak(threads, &peak, NULL) == HET_OK) {
         prefill_ops(s.model, o.pp, o.f32_act, &q_ops, &f_ops);
         double t = q_ops / (peak.int8_gops * 1e9) + f_ops / (peak.f32_gflops * 1e9);
@@ -146,7 +146,7 @@ int cmd_bench(int argc, char **argv)
     }
     size_t wbytes = het_model_weight_bytes(s.model), dbytes = decode_bytes(s.model);
     double bound = bw > 0 ? bw * 1e9 / (double)dbytes : 0;
-    const char *dev = o.device ? o.device : o.devices ? o.devices : "cpu";
+    const char *dev = hr_device_list(&o);
     if (o.json) {
         printf("{\"model\":\"%s\",\"device\":\"%s\",\"threads\":%d,\"weight_bytes\":%zu,\"decode_bytes_per_token\":%zu,"
                "\"pp\":%d,\"tg\":%d,\"reps\":%d,"

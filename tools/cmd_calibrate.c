@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "het/npu.h"
 
 #define CAL_FLAGS "-m -t --device --devices --json -v --quick --recalibrate --types --ops --accept-noisy"
 
@@ -42,25 +41,16 @@ static bool parse_types(const char *list, uint32_t *mask)
     return true;
 }
 
-/* the device list: --device/--devices, else the CPU and the first Vulkan device if any */
+/* the device list: --device/--devices, else every usable device (auto); an
+ * NPU named without a mode is the emulation (its cost model needs no hardware) */
 static int open_devices(const struct hr_opts *o, het_device **devs, int max)
 {
-    char list[256];
-    bool explicit = o->device || o->devices;
-    snprintf(list, sizeof list, "%s", o->device ? o->device : o->devices ? o->devices : "cpu,vulkan");
+    const char *list = o->device ? o->device : o->devices ? o->devices : "auto";
+    het_error err = { 0 };
     int n = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(list, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save)) {
-        het_error err = { 0 };
-        het_device *d = hr_open_device(o, tok, "emulate", &err); /* its cost model needs no hardware */
-        if (d) devs[n++] = d;
-        else if (explicit) {
-            hr_error(o, "device '%s': %s", tok, err.msg);
-            for (int i = 0; i < n; i++) het_device_free(devs[i]);
-            return -1;
-        } else if (o->verbose) {
-            fprintf(stderr, "hetrun calibrate: no %s (%s)\n", tok, err.msg);
-        }
+    if (hr_open_devices(o, list, "emulate", devs, max, &n, NULL, NULL, &err) != HET_OK) {
+        hr_error(o, "%s", err.msg);
+        return -1;
     }
     return n;
 }
@@ -69,9 +59,8 @@ static het_profile *calibrate_one(het_device *dev, const struct hr_plan_opts *po
 {
     het_error err = { 0 };
     *fresh = false;
-    if (het_npu_is_npu(dev))
-        return het_profile_from_npu(het_npu_get_profile(dev), het_device_name(dev), het_device_description(dev),
-                                    &err);
+    if (!het_device_get_caps(dev)->host_timed) /* an emulation: its own cost model, never its wall time */
+        return het_profile_default(dev);
     het_profile *cached = po->recalibrate ? NULL : het_profile_cache_load(dev, &err);
     if (cached && (!po->needs || het_profile_covers(cached, po->needs))) {
         fprintf(stderr, "%s: profile up to date (--recalibrate to measure again)\n", het_device_name(dev));

@@ -280,7 +280,7 @@ static struct hr_acc_devices acc_devices(const struct planrun *r)
 {
     struct hr_acc_devices d = { r->s.devices, (const het_profile *const *)r->prof, r->n_real, -1, -1, r->sched };
     for (int i = 0; i < r->n_real; i++) {
-        bool lossy = het_profile_device_kind(r->prof[i]) == HET_DEVICE_NPU;
+        bool lossy = het_device_get_caps(r->s.devices[i])->lossy;
         if (lossy && d.lossy < 0) d.lossy = i;
         if (!lossy && d.exact < 0) d.exact = i;
     }

@@ -112,6 +112,12 @@ bool hr_session_params(const struct hr_opts *o, struct het_session_params *p);
 /* One device from a spec ("cpu", "vulkan:N", "npu:MODE") with the flags'
  * threads and NPU mode; npu_default: the NPU's mode when nothing names one. */
 het_device *hr_open_device(const struct hr_opts *o, const char *spec, const char *npu_default, het_error *err);
+/* --device, else --devices, else $HET_DEVICES, else "auto". */
+const char *hr_device_list(const struct hr_opts *o);
+/* A device set from a list of specs where "auto" is every usable device
+ * (het_devices_open); cands (optional) receives what auto considered. */
+enum het_status hr_open_devices(const struct hr_opts *o, const char *list, const char *npu_default, het_device **out,
+                                int max, int *n, struct het_device_candidate *cands, int *n_cands, het_error *err);
 /* The prompt's bytes: -p, or the contents of -f (then *owned is the buffer
  * to free). NULL, after one error line, when the file cannot be read. */
 const char *hr_prompt_text(const struct hr_opts *o, size_t *len, char **owned);

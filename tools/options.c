@@ -40,7 +40,7 @@ static const struct flag flags[] = {
     { "-t|--threads",   K_INT,   F(threads),     1, 1024, "CPU threads (default: physical cores)" },
     { "-c|--ctx",       K_INT,   F(n_ctx),       1, 1 << 24, "context length in tokens" },
     { "--device",       K_STR,   F(device),      0, 0,   "run everything on one device: cpu, vulkan, vulkan:N" },
-    { "--devices",      K_STR,   F(devices),     0, 0,   "device set, in priority order: cpu,vulkan" },
+    { "--devices",      K_STR,   F(devices),     0, 0,   "device set, in priority order: cpu,vulkan,npu, or auto (every usable device; the default, or $HET_DEVICES)" },
     { "--policy",       K_STR,   F(policy),      0, 0,   "placement: fastest (measured plan, default) | first | single:DEV | alternate" },
     { "--npu",          K_STR,   F(npu),         0, 0,   "NPU mode for the 'npu' device: hardware | emulate (default: $HET_NPU, else hardware)" },
     { "--strict",       K_BOOL,  F(strict),      0, 0,   "a fallback (op run off its planned device) is an error" },

@@ -31,7 +31,7 @@ bool hr_session_params(const struct hr_opts *o, struct het_session_params *p)
 {
     memset(p, 0, sizeof *p);
     p->model_path = o->model;
-    p->devices = o->device ? o->device : o->devices;
+    p->devices = hr_device_list(o);
     p->n_threads = o->threads;
     p->f32_activations = o->f32_act;
     p->npu_mode = o->npu ? o->npu : getenv("HET_NPU");
@@ -62,6 +62,20 @@ bool hr_session_params(const struct hr_opts *o, struct het_session_params *p)
         p->n_ctx_min = (o->plan.batch > 0 ? o->plan.batch : 128) + (o->plan.past > 0 ? o->plan.past : 128) + 8;
     p->all_logits = o->cmd && !strcmp(o->cmd, "logits");
     return hr_pool_params(o, p);
+}
+
+const char *hr_device_list(const struct hr_opts *o)
+{
+    const char *env = getenv("HET_DEVICES");
+    return o->device ? o->device : o->devices ? o->devices : env && *env ? env : "auto";
+}
+
+enum het_status hr_open_devices(const struct hr_opts *o, const char *list, const char *npu_default, het_device **out,
+                                int max, int *n, struct het_device_candidate *cands, int *n_cands, het_error *err)
+{
+    struct het_session_params p;
+    if (!hr_session_params(o, &p)) return het_error_set(err, HET_ERR_INVALID, "bad options");
+    return het_session_devices_open(&p, list, npu_default, out, max, n, cands, n_cands, err);
 }
 
 het_device *hr_open_device(const struct hr_opts *o, const char *spec, const char *npu_default, het_error *err)

@@ -240,6 +240,7 @@ static const struct het_device_i cpu_iface = {
     /* .sync               = */ NULL, /* run_split is synchronous */
     /* .free               = */ cpu_free,
     /* .register_pool      = */ cpu_register_pool,
+    /* .default_profile    = */ NULL, /* a roofline from dev->roofline, until calibrated */
 };
 
 /* The description names what changes the device's speed and results: it
@@ -271,6 +272,11 @@ het_device *het_cpu_device_init(int n_threads, het_error *err)
         return NULL;
     }
     cpu_describe(dev);
+    dev->caps = (struct het_device_caps){ .async = false, .host_mapped = true, .lossy = false,
+                                          .shares_cpu_cores = true, .host_timed = true, .repacks_weights = true };
+    /* a dual-channel DDR5 laptop; calibration replaces it */
+    dev->roofline = (struct het_roofline){ .gbps = 40, .gflops = 200, .t0_us = 1.0, .split_us = 3,
+                                           .source = "CPU: 40 GB/s, 200 GFLOP/s" };
     return dev;
 }
 
@@ -288,5 +294,6 @@ enum het_status het_cpu_device_set_f32_activations(het_device *dev, bool on, het
 
 int het_cpu_device_n_threads(const het_device *dev)
 {
+    if (dev->kind != HET_DEVICE_CPU) return 0;
     return ((const struct cpu_context *)dev->context)->n_threads;
 }

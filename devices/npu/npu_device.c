@@ -9,6 +9,8 @@
  */
 #include "devices/npu/npu_internal.h"
 
+#include "het/profile.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +97,15 @@ static void npu_free(het_device *dev)
     dev->context = NULL;
 }
 
+/* Its own cost model (npu_profile.c), with the device's identity and caps. */
+static het_profile *npu_default_profile(const het_device *dev, het_error *err)
+{
+    const struct npu_ctx *c = dev->context;
+    het_profile *p = het_profile_from_npu(&c->profile, dev->name, dev->desc, err);
+    if (p) het_profile_set_caps(p, &dev->caps);
+    return p;
+}
+
 static const struct het_device_i npu_iface = {
     /* .supports_op        = */ npu_supports_op,
     /* .register_memory    = */ npu_register_memory,
@@ -104,6 +115,7 @@ static const struct het_device_i npu_iface = {
     /* .sync               = */ NULL,  /* run_split waits for its commands */
     /* .free               = */ npu_free,
     /* .register_pool      = */ npu_register_pool,
+    /* .default_profile    = */ npu_default_profile,
 };
 
 /* ---- construction --------------------------------------------------------------- */
@@ -194,6 +206,12 @@ het_device *het_npu_device_init_params(const struct het_npu_params *p, het_error
     }
     c->dev = dev;
     dev->emulated = p->mode == HET_NPU_EMULATE;
+    /* run_split waits for its commands; emulated, the kernels run on the
+     * CPU's threads through its mapping, and its wall time says nothing of
+     * the hardware (its profile is the cost model, npu_profile.c) */
+    dev->caps = (struct het_device_caps){ .async = false, .host_mapped = dev->emulated, .lossy = true,
+                                          .shares_cpu_cores = dev->emulated, .host_timed = !dev->emulated,
+                                          .repacks_weights = true };
     enum het_status st = HET_OK;
     if (p->mode == HET_NPU_HARDWARE) st = npu_hw_open(c, err);   /* may set the profile's generation */
     if (st == HET_OK) st = init_ring(c, err);
@@ -202,6 +220,10 @@ het_device *het_npu_device_init_params(const struct het_npu_params *p, het_error
         return NULL;
     }
     describe(dev, c);
+    dev->roofline = (struct het_roofline){ .gbps = c->profile.weight_gbps, .gflops = c->profile.int8_gops,
+                                           .t0_us = c->profile.dispatch_us, .split_us = 0,
+                                           .switch_us = c->profile.switch_us,
+                                           .source = "NPU cost model figures (npu_profile.c)" };
     return dev;
 }
 

@@ -8,13 +8,14 @@
  * ~2 ms to switch between two compiled kernels, int8 GEMM around 2 TOPS
  * sustained; XDNA2 figures are scaled from the same notes (decode weight
  * streaming ~60 GB/s, launch ~40 us). They are defaults, flagged emulated,
- * to be replaced by calibration.
+ * to be replaced by calibration. This file is het's only NPU cost model:
+ * the planner's NPU profile (het_profile_from_npu) samples this formula.
  */
 #include "het/npu.h"
 
-#include <math.h>
-#include <stdio.h>
+#include "het/profile.h"
 
+#include <stdio.h>
 #include <string.h>
 
 void het_npu_profile_default(enum het_npu_gen gen, struct het_npu_profile *out)
@@ -66,43 +67,55 @@ double het_npu_profile_matmul_us(const struct het_npu_profile *p, enum het_type 
     return p->dispatch_us + (t_mem > t_mac ? t_mem : t_mac) + t_io;
 }
 
-/* Bits per weight of the GGUF source (what het_op_cost counts). */
-static double gguf_bits(enum het_type t)
+/* The one NPU cost model as a planner profile: the formula above sampled
+ * over model-class shapes and M = 1 .. 512 for each weight type the NPU
+ * takes, and fitted like measured samples; the fit's error says how well the
+ * planner's form follows it (M padding is what m_half absorbs). Never timed:
+ * the emulated NPU's wall time is the CPU's. Synchronous (run_split waits for
+ * its commands) and lossy (int8 activations). Labelled unmeasured. */
+static const enum het_type npu_types[] = { HET_TYPE_Q4_0, HET_TYPE_Q4_1, HET_TYPE_Q8_0, HET_TYPE_Q4_K };
+static const int64_t npu_shapes[][2] = { { 1024, 1024 }, { 1024, 3072 }, { 3072, 1024 }, { 2048, 2048 },
+                                         { 1024, 32000 } };
+
+static enum het_status sample_type(het_profile *p, const struct het_npu_profile *np, enum het_type t, het_error *err)
 {
     const struct het_type_traits *tr = het_type_get_traits(t);
-    return 8.0 * (double)tr->type_size / (double)tr->blck_size;
+    for (size_t s = 0; s < sizeof npu_shapes / sizeof npu_shapes[0]; s++)
+        for (int64_t m = 1; m <= 512; m *= 2) {
+            double k = (double)npu_shapes[s][0], n = (double)npu_shapes[s][1];
+            struct het_profile_sample x = {
+                .m = (double)m, .flops = 2.0 * k * n * (double)m,
+                .bytes = k * n * (double)tr->type_size / (double)tr->blck_size + (k + n) * (double)m * 4.0,
+                .us = het_npu_profile_matmul_us(np, t, npu_shapes[s][0], npu_shapes[s][1], m), .spread = 0,
+            };
+            enum het_status st = het_profile_add_sample(p, HET_OPCLASS_MATMUL, t, &x, err);
+            if (st != HET_OK) return st;
+        }
+    return HET_OK;
 }
 
-het_profile *het_npu_profile_build(const het_device *dev, het_error *err)
+het_profile *het_profile_from_npu(const struct het_npu_profile *np, const char *dev_name, const char *dev_desc,
+                                  het_error *err)
 {
-    const struct het_npu_profile *p = het_npu_get_profile(dev);
+    het_profile *p = het_profile_new(dev_name, dev_desc, HET_DEVICE_NPU, np->emulated);
     if (!p) {
-        het_error_set(err, HET_ERR_INVALID, "npu: not an NPU device");
+        het_error_set(err, HET_ERR_NOMEM, "profile: out of memory");
         return NULL;
     }
-    het_profile *hp = het_profile_new_for_device(dev);
-    if (!hp) {
-        het_error_set(err, HET_ERR_NOMEM, "npu: out of memory");
-        return NULL;
-    }
-    const struct het_profile_device_costs dc = { .split_us = 0.0, .kernel_switch_us = p->switch_us, .async = false,
-                                                 .peak_gbps = p->weight_gbps, .peak_gflops = p->int8_gops };
-    het_profile_set_device_costs(hp, &dc);
-    static const enum het_type types[] = { HET_TYPE_Q4_0, HET_TYPE_Q4_1, HET_TYPE_Q8_0, HET_TYPE_Q4_K };
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        /* the NPU streams its own layout: express that rate in GGUF bytes */
-        const struct het_cost_fit f = { .t0_us = p->dispatch_us,
-                                        .gbps = p->weight_gbps * gguf_bits(types[i]) / layout_bits(types[i]),
-                                        .gflops = p->int8_gops, .m_half = p->m_tile_gemm / 2.0, .error = NAN };
-        if (het_profile_set_fit(hp, HET_OPCLASS_MATMUL, types[i], &f, err) != HET_OK) {
-            het_profile_free(hp);
+    for (size_t i = 0; i < sizeof npu_types / sizeof npu_types[0]; i++)
+        if (sample_type(p, np, npu_types[i], err) != HET_OK) {
+            het_profile_free(p);
             return NULL;
         }
-    }
+    het_profile_refit(p, err);
+    struct het_profile_device_costs dc = { .split_us = 0, .kernel_switch_us = np->switch_us, .async = false,
+                                           .lossy = true, .shares_cpu_cores = false,
+                                           .peak_gbps = np->weight_gbps, .peak_gflops = np->int8_gops };
+    het_profile_set_device_costs(p, &dc);
     char label[256];
-    snprintf(label, sizeof label, "unmeasured default (NPU %s figures from the design notes: %.0f us + bytes/%.1f GB/s, "
-             "%.0f us a kernel switch)%s", p->gen == HET_NPU_XDNA2 ? "XDNA2" : "XDNA1", p->dispatch_us, p->weight_gbps,
-             p->switch_us, het_device_is_emulated(dev) ? ", emulated device" : "");
-    het_profile_set_label(hp, false, label);
-    return hp;
+    snprintf(label, sizeof label, "unmeasured: NPU %s cost model (%s figures: %.0f us a dispatch, %.1f GB/s, "
+             "%.0f GOP/s int8, %.0f us a kernel switch)", np->gen == HET_NPU_XDNA2 ? "XDNA2" : "XDNA1",
+             np->emulated ? "default" : "device", np->dispatch_us, np->weight_gbps, np->int8_gops, np->switch_us);
+    het_profile_set_label(p, false, label);
+    return p;
 }

@@ -118,6 +118,16 @@ het_device *het_vk_device_init_opts(int index, const struct het_vk_options *opt,
              in->driver_name, in->driver_info, in->subgroup_size, ctx->use_subgroup ? " arith" : "",
              ctx->import_ok ? "host import" : "mirrored memory");
     dev->emulated = in->type == HET_VULKAN_TYPE_CPU;
+    /* a CPU-type driver (lavapipe) runs its shaders on the CPU's cores: beside
+     * the CPU device it competes for them instead of overlapping */
+    const bool on_cpu = in->type == HET_VULKAN_TYPE_CPU;
+    dev->caps = (struct het_device_caps){ .async = true, .host_mapped = false, .lossy = false,
+                                          .shares_cpu_cores = on_cpu, .host_timed = true, .repacks_weights = false };
+    dev->roofline = on_cpu ? (struct het_roofline){ .gbps = 40, .gflops = 100, .t0_us = 8.0, .split_us = 60,
+                                                    .source = "CPU-type Vulkan driver: 40 GB/s, 100 GFLOP/s, "
+                                                              "60 us a submit" }
+                           : (struct het_roofline){ .gbps = 80, .gflops = 4000, .t0_us = 8.0, .split_us = 60,
+                                                    .source = "iGPU: 80 GB/s, 4 TFLOP/s, 60 us a submit" };
     return dev;
 }
 

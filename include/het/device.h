@@ -35,6 +35,37 @@ enum het_device_kind het_device_kind(const het_device *dev);
 bool                 het_device_is_emulated(const het_device *dev); /* figures are not hardware's   */
 void                 het_device_free(het_device *dev);              /* NULL is a no-op              */
 
+/* What a device is, as far as the scheduler and the planner must know it.
+ * Its backend sets these when it creates the device, so nothing above
+ * devices/ asks which kind of device it is. */
+struct het_device_caps {
+    bool async;            /* run_split may return before the work is done (sync waits):
+                              its work overlaps what the host thread does next            */
+    bool host_mapped;      /* reads and writes tensors through the CPU's own mapping      */
+    bool lossy;            /* approximates beyond the CPU's rounding (int8 activations):
+                              placed under the accuracy budget                            */
+    bool shares_cpu_cores; /* executes on the CPU's cores (the CPU, a CPU-type Vulkan
+                              driver such as lavapipe, an emulated NPU): its work competes
+                              with the CPU's threads and never overlaps them              */
+    bool host_timed;       /* timing it here measures it: calibration may time it (false:
+                              an emulation; its profile comes from its cost model)        */
+    bool repacks_weights;  /* prepare_weights keeps its own layout of the weights in the
+                              memory pool (the pool is sized for it)                      */
+};
+const struct het_device_caps *het_device_get_caps(const het_device *dev);
+
+/* The figures a backend claims for its kind of hardware before anything is
+ * measured (the planner's unmeasured defaults; het_profile_default). */
+struct het_roofline {
+    double      gbps;       /* memory bandwidth                               */
+    double      gflops;     /* arithmetic rate                                */
+    double      t0_us;      /* fixed cost of one op                           */
+    double      split_us;   /* starting a split (submit, barrier)             */
+    double      switch_us;  /* changing compiled kernel between nodes, or 0   */
+    const char *source;     /* where the figures come from, one line          */
+};
+const struct het_roofline *het_device_get_roofline(const het_device *dev);
+
 /* Per-device counters (for --stats and the fallback log). */
 struct het_device_stats {
     uint64_t n_splits;       /* splits run                                   */
@@ -50,7 +81,7 @@ const char *het_device_pool_import(const het_device *dev);
 
 /* CPU device. n_threads <= 0: physical cores (hwloc). */
 het_device *het_cpu_device_init(int n_threads, het_error *err);
-int         het_cpu_device_n_threads(const het_device *dev);
+int         het_cpu_device_n_threads(const het_device *dev); /* 0: not a CPU device */
 /* Keep matmul activations in F32 and dequantise quantised weights on the fly,
  * instead of rounding activations to 8 bits for integer dot products: the
  * logits are then those of the F32 weights (within summation order), and
@@ -71,6 +102,43 @@ struct het_cpu_peak {
     const char *f32_instr;
 };
 enum het_status het_cpu_measure_peak(int n_threads, struct het_cpu_peak *out, het_error *err);
+
+/* ---------------------------------------------------------------------------
+ * The device registry (sched/registry.c): devices by name.
+ *
+ * A spec is "cpu", "vulkan" (the driver's preferred device), "vulkan:N",
+ * "npu" (the mode from params, else $HET_NPU, else params' default, else
+ * the hardware) or
+ * "npu:MODE" (het/npu.h: hardware, emulate). "auto" is every usable device:
+ * the CPU, each usable Vulkan device, the NPU when its hardware is there;
+ * emulations only when named. */
+struct het_device_spec_params {
+    int         n_threads;        /* CPU and emulated NPU threads; <= 0: physical cores */
+    bool        f32_activations;  /* CPU: het_cpu_device_set_f32_activations            */
+    const char *npu_mode;         /* mode for a bare "npu" ("hardware", "emulate"); NULL: $HET_NPU */
+    const char *npu_default;      /* when neither names one (NULL: "hardware")          */
+    const char *model_key;        /* NPU repack cache key (e.g. path:size:mtime), or NULL */
+};
+
+/* One device from a spec (not "auto"). params may be NULL (defaults). */
+het_device *het_device_init_by_spec(const char *spec, const struct het_device_spec_params *params, het_error *err);
+
+/* What "auto" considered: each candidate, whether it was taken, and why not. */
+struct het_device_candidate {
+    char spec[16];     /* "cpu", "vulkan:0", "npu"                    */
+    char name[32];     /* the device's name when opened, else ""      */
+    bool taken;
+    char why[224];     /* why it was skipped (or what it is, taken)   */
+};
+#define HET_DEVICE_MAX_CANDIDATES 16
+
+/* Open a comma-separated list of specs, where "auto" expands as above, into
+ * out[0..max); *n receives the count. cands (optional, up to
+ * HET_DEVICE_MAX_CANDIDATES) receives what auto considered, *n_cands their
+ * count. A device named twice is HET_ERR_INVALID. On failure nothing stays
+ * open. */
+enum het_status het_devices_open(const char *list, const struct het_device_spec_params *params, het_device **out,
+                                 int max, int *n, struct het_device_candidate *cands, int *n_cands, het_error *err);
 
 #ifdef __cplusplus
 }

@@ -92,11 +92,6 @@ void   het_npu_profile_default(enum het_npu_gen gen, struct het_npu_profile *out
 double het_npu_profile_matmul_us(const struct het_npu_profile *p, enum het_type wtype, int64_t K, int64_t N,
                                  int64_t M);
 
-/* The device's profile as a planner profile (het/profile.h): matmul fits for
- * q4_0, q4_1, q8_0 and q4_K from the figures above (layout bytes converted
- * to GGUF bytes), the kernel-switch cost, labelled "unmeasured default" and,
- * for the emulated device, "emulated". NULL (err set) for a non-NPU device. */
-het_profile *het_npu_profile_build(const het_device *dev, het_error *err);
 
 struct het_npu_params {
     enum het_npu_mode mode;

@@ -82,7 +82,7 @@ struct het_plan_device {
     const het_profile *profile;   /* NULL: costs unknown (predictions 0, flagged unmeasured) */
     bool               disabled;  /* excluded (failed earlier): never planned on             */
 };
-/* Is device d of params lossy? (its profile describes an NPU, or bit d of params->lossy_mask) */
+/* Is device d of params lossy? (its profile's costs say so, or bit d of params->lossy_mask) */
 struct het_plan_params;
 bool het_plan_device_lossy(const struct het_plan_params *params, int d);
 

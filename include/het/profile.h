@@ -114,10 +114,18 @@ typedef struct het_profile het_profile;
 het_profile *het_profile_new(const char *dev_name, const char *dev_desc, enum het_device_kind kind, bool emulated);
 /* The same for an open device. */
 het_profile *het_profile_new_for_device(const het_device *dev);
-/* An unmeasured default for a device kind (figures from data sheets and the
- * project's seed measurements); its label starts with "unmeasured default".
- * dev may be NULL (then kind and emulated are used). */
-het_profile *het_profile_default(const het_device *dev, enum het_device_kind kind, bool emulated);
+/* The device's unmeasured default: its own cost model (the NPU's), else a
+ * roofline profile from the figures its backend claims; its label starts
+ * with "unmeasured". NULL on out of memory. */
+het_profile *het_profile_default(const het_device *dev);
+/* An unmeasured roofline profile for a device identity and its caps (one fit
+ * per op class at the figures; matmul half-rate at M = 8), labelled
+ * "unmeasured default (<r->source>)". NULL on out of memory. */
+het_profile *het_profile_from_roofline(const char *dev_name, const char *dev_desc, enum het_device_kind kind,
+                                       const struct het_device_caps *caps, const struct het_roofline *r);
+/* Copy what the planner needs of a device's caps (async, lossy,
+ * shares_cpu_cores) into p's device costs. */
+void         het_profile_set_caps(het_profile *p, const struct het_device_caps *caps);
 het_profile *het_profile_clone(const het_profile *p);
 void         het_profile_free(het_profile *p);   /* NULL is a no-op */
 
@@ -142,6 +150,8 @@ struct het_profile_device_costs {
     double split_us;          /* one run_split + sync with a trivial node, beyond the node    */
     double kernel_switch_us;  /* changing kernel between consecutive nodes (NPU: ~2 ms)      */
     bool   async;             /* run_split returns before completion (overlaps the host)    */
+    bool   lossy;             /* approximates: placed under the accuracy budget               */
+    bool   shares_cpu_cores;  /* runs on the CPU's cores: competes with the CPU, never overlaps it */
     double peak_gbps;         /* roofline: best bandwidth seen or specified                  */
     double peak_gflops;       /* roofline: best arithmetic rate seen or specified            */
 };
@@ -273,7 +283,7 @@ het_profile    *het_profile_cache_load(const het_device *dev, het_error *err);
  * noisy (het_profile_noisy) is refused: HET_ERR_INVALID naming why. */
 enum het_status het_profile_cache_store(const het_profile *p, het_error *err);
 
-/* An NPU's profile from its cost-model parameters (policy/profile_npu.c):
+/* An NPU's profile from its cost-model parameters (devices/npu/npu_profile.c):
  * the NPU formula sampled over model shapes and fitted. Never timed: the
  * emulated NPU's wall time is the CPU's. Labelled unmeasured. */
 struct het_npu_profile;

@@ -55,7 +55,8 @@ typedef struct het_session het_session;
 struct het_session_params {
     const char *model_path;      /* GGUF file (required)                                   */
     /* devices */
-    const char *devices;         /* comma-separated specs in priority order (NULL: "cpu")  */
+    const char *devices;         /* comma-separated specs in priority order, "auto" among
+                                    them (het/device.h; NULL: "auto", every usable device) */
     int         n_threads;       /* CPU threads (0: physical cores)                        */
     bool        f32_activations; /* CPU matmuls keep F32 activations (exact, slower)       */
     const char *npu_mode;        /* mode of an "npu" spec without ":MODE": "hardware",
@@ -125,6 +126,11 @@ const struct het_session_budget *het_session_budget(const het_session *s);
  * mode). */
 het_device *het_session_device_init(const struct het_session_params *p, const char *spec, const char *npu_default,
                                     het_error *err);
+/* The same for a list of specs where "auto" is every usable device
+ * (het_devices_open); cands (optional) receives what auto considered. */
+enum het_status het_session_devices_open(const struct het_session_params *p, const char *list, const char *npu_default,
+                                         het_device **out, int max, int *n, struct het_device_candidate *cands,
+                                         int *n_cands, het_error *err);
 
 /* "fastest" (NULL) | "first" | "single:DEV" | "alternate" onto sp (the
  * devices named). */
