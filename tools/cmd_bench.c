@@ -6,16 +6,27 @@
  * evaluates N tokens in one batch from an empty cache; tg generates N tokens
  * one at a time from an empty cache. A warm-up run is made first and not
  * counted.
+ *
+ * --load N repeats each repetition beside N busy-loop processes (a laptop
+ * with a browser, a server running other work): quiet pp, quiet tg, then
+ * the loops start, loaded pp, loaded tg, and they stop, so both sets of
+ * figures come from the same minutes of the same machine. Context switches
+ * per token (getrusage) are printed beside each: how often the device's
+ * threads slept (voluntary) or were pushed off a core (involuntary).
  */
 #include "tools/gpu_times.h"
 #include "tools/hetrun.h"
 #include "tools/membw.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-#define BENCH_FLAGS "-m -p -n -r -t -c --json --stats -v --gpu-times --ops " HR_PLACEMENT_FLAGS
+#define BENCH_FLAGS "-m -p -n -r -t -c --json --stats -v --gpu-times --ops --load " HR_PLACEMENT_FLAGS
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -44,7 +55,59 @@ static bool run_tg(struct hr_session *s, const int32_t *toks, int n, double *tps
     return true;
 }
 
-struct series { double v[1000]; int n; double min, med, max; };
+struct series {
+    double v[1000];
+    int    n;
+    double min, med, max;
+    long   tokens, csw_vol, csw_invol; /* context switches over all runs */
+};
+
+/* Busy-loop processes for --load; each dies with hetrun (PR_SET_PDEATHSIG). */
+struct load { pid_t pid[1024]; int n; };
+
+static bool load_start(struct load *l, int n)
+{
+    const pid_t parent = getpid();
+    l->n = 0;
+    for (int i = 0; i < n && i < 1024; i++) {
+        pid_t pid = fork();
+        if (pid < 0) return false;
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != parent) _exit(0);
+            for (volatile unsigned long spin = 0;; spin++) {}
+        }
+        l->pid[l->n++] = pid;
+    }
+    return true;
+}
+
+static void load_stop(struct load *l)
+{
+    for (int i = 0; i < l->n; i++) kill(l->pid[i], SIGKILL);
+    for (int i = 0; i < l->n; i++) waitpid(l->pid[i], NULL, 0);
+    l->n = 0;
+}
+
+/* One pp or tg run into x, counting this process's context switches. */
+static bool run_one(struct hr_session *s, const int32_t *toks, int n, bool pp, struct series *x, het_error *err)
+{
+    struct rusage r0, r1;
+    getrusage(RUSAGE_SELF, &r0);
+    if (!(pp ? run_pp : run_tg)(s, toks, n, &x->v[x->n], err)) return false;
+    getrusage(RUSAGE_SELF, &r1);
+    x->n++;
+    x->tokens += n;
+    x->csw_vol += r1.ru_nvcsw - r0.ru_nvcsw;
+    x->csw_invol += r1.ru_nivcsw - r0.ru_nivcsw;
+    return true;
+}
+
+static void print_csw(const struct series *x)
+{
+    printf("  context switches/token: %.1f voluntary, %.1f involuntary", (double)x->csw_vol / (double)x->tokens,
+           (double)x->csw_invol / (double)x->tokens);
+}
 
 static void summarize(struct series *x)
 {
@@ -110,7 +173,8 @@ int cmd_bench(int argc, char **argv)
         toks[i] = (int32_t)(r % (uint64_t)c->n_vocab);
     }
     het_error err = { 0 };
-    struct series pp = { .n = 0 }, tg = { .n = 0 };
+    struct series pp = { .n = 0 }, tg = { .n = 0 }, lpp = { .n = 0 }, ltg = { .n = 0 };
+    struct load load = { .n = 0 };
     double warm;
     /* warm-up: page in the weights, grow scratch, not counted */
     if ((o.pp > 0 && !run_pp(&s, toks, o.pp, &warm, &err)) || (o.tg > 0 && !run_tg(&s, toks, o.tg < 4 ? o.tg : 4, &warm, &err))) {
@@ -122,13 +186,26 @@ int cmd_bench(int argc, char **argv)
     snprintf(lab_tg, sizeof lab_tg, "tg%d", o.tg);
     hr_gpu_times_take(&gt, NULL); /* warm-up */
     for (int rep = 0; rep < o.reps && rep < 1000; rep++) {
-        if (o.pp > 0 && !run_pp(&s, toks, o.pp, &pp.v[pp.n++], &err)) { hr_error(&o, "%s", err.msg); goto done; }
+        if (o.pp > 0 && !run_one(&s, toks, o.pp, true, &pp, &err)) { hr_error(&o, "%s", err.msg); goto done; }
         hr_gpu_times_take(&gt, lab_pp);
-        if (o.tg > 0 && !run_tg(&s, toks, o.tg, &tg.v[tg.n++], &err)) { hr_error(&o, "%s", err.msg); goto done; }
+        if (o.tg > 0 && !run_one(&s, toks, o.tg, false, &tg, &err)) { hr_error(&o, "%s", err.msg); goto done; }
         hr_gpu_times_take(&gt, lab_tg);
+        if (!o.load) continue;
+        if (!load_start(&load, o.load)) {
+            load_stop(&load);
+            hr_error(&o, "--load: cannot start %d busy-loop processes", o.load);
+            goto done;
+        }
+        bool ok = (o.pp <= 0 || run_one(&s, toks, o.pp, true, &lpp, &err)) &&
+                  (o.tg <= 0 || run_one(&s, toks, o.tg, false, &ltg, &err));
+        load_stop(&load);
+        if (!ok) { hr_error(&o, "%s", err.msg); goto done; }
+        hr_gpu_times_take(&gt, NULL); /* loaded runs: not in the per-node table */
     }
     if (pp.n) summarize(&pp);
     if (tg.n) summarize(&tg);
+    if (lpp.n) summarize(&lpp);
+    if (ltg.n) summarize(&ltg);
     int threads = o.threads > 0 ? o.threads : 0; /* the CPU device's, when the set has one */
     for (int i = 0; i < s.n_devices; i++)
         if (het_cpu_device_n_threads(s.devices[i]) > 0) threads = het_cpu_device_n_threads(s.devices[i]);
@@ -153,9 +230,14 @@ int cmd_bench(int argc, char **argv)
                "\"pp_tps\":%.2f,\"pp_tps_min\":%.2f,\"pp_tps_max\":%.2f,"
                "\"tg_tps\":%.2f,\"tg_tps_min\":%.2f,\"tg_tps_max\":%.2f,"
                "\"read_bandwidth_gbs\":%.1f,\"tg_bound_tps\":%.1f,"
-               "\"peak_int8_gops\":%.1f,\"peak_f32_gflops\":%.1f,\"pp_bound_tps\":%.1f}\n",
+               "\"peak_int8_gops\":%.1f,\"peak_f32_gflops\":%.1f,\"pp_bound_tps\":%.1f",
                o.model, dev, threads, wbytes, dbytes, o.pp, o.tg, o.reps, pp.med, pp.min, pp.max, tg.med, tg.min,
                tg.max, bw, bound, peak.int8_gops, peak.f32_gflops, pp_bound);
+        if (o.load)
+            printf(",\"load\":%d,\"pp_load_tps\":%.2f,\"pp_load_tps_min\":%.2f,\"pp_load_tps_max\":%.2f,"
+                   "\"tg_load_tps\":%.2f,\"tg_load_tps_min\":%.2f,\"tg_load_tps_max\":%.2f",
+                   o.load, lpp.med, lpp.min, lpp.max, ltg.med, ltg.min, ltg.max);
+        printf("}\n");
     } else {
         printf("model %s: %s, %.1f MiB weights, %d threads, device %s\n", o.model, c->arch_name, wbytes / 1048576.0,
                threads, dev);
@@ -165,12 +247,25 @@ int cmd_bench(int argc, char **argv)
                 printf("   bound: %.1f tok/s = %.3f G int8 ops/token at %.0f GOP/s (%s) + %.3f GFLOP/token at "
                        "%.0f GFLOP/s (%s), measured peaks", pp_bound, q_ops * 1e-9, peak.int8_gops, peak.int8_instr,
                        f_ops * 1e-9, peak.f32_gflops, peak.f32_instr);
+            if (o.load) print_csw(&pp);
             printf("\n");
         }
-        if (tg.n)
+        if (tg.n) {
             printf("tg%-4d %8.2f tok/s median  (min %.2f, max %.2f, %d runs)   bound: %.1f tok/s = %.1f GB/s measured "
-                   "read bandwidth / %.1f MB per token\n",
+                   "read bandwidth / %.1f MB per token",
                    o.tg, tg.med, tg.min, tg.max, tg.n, bound, bw, dbytes / 1e6);
+            if (o.load) print_csw(&tg);
+            printf("\n");
+        }
+        const struct series *quiet[2] = { &pp, &tg }, *loaded[2] = { &lpp, &ltg };
+        for (int k = 0; k < 2; k++) {
+            if (!loaded[k]->n) continue;
+            printf("%s%-4d %8.2f tok/s median  (min %.2f, max %.2f, %d runs) beside %d busy loop%s: %.2fx quiet",
+                   k ? "tg" : "pp", k ? o.tg : o.pp, loaded[k]->med, loaded[k]->min, loaded[k]->max, loaded[k]->n,
+                   o.load, o.load > 1 ? "s" : "", loaded[k]->med / quiet[k]->med);
+            print_csw(loaded[k]);
+            printf("\n");
+        }
     }
     if (o.plan.ops) { /* per op class rates beside the device's roofline */
         het_profile *prof[4] = { 0 };
@@ -183,6 +278,7 @@ int cmd_bench(int argc, char **argv)
     hr_print_stats(&s, &o);
     rc = 0;
 done:
+    load_stop(&load);
     hr_gpu_times_end(&gt);
     free(toks);
     hr_session_close(&s);

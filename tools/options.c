@@ -51,6 +51,7 @@ static const struct flag flags[] = {
     { "--stats",        K_OPTSTR, F(stats),      0, 0,   "print memory and device statistics (--stats=json: one JSON line on stderr)" },
     { "-v|--verbose",   K_BOOL,  F(verbose),     0, 0,   "log decisions and fallbacks" },
     { "-r|--repetitions", K_INT, F(reps),        1, 1000, "bench repetitions" },
+    { "--load",         K_INT,   F(load),        1, 1024, "bench: also measure beside N busy-loop processes (each repetition: quiet, then loaded)" },
     { "--gpu-times",    K_BOOL,  F(gpu_times),   0, 0,   "print per-op and per-node Vulkan GPU times on stderr at the end" },
     { "--arch",         K_STR,   F(arch),        0, 0,   "mkmodel: llama | qwen2 | qwen3" },
     { "--preset",       K_STR,   F(preset),      0, 0,   "mkmodel: a named shape (qwen3-0.6b, tiny, ...)" },
