@@ -181,15 +181,19 @@ static int run_case(enum het_type type, int64_t K, int64_t N, int64_t M, int nth
     const size_t ws = het_cpu_mul_mat_work_size(&d, nth, false);
     void *wdata = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
 
-    /* As the device runs a graph: one parallel region, a barrier between
-     * nodes. Thread 0 decides when to stop; the flag is read after a barrier. */
+    /* As the device runs a graph: one parallel region, parts from a shared
+     * counter. Thread 0 decides when to stop; the flag is read after a barrier. */
     int reps = 0, failed = 0, stop = 0;
     double t0 = now_s(), c0 = cpu_s(), t = 0;
+    struct het_cpu_sync sync;
+    het_cpu_sync_init(&sync);
 #pragma omp parallel num_threads(nth)
     {
+        struct het_cpu_worker w;
+        het_cpu_worker_init(&w, &sync);
         struct het_compute_params p = {
             .ith = omp_get_thread_num(), .nth = omp_get_num_threads(),
-            .wdata = wdata, .wsize = ws, .isa = isa,
+            .wdata = wdata, .wsize = ws, .isa = isa, .worker = &w,
         };
         for (;;) {
             if (het_cpu_mul_mat(&p, &d) != HET_OK) {

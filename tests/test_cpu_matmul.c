@@ -136,17 +136,23 @@ static void free_case(struct mm_data *d)
     free(d->a_buf); free(d->b_buf); free(d->d_buf); free(d->a_f); free(d->b_f);
 }
 
-/* Run the kernel as the device does: one parallel region, one call per thread. */
-static enum het_status run_mm(struct het_tensor *dst, int nth, enum het_cpu_isa isa, bool f32_act)
+/* Run the kernel in one parallel region, one call per thread: shared, the
+ * threads take parts from one counter as in the device (which thread runs
+ * which part differs from run to run); else each takes a static share. */
+static enum het_status run_mm_mode(struct het_tensor *dst, int nth, enum het_cpu_isa isa, bool f32_act, bool shared)
 {
     size_t ws = het_cpu_mul_mat_work_size(dst, nth, f32_act);
     void *wdata = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
     enum het_status st = HET_OK;
+    struct het_cpu_sync sync;
+    het_cpu_sync_init(&sync);
 #pragma omp parallel num_threads(nth)
     {
+        struct het_cpu_worker w;
+        het_cpu_worker_init(&w, &sync);
         struct het_compute_params p = {
             .ith = omp_get_thread_num(), .nth = omp_get_num_threads(),
-            .wdata = wdata, .wsize = ws, .isa = isa, .f32_act = f32_act,
+            .wdata = wdata, .wsize = ws, .isa = isa, .f32_act = f32_act, .worker = shared ? &w : NULL,
         };
         enum het_status s = het_cpu_mul_mat(&p, dst);
         if (s != HET_OK) {
@@ -156,6 +162,11 @@ static enum het_status run_mm(struct het_tensor *dst, int nth, enum het_cpu_isa 
     }
     free(wdata);
     return st;
+}
+
+static enum het_status run_mm(struct het_tensor *dst, int nth, enum het_cpu_isa isa, bool f32_act)
+{
+    return run_mm_mode(dst, nth, isa, f32_act, true);
 }
 
 /* Attach load-time panels for isa to a (the CPU device's repack). */
@@ -187,7 +198,8 @@ static bool check_case(const struct mm_case *c, int nth, enum het_cpu_isa isa)
     enum het_status st = HET_OK;
     if (isa != HET_CPU_ISA_SCALAR) {
         if (c->prepack) packed_scalar = attach_packed(&d.a, HET_CPU_ISA_SCALAR);
-        st = run_mm(&d.dst, nth, HET_CPU_ISA_SCALAR, c->f32_act);
+        /* the reference with the static split, the level under test with shared parts */
+        st = run_mm_mode(&d.dst, nth, HET_CPU_ISA_SCALAR, c->f32_act, false);
         memcpy(scalar_out, d.d_buf, dbytes);
         memset(d.d_buf, 0xff, dbytes);
         d.a.extra = NULL;

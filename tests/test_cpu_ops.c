@@ -167,16 +167,23 @@ static enum het_cpu_isa isas[3];
 static const int thread_counts[] = { 1, 2, 3 };
 #define N_THREAD_COUNTS ((int)(sizeof thread_counts / sizeof thread_counts[0]))
 
-static enum het_status run(kernel_fn fn, struct het_tensor *dst, int nth, enum het_cpu_isa isa)
+/* shared: the threads take parts from one counter, as in the device (the
+ * parts each thread runs differ from run to run); else the static split. */
+static enum het_status run_mode(kernel_fn fn, struct het_tensor *dst, int nth, enum het_cpu_isa isa, bool shared)
 {
     size_t ws = dst->op == HET_OP_ATTN ? het_cpu_attn_work_size(dst, nth) : 0;
     void *w = ws ? malloc(ws) : NULL;
     enum het_status st[8];
     int got_nth = 0;
+    struct het_cpu_sync sync;
+    het_cpu_sync_init(&sync);
 #pragma omp parallel num_threads(nth)
     {
+        struct het_cpu_worker wk;
+        het_cpu_worker_init(&wk, &sync);
         struct het_compute_params p = {
             .ith = omp_get_thread_num(), .nth = omp_get_num_threads(), .wdata = w, .wsize = ws, .isa = isa,
+            .worker = shared ? &wk : NULL,
         };
         if (p.ith == 0) got_nth = p.nth;
         st[p.ith] = p.nth == nth ? fn(&p, dst) : HET_ERR_DEVICE;
@@ -186,6 +193,11 @@ static enum het_status run(kernel_fn fn, struct het_tensor *dst, int nth, enum h
     for (int i = 0; i < nth; i++)
         if (st[i] != HET_OK) return st[i];
     return HET_OK;
+}
+
+static enum het_status run(kernel_fn fn, struct het_tensor *dst, int nth, enum het_cpu_isa isa)
+{
+    return run_mode(fn, dst, nth, isa, true);
 }
 
 /* |got - want| <= rel*|want| + abs_tol for all n; prints the first miss. */
@@ -208,10 +220,13 @@ static bool close_enough(const char *what, const float *got, const double *want,
 static void check_op(const char *what, kernel_fn fn, struct tt *dst, const double *want, double rel, double abs_tol)
 {
     for (int ii = 0; ii < n_isa; ii++)
-        for (int ti = 0; ti < N_THREAD_COUNTS; ti++) {
-            int nth = thread_counts[ti];
+        for (int ti = 0; ti <= N_THREAD_COUNTS; ti++) {
+            /* every thread count with shared parts, then 3 threads with the static split once */
+            if (ti == N_THREAD_COUNTS && ii > 0) break;
+            const bool shared = ti < N_THREAD_COUNTS;
+            int nth = thread_counts[shared ? ti : N_THREAD_COUNTS - 1];
             memset(dst->buf, PATTERN, dst->size + 2 * GUARD);
-            enum het_status st = run(fn, &dst->t, nth, isas[ii]);
+            enum het_status st = run_mode(fn, &dst->t, nth, isas[ii], shared);
             CHECK(st == HET_OK, "%s: status %d (nth %d, %s)", what, st, nth, het_cpu_isa_name(isas[ii]));
             float *got = tt_dense(dst);
             CHECK(close_enough(what, got, want, tt_n(dst), rel, abs_tol), "%s: nth %d, %s", what, nth,

@@ -1,51 +1,184 @@
 /*
- * test_cpu_sync.c — the CPU device's thread barrier (devices/cpu/cpu_sync.c)
- * keeps every thread in step: after each barrier every thread must see the
- * values all threads wrote before it, in rounds where one thread is late
- * enough that the others go through the yield and futex-sleep phases too.
+ * test_cpu_sync.c — the CPU device's work sharing (devices/cpu/cpu_sync.c):
+ * parts handed out from a shared counter, steps that end when every part is
+ * done. Checked for correctness only, never for time:
+ *   - every part of every step runs exactly once, and no part starts before
+ *     the previous step's parts are all done (each part checks the previous
+ *     step's count), every thread's loop over a step's parts ends only when
+ *     the step is done, with more threads than this machine has cores, part
+ *     counts from 0 to several per thread, and now and then a thread that
+ *     sleeps inside a part (the others wait past the spin, on the futex) or
+ *     between steps (it falls behind and must skip the steps that ended
+ *     without it);
+ *   - a thread that does not run at all is not needed: the others finish
+ *     every step, and when it finally walks the same steps it runs no part
+ *     and ends in the same step;
+ *   - the static split (no worker: tests' own parallel regions) runs every
+ *     part once as well.
  */
 #include <omp.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "devices/cpu/cpu_ops.h"
 #include "testutil.h"
 
-#define NTH    4
-#define ROUNDS 3000
+#define NTH   6
+#define STEPS 2000
+#define MAXP  40
+
+static _Atomic int hits[STEPS][MAXP];
+static _Atomic int done[STEPS];
 
 static void nap_us(long us)
 {
-    struct timespec ts = { 0, us * 1000 };
+    struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
     nanosleep(&ts, NULL);
+}
+
+/* Parts of step s: 0 now and then (no step), 1, a few, several per thread. */
+static int64_t parts_of(int s)
+{
+    static const int64_t n[] = { 1, 3, 0, 7, 2, MAXP, 1, 13, 6, 0, 25 };
+    return n[s % (int)(sizeof n / sizeof n[0])];
+}
+
+static void clear(void)
+{
+    for (int s = 0; s < STEPS; s++) {
+        atomic_store(&done[s], 0);
+        for (int k = 0; k < MAXP; k++) atomic_store(&hits[s][k], 0);
+    }
+}
+
+/* One part: the previous step (with parts) must be complete. */
+static void run_part(int s, int64_t k, _Atomic int *bad)
+{
+    for (int q = s - 1; q >= 0; q--) {
+        if (!parts_of(q)) continue;
+        if (atomic_load(&done[q]) != parts_of(q)) atomic_fetch_add(bad, 1);
+        break;
+    }
+    atomic_fetch_add(&hits[s][k], 1);
+    atomic_fetch_add(&done[s], 1);
+}
+
+/* Every part of every step ran exactly once. */
+static int count_wrong(void)
+{
+    int wrong = 0;
+    for (int s = 0; s < STEPS; s++)
+        for (int k = 0; k < MAXP; k++) wrong += atomic_load(&hits[s][k]) != (k < parts_of(s));
+    return wrong;
+}
+
+static unsigned steps_with_parts(void)
+{
+    unsigned n = 0;
+    for (int s = 0; s < STEPS; s++) n += parts_of(s) > 0;
+    return n;
+}
+
+/* NTH threads share STEPS steps; with sleepers, some sleep now and then. */
+static void shared_steps(bool sleepers, bool workers)
+{
+    clear();
+    struct het_cpu_sync sync;
+    het_cpu_sync_init(&sync);
+    _Atomic int bad = 0, ran = 0, wrong_step = 0, early = 0;
+#pragma omp parallel num_threads(NTH)
+    {
+        struct het_cpu_worker w;
+        het_cpu_worker_init(&w, &sync);
+        const struct het_compute_params p = {
+            .ith = omp_get_thread_num(), .nth = omp_get_num_threads(), .worker = workers ? &w : NULL,
+        };
+        atomic_fetch_add(&ran, 1);
+        for (int s = 0; s < STEPS; s++) {
+            /* thread 1 now and then falls behind between steps */
+            if (sleepers && p.ith == 1 && s % 211 == 5) nap_us(3000);
+            const int64_t n = parts_of(s);
+            for (int64_t k = het_cpu_part_first(&p, n); k < n; k = het_cpu_part_next(&p, n, k)) {
+                /* and a part now and then outlasts the spin */
+                if (sleepers && s % 97 == 3 && k == 0) nap_us(s % 2 ? 2000 : 100);
+                run_part(s, k, &bad);
+            }
+            /* the loop ends only once the step is done */
+            if (atomic_load(&done[s]) != n) atomic_fetch_add(&early, 1);
+        }
+        if (workers && w.step != steps_with_parts()) atomic_fetch_add(&wrong_step, 1);
+    }
+    const char *what = workers ? (sleepers ? "shared, with sleepers" : "shared") : "static";
+    if (atomic_load(&ran) != NTH) {
+        het_test_skip("OpenMP gave fewer than %d threads", NTH);
+    }
+    CHECK(count_wrong() == 0, "%s: %d parts did not run exactly once", what, count_wrong());
+    CHECK(atomic_load(&bad) == 0, "%s: %d parts started before the previous step was done", what, atomic_load(&bad));
+    CHECK(atomic_load(&early) == 0, "%s: a step's loop ended %d times before its parts were done", what,
+          atomic_load(&early));
+    CHECK(atomic_load(&wrong_step) == 0, "%s: %d threads ended in another step than %u", what,
+          atomic_load(&wrong_step), steps_with_parts());
+    if (workers) {
+        const uint64_t v = atomic_load(&sync.work);
+        CHECK((unsigned)(v >> 32) == steps_with_parts() && (v & 0xffffffffu) == 0,
+              "%s: work word %#llx after %u steps", what, (unsigned long long)v, steps_with_parts());
+        CHECK(atomic_load(&sync.sleepers) == 0, "%s: %d sleepers left", what, atomic_load(&sync.sleepers));
+    }
+}
+
+/* Thread 0 starts only once the others have finished every step. */
+static void absent_thread(void)
+{
+    clear();
+    struct het_cpu_sync sync;
+    het_cpu_sync_init(&sync);
+    const int last = STEPS - 1;
+    _Atomic int bad = 0, late_parts = 0, ran = 0;
+    unsigned late_step = 0;
+#pragma omp parallel num_threads(3)
+    {
+        struct het_cpu_worker w;
+        het_cpu_worker_init(&w, &sync);
+        const struct het_compute_params p = { .ith = omp_get_thread_num(), .nth = omp_get_num_threads(), .worker = &w };
+        atomic_fetch_add(&ran, 1);
+        if (p.ith == 0)
+            while (atomic_load(&done[last]) != parts_of(last)) nap_us(200);
+        for (int s = 0; s < STEPS; s++) {
+            const int64_t n = parts_of(s);
+            for (int64_t k = het_cpu_part_first(&p, n); k < n; k = het_cpu_part_next(&p, n, k)) {
+                if (p.ith == 0) atomic_fetch_add(&late_parts, 1);
+                run_part(s, k, &bad);
+            }
+        }
+        if (p.ith == 0) late_step = w.step;
+    }
+    if (atomic_load(&ran) != 3) {
+        het_test_skip("OpenMP gave fewer than 3 threads");
+    }
+    CHECK(count_wrong() == 0, "absent thread: %d parts did not run exactly once", count_wrong());
+    CHECK(atomic_load(&bad) == 0, "absent thread: %d parts out of order", atomic_load(&bad));
+    CHECK(atomic_load(&late_parts) == 0, "absent thread: it ran %d parts of steps already over",
+          atomic_load(&late_parts));
+    CHECK(late_step == steps_with_parts(), "absent thread: it ended in step %u, not %u", late_step,
+          steps_with_parts());
 }
 
 int main(void)
 {
-    struct het_cpu_sync sync;
-    het_cpu_sync_init(&sync, NTH);
-    _Atomic int slot[NTH];
-    for (int i = 0; i < NTH; i++) atomic_init(&slot[i], -1);
-    _Atomic int bad = 0, ran = 0;
-#pragma omp parallel num_threads(NTH)
-    {
-        const int ith = omp_get_thread_num();
-        if (omp_get_num_threads() == NTH) {
-            atomic_fetch_add(&ran, 1);
-            for (int r = 0; r < ROUNDS; r++) {
-                /* now and then one thread is late: short, past the spin, past the yields */
-                if (r % 97 == 0 && ith == r % NTH) nap_us(r % 3 == 0 ? 2000 : r % 3 == 1 ? 100 : 5);
-                atomic_store_explicit(&slot[ith], r, memory_order_relaxed);
-                het_cpu_sync_wait(&sync);
-                for (int i = 0; i < NTH; i++)
-                    if (atomic_load_explicit(&slot[i], memory_order_relaxed) != r) atomic_fetch_add(&bad, 1);
-                het_cpu_sync_wait(&sync);
-            }
-        }
-    }
-    if (atomic_load(&ran) != NTH) het_test_skip("OpenMP gave fewer than %d threads", NTH);
-    CHECK(atomic_load(&bad) == 0, "%d stale reads after the barrier", atomic_load(&bad));
-    CHECK(atomic_load(&sync.arrived) == 0, "arrival count left at %d", atomic_load(&sync.arrived));
-    CHECK(atomic_load(&sync.phase) == 2u * ROUNDS, "phase %u after %d barriers", atomic_load(&sync.phase), 2 * ROUNDS);
+    CHECK(parts_of(5) <= MAXP, "MAXP too small");
+    omp_set_dynamic(0);
+    shared_steps(false, true);
+    shared_steps(true, true);
+    shared_steps(false, false);
+    absent_thread();
+    /* het_cpu_n_parts: none for no work, one for one thread, never above the cap */
+    struct het_compute_params one = { .nth = 1 }, two = { .nth = 2 };
+    CHECK(het_cpu_n_parts(&two, 0, 1) == 0, "parts of no work");
+    CHECK(het_cpu_n_parts(&one, 1000, 1) == 1, "one thread: one part");
+    CHECK(het_cpu_n_parts(&two, 1, 100) == 1, "less than a part's worth: one part");
+    CHECK(het_cpu_n_parts(&two, 1000, 1) >= 2 && het_cpu_n_parts(&two, 1000, 1) <= 1000, "several parts");
+    CHECK(het_cpu_n_parts(&two, 1000, 400) == 2, "parts of at least 400 units");
     return het_test_finish();
 }

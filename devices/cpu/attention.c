@@ -18,11 +18,11 @@
  * here, AVX2 in arch/avx2/). A head-major cache (one kv head's rows
  * adjacent) is the fastest to read, for decode especially.
  *
- * Threads take tiles round-robin in snake order (causal tiles grow with the
- * token index, so pairing early and late tiles balances the work). When
- * there are fewer tiles than threads (decode), the keys of each tile are
- * also split; every split leaves (O, m, l) in the work buffer and, after a
- * barrier, the splits are merged row by row.
+ * The threads take tiles one at a time, largest first (causal tiles grow
+ * with the token index), from the device's shared counter (cpu_sync.c).
+ * When there are fewer tiles than threads (decode), the keys of each tile
+ * are also split; every split leaves (O, m, l) in the work buffer and, in a
+ * second step, the splits are merged row by row.
  */
 #include <math.h>
 
@@ -184,13 +184,6 @@ static void attn_tile_get(const struct attn_plan *pl, int64_t i, struct attn_til
     t->nh = pl->n_rep - hsub * pl->hg < pl->hg ? pl->n_rep - hsub * pl->hg : pl->hg;
     t->t0 = tt * pl->tq;
     t->nt = pl->n_tok - t->t0 < pl->tq ? pl->n_tok - t->t0 : pl->tq;
-}
-
-/* Work item w (tile * n_split + split) is run by thread owner(w): snake order. */
-static int attn_owner(int64_t w, int nth)
-{
-    int64_t round = w / nth, pos = w % nth;
-    return (int)(round % 2 == 0 ? pos : nth - 1 - pos);
 }
 
 /* Row r of a tile is (head h0 + r % nh, token t0 + r / nh). */
@@ -424,22 +417,35 @@ static void attn_pick_kernels(struct attn_ctx *c)
 
 /* ---- entry point ------------------------------------------------------------ */
 
+/* Work item w (tile * n_split + split): its tile, its keys [ka, kb). */
+static void attn_run_item(const struct attn_ctx *c, char *base, int nth, struct attn_scratch *sc, int64_t w)
+{
+    struct attn_tile t;
+    int64_t i = w / c->pl.n_split, s = w % c->pl.n_split;
+    attn_tile_get(&c->pl, i, &t);
+    attn_tile_start(c, &t, sc);
+    int64_t ka = s * c->pl.split_len, kb = ka + c->pl.split_len;
+    attn_tile_run(c, &t, sc, ka, kb < c->pl.n_kv ? kb : c->pl.n_kv);
+    const int64_t nr = t.nh * t.nt;
+    if (c->pl.n_split > 1) {
+        attn_part_save(c, sc, nr, attn_part(c, base, nth, i, s));
+        return;
+    }
+    for (int64_t r = 0; r < nr; r++) attn_store_row(c, &t, r, sc->o + r * c->pl.hdp, sc->l[r]);
+}
+
+/* The items, last first (causal tiles grow with the token index, so the
+ * largest go out first and the small ones even out the end). */
 static void attn_run_items(const struct attn_ctx *c, const struct het_compute_params *p, char *base)
 {
     struct attn_scratch sc;
     attn_scratch_init(&sc, &c->pl, base + (size_t)p->ith * c->pl.thread_bytes);
     const int64_t n_items = c->pl.n_tiles * c->pl.n_split;
-    for (int64_t w = 0; w < n_items; w++) {
-        if (attn_owner(w, p->nth) != p->ith) continue;
-        struct attn_tile t;
-        int64_t i = w / c->pl.n_split, s = w % c->pl.n_split;
-        attn_tile_get(&c->pl, i, &t);
-        attn_tile_start(c, &t, &sc);
-        int64_t ka = s * c->pl.split_len, kb = ka + c->pl.split_len;
-        attn_tile_run(c, &t, &sc, ka, kb < c->pl.n_kv ? kb : c->pl.n_kv);
-        const int64_t nr = t.nh * t.nt;
-        if (c->pl.n_split > 1) { attn_part_save(c, &sc, nr, attn_part(c, base, p->nth, i, s)); continue; }
-        for (int64_t r = 0; r < nr; r++) attn_store_row(c, &t, r, sc.o + r * c->pl.hdp, sc.l[r]);
+    const int64_t np = n_items < HET_CPU_PARTS_MAX ? n_items : HET_CPU_PARTS_MAX;
+    for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
+        int64_t lo, hi;
+        het_vec_split(n_items, (int)k, (int)np, &lo, &hi);
+        for (int64_t x = lo; x < hi; x++) attn_run_item(c, base, p->nth, &sc, n_items - 1 - x);
     }
 }
 
@@ -459,15 +465,19 @@ enum het_status het_cpu_attn(const struct het_compute_params *p, struct het_tens
     attn_run_items(&c, p, base);
     if (c.pl.n_split == 1) return HET_OK;
 
-    het_cpu_barrier(p);
     struct attn_scratch sc;
     attn_scratch_init(&sc, &c.pl, base + (size_t)p->ith * c.pl.thread_bytes);
     const int64_t rows = c.pl.n_tiles * ATTN_ROWS;
-    for (int64_t x = p->ith; x < rows; x += p->nth) {
-        int64_t i = x / ATTN_ROWS, r = x % ATTN_ROWS;
-        struct attn_tile t;
-        attn_tile_get(&c.pl, i, &t);
-        if (r < t.nh * t.nt) attn_merge_row(&c, base, p->nth, i, r, sc.o);
+    const int64_t np = het_cpu_n_parts(p, rows, het_vec_part_rows(c.pl.hdp * c.pl.n_split));
+    for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
+        int64_t lo, hi;
+        het_vec_split(rows, (int)k, (int)np, &lo, &hi);
+        for (int64_t x = lo; x < hi; x++) {
+            int64_t i = x / ATTN_ROWS, r = x % ATTN_ROWS;
+            struct attn_tile t;
+            attn_tile_get(&c.pl, i, &t);
+            if (r < t.nh * t.nt) attn_merge_row(&c, base, p->nth, i, r, sc.o);
+        }
     }
     return HET_OK;
 }

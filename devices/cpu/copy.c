@@ -87,7 +87,7 @@ static bool copy_type_ok(enum het_type t)
     return t == HET_TYPE_F32 || t == HET_TYPE_F16 || t == HET_TYPE_BF16;
 }
 
-/* Copy src into dst element by element in logical order (this thread's part). */
+/* Copy src into dst element by element in logical order, in parts. */
 static enum het_status copy_compute(const struct het_compute_params *p, struct het_tensor *dst,
                                     const struct het_tensor *src)
 {
@@ -96,23 +96,25 @@ static enum het_status copy_compute(const struct het_compute_params *p, struct h
     const int64_t n = het_nelements(dst);
     if (het_nelements(src) != n) return HET_ERR_INVALID;
 
-    int64_t f0, f1;
-    het_vec_split(n, p->ith, p->nth, &f0, &f1);
-    if (f0 >= f1) return HET_OK;
-    struct copy_cursor cs, cd;
-    copy_cursor_init(&cs, src, f0);
-    copy_cursor_init(&cd, dst, f0);
     const bool dense = src->nb[0] == copy_elem_size(src->type) && dst->nb[0] == copy_elem_size(dst->type);
-    for (int64_t f = f0; f < f1;) {
-        int64_t run = f1 - f;
-        if (src->ne[0] - cs.i[0] < run) run = src->ne[0] - cs.i[0];
-        if (dst->ne[0] - cd.i[0] < run) run = dst->ne[0] - cd.i[0];
-        if (dense) copy_run_dense(p->isa, run, copy_cursor_ptr(&cd), dst->type, copy_cursor_ptr(&cs), src->type);
-        else copy_run_strided(run, copy_cursor_ptr(&cd), dst->nb[0], dst->type, copy_cursor_ptr(&cs), src->nb[0],
-                              src->type);
-        copy_cursor_advance(&cs, run);
-        copy_cursor_advance(&cd, run);
-        f += run;
+    const int64_t np = het_cpu_n_parts(p, n, HET_VEC_PART_ELEMS);
+    for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
+        int64_t f0, f1;
+        het_vec_split(n, (int)k, (int)np, &f0, &f1);
+        struct copy_cursor cs, cd;
+        copy_cursor_init(&cs, src, f0);
+        copy_cursor_init(&cd, dst, f0);
+        for (int64_t f = f0; f < f1;) {
+            int64_t run = f1 - f;
+            if (src->ne[0] - cs.i[0] < run) run = src->ne[0] - cs.i[0];
+            if (dst->ne[0] - cd.i[0] < run) run = dst->ne[0] - cd.i[0];
+            if (dense) copy_run_dense(p->isa, run, copy_cursor_ptr(&cd), dst->type, copy_cursor_ptr(&cs), src->type);
+            else copy_run_strided(run, copy_cursor_ptr(&cd), dst->nb[0], dst->type, copy_cursor_ptr(&cs), src->nb[0],
+                                  src->type);
+            copy_cursor_advance(&cs, run);
+            copy_cursor_advance(&cd, run);
+            f += run;
+        }
     }
     return HET_OK;
 }

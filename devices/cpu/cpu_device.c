@@ -2,9 +2,10 @@
  * cpu_device.c — the CPU as a het device.
  *
  * A split runs inside one OpenMP parallel region: every thread walks the
- * split's nodes, runs its share of each kernel and meets the others at a
- * barrier before the next node (kernels that need phases barrier inside;
- * cpu_sync.c says why it is not OpenMP's).
+ * split's nodes and takes parts of each kernel's steps from a shared
+ * counter until none is left; a node's last step is over when all its parts
+ * are done, which is all that orders it before the next node (cpu_sync.c
+ * says why this beats a static split and a barrier on a busy machine).
  * The thread count defaults to the number of physical cores (hwloc), since
  * SMT siblings share the SIMD units the kernels saturate.
  *
@@ -86,15 +87,16 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
     const double t_split = prof ? het_cpu_profile_now_us(prof) : 0.0;
     double t_nodes = 0.0;
     struct het_cpu_sync sync;
-    het_cpu_sync_init(&sync, c->n_threads);
+    het_cpu_sync_init(&sync);
 #pragma omp parallel num_threads(c->n_threads)
     {
+        struct het_cpu_worker w;
+        het_cpu_worker_init(&w, &sync);
+        /* any number of threads can share the steps; nth sizes the scratch */
         struct het_compute_params p = {
             .ith = omp_get_thread_num(), .nth = omp_get_num_threads(),
-            .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa, .f32_act = c->f32_act,
+            .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa, .f32_act = c->f32_act, .worker = &w,
         };
-        /* the device barrier counts on getting every thread it was made for */
-        p.sync = p.nth == c->n_threads ? &sync : NULL;
         double t0 = prof && p.ith == 0 ? het_cpu_profile_now_us(prof) : 0.0;
         for (int i = 0; i < n; i++) {
             enum het_status s = het_cpu_compute(&p, nodes[i]);
@@ -102,7 +104,6 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
 #pragma omp critical(het_cpu_fail)
                 if (failed < 0 || i < failed) { failed = i; failed_st = s; }
             }
-            het_cpu_barrier(&p);
             if (prof && p.ith == 0) {
                 const double t1 = het_cpu_profile_now_us(prof);
                 het_cpu_profile_add(prof, nodes[i], t1 - t0);

@@ -75,12 +75,3 @@ const char *het_cpu_isa_name(enum het_cpu_isa isa) {
     }
     return "unknown";
 }
-
-void het_cpu_barrier(const struct het_compute_params *p) {
-    if (p->nth <= 1) return;
-    if (p->sync) {
-        het_cpu_sync_wait(p->sync);
-        return;
-    }
-#pragma omp barrier
-}

@@ -4,9 +4,10 @@
  * Every op has one entry point het_cpu_<op>(params, dst) that reads dst->src[]
  * and writes dst, honouring every tensor's byte strides nb[]. Kernels run
  * inside one OpenMP parallel region per split: all nth threads call the same
- * kernel with their own ith and split the rows between them; a kernel that
- * needs a phase (e.g. quantise activations, then multiply) calls
- * het_cpu_barrier(), which every thread must reach.
+ * kernel with their own ith, cut the work into parts and take parts until
+ * none is left (het_cpu_part_first/next, cpu_sync.c); a kernel with phases
+ * (e.g. quantise activations, then multiply) runs one such step per phase.
+ * ith only picks the thread's own scratch, never which rows it computes.
  *
  * Per-node scratch ("work data") is sized by het_cpu_work_size() and shared
  * by all threads of the node; the device allocates the maximum over a split.
@@ -14,8 +15,10 @@
 #ifndef HET_CPU_OPS_H
 #define HET_CPU_OPS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "het/graph.h"
 
@@ -35,16 +38,25 @@ enum het_cpu_isa {
     HET_CPU_ISA_AVX512 = 2,
 };
 
-/* Barrier of the device's threads (cpu_sync.c): spins briefly, yields,
- * then sleeps. */
+/* How the threads of a parallel region share a node's work (cpu_sync.c).
+ * A kernel runs as one or more steps (one per phase, e.g. quantise the
+ * activations, then multiply); a step is cut into parts, which go to
+ * whichever thread asks next, and a step is over when all its parts are
+ * done. Every thread must walk the same steps with the same part counts. */
+#define HET_CPU_PARTS_MAX 65535
 struct het_cpu_sync {
-    _Atomic int      arrived;
-    _Atomic unsigned phase;
+    _Atomic uint64_t work;     /* step << 32 | parts done << 16 | parts handed out */
+    _Atomic unsigned epoch;    /* steps closed: the futex word sleepers wait on    */
     _Atomic int      sleepers;
-    int              nth;
 };
-void het_cpu_sync_init(struct het_cpu_sync *s, int nth);
-void het_cpu_sync_wait(struct het_cpu_sync *s);
+/* One thread's place in the steps. */
+struct het_cpu_worker {
+    struct het_cpu_sync *sync;
+    unsigned             step;   /* the step this thread is in                    */
+    long                 sleeps; /* waits that outlasted the spin (futex sleeps)  */
+};
+void het_cpu_sync_init(struct het_cpu_sync *s);
+void het_cpu_worker_init(struct het_cpu_worker *w, struct het_cpu_sync *s);
 
 struct het_compute_params {
     int              ith;    /* this thread's index, 0 <= ith < nth     */
@@ -52,7 +64,9 @@ struct het_compute_params {
     void            *wdata;  /* shared per-node scratch                 */
     size_t           wsize;  /* its size in bytes                       */
     enum het_cpu_isa isa;    /* kernel level to use                     */
-    struct het_cpu_sync *sync; /* the threads' barrier; NULL: omp barrier */
+    struct het_cpu_worker *worker; /* this thread's place in the shared steps; NULL:
+                                      thread ith takes parts ith, ith + nth, ... and
+                                      steps end at an OpenMP barrier (tests)       */
     bool             f32_act; /* matmul: F32 activations x dequantised weights */
 };
 
@@ -61,9 +75,18 @@ void het_cpu_features_detect(struct het_cpu_features *f);
 enum het_cpu_isa het_cpu_isa_select(const struct het_cpu_features *f);
 const char *het_cpu_isa_name(enum het_cpu_isa isa);
 
-/* Barrier across the nth threads of the current parallel region (p->sync,
- * or an OpenMP barrier when there is none). */
-void het_cpu_barrier(const struct het_compute_params *p);
+/* A step of n parts (n <= HET_CPU_PARTS_MAX; n <= 0: no step at all):
+ *     for (int64_t k = het_cpu_part_first(p, n); k < n; k = het_cpu_part_next(p, n, k))
+ *         ... part k ...
+ * The loop ends (returns n) once every part of the step is done, by any
+ * thread; nothing may leave it early. Kernels touch tensor data only inside
+ * parts: a thread that falls behind runs no part of a step that is over. */
+int64_t het_cpu_part_first(const struct het_compute_params *p, int64_t n);
+int64_t het_cpu_part_next(const struct het_compute_params *p, int64_t n, int64_t part);
+/* Parts to cut `units` of work into: a few per thread, each at least
+ * min_units (when there are that many), one with a single thread, 0 for no
+ * work. */
+int64_t het_cpu_n_parts(const struct het_compute_params *p, int64_t units, int64_t min_units);
 
 /* Scratch bytes node needs with nth threads (0 if none); f32_act as in
  * het_compute_params. */

@@ -1,32 +1,51 @@
 /*
- * cpu_sync.c — the barrier the CPU device's threads meet at between nodes
- * (and inside kernels with phases, through het_cpu_barrier).
+ * cpu_sync.c — how the CPU device's threads share a node's work: parts
+ * handed out one at a time to whichever thread asks, and the end of a step
+ * (every part done), which is also all the threads ever wait for.
  *
- * Why not "omp barrier": libgomp spins for a long time before it sleeps.
- * That suits an idle machine, but when other processes compete for the
- * cores a waiting thread burns the time slice its partner needs, and a
- * decode step (hundreds of barriers) slows down by an order of magnitude.
- * This barrier spins briefly (~7 us: most waits between nodes on an idle
- * machine are shorter), then yields the core (~60 us more when nobody else
- * wants it), then sleeps on a futex until the last thread arrives.
+ * Why not rows split evenly between the threads and a barrier after each
+ * node: on a machine where other processes compete for the cores (a laptop
+ * with a browser open, a server running other work), a thread is often not
+ * running. With a static split the running thread finishes its half, then
+ * waits for the other to be scheduled again, at every one of the hundreds
+ * of barriers of a decode step. Here a step ends when its parts are done,
+ * whoever did them: a thread that is not running holds at most the one part
+ * it was in when it lost its core, and one that falls behind skips the steps
+ * that ended without it (their parts are all handed out).
  *
- * Sense by phase counter: a thread reads the phase before it arrives; the
- * last to arrive resets the count, advances the phase and wakes sleepers.
- * The sleeper count and the phase are both sequentially consistent, so
- * either the last thread sees a sleeper or the sleeper sees the new phase
- * (and FUTEX_WAIT itself refuses to sleep once the phase has moved on).
+ * The step's state is one 64-bit word, step << 32 | parts done << 16 |
+ * parts handed out, changed by compare-and-swap only: handing out the next
+ * part, counting the previous one done, and opening the next step when the
+ * last part is done are each one CAS, so a part costs one atomic operation.
+ * Each thread counts the steps it has been through (every thread walks the
+ * same nodes and takes the same decisions, so they agree on the numbering);
+ * the step tag in the word tells a late thread that its step is over.
+ *
+ * Waiting for a step to end spins briefly on the word (the part still out
+ * is on a running thread, most of the time, on a quiet machine: a few
+ * microseconds), then sleeps on a futex, so a thread with nothing to do
+ * never holds a core another process or thread needs, and no wake-up is
+ * paid unless a wait outlasted the spin. The thread that closes a step bumps
+ * `epoch` and wakes sleepers, if there are any. A sleeper reads the epoch
+ * before it checks the word, so either it sees the step closed or the
+ * closer's bump makes FUTEX_WAIT return (sleepers and epoch are
+ * sequentially consistent, so the closer sees the sleeper or the sleeper
+ * sees the bump).
+ *
+ * Without a worker (kernels run by tests straight from a parallel region),
+ * thread ith takes parts ith, ith + nth, ... and steps end at an OpenMP
+ * barrier: the static split, kept so the tests can compare the two.
  */
 #include "devices/cpu/cpu_ops.h"
 
 #include <limits.h>
 #include <linux/futex.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
-#define HET_SYNC_SPIN   256 /* pause instructions first (~7 us)     */
-#define HET_SYNC_YIELDS 64  /* then sched_yield()s (~60 us if idle) */
+#define HET_SYNC_SPIN_NS 50000 /* spin this long for a step to end, then sleep */
+#define HET_SYNC_PARTS_PER_THREAD 4
 
 static inline void het_sync_relax(void)
 {
@@ -35,35 +54,121 @@ static inline void het_sync_relax(void)
 #endif
 }
 
-void het_cpu_sync_init(struct het_cpu_sync *s, int nth)
+static inline unsigned work_step(uint64_t v) { return (unsigned)(v >> 32); }
+static inline unsigned work_done(uint64_t v) { return (unsigned)(v >> 16) & 0xffffu; }
+static inline unsigned work_given(uint64_t v) { return (unsigned)v & 0xffffu; }
+
+void het_cpu_sync_init(struct het_cpu_sync *s)
 {
-    atomic_init(&s->arrived, 0);
-    atomic_init(&s->phase, 0u);
+    atomic_init(&s->work, 0);
+    atomic_init(&s->epoch, 0u);
     atomic_init(&s->sleepers, 0);
-    s->nth = nth;
 }
 
-static void het_sync_sleep(struct het_cpu_sync *s, unsigned ph)
+void het_cpu_worker_init(struct het_cpu_worker *w, struct het_cpu_sync *s)
 {
-    atomic_fetch_add(&s->sleepers, 1);
-    if (atomic_load(&s->phase) == ph)
-        syscall(SYS_futex, (unsigned *)&s->phase, FUTEX_WAIT_PRIVATE, ph, NULL, NULL, 0);
-    atomic_fetch_sub(&s->sleepers, 1);
+    w->sync = s;
+    w->step = 0;
+    w->sleeps = 0;
 }
 
-void het_cpu_sync_wait(struct het_cpu_sync *s)
+static int64_t now_ns(void)
 {
-    const unsigned ph = atomic_load_explicit(&s->phase, memory_order_acquire);
-    if (atomic_fetch_add_explicit(&s->arrived, 1, memory_order_acq_rel) == s->nth - 1) {
-        atomic_store_explicit(&s->arrived, 0, memory_order_relaxed);
-        atomic_fetch_add(&s->phase, 1u);
-        if (atomic_load(&s->sleepers) > 0)
-            syscall(SYS_futex, (unsigned *)&s->phase, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Until the step `step` is over: spin, then sleep. */
+static void het_sync_wait_step(struct het_cpu_worker *w, unsigned step)
+{
+    struct het_cpu_sync *s = w->sync;
+    int64_t t0 = 0;
+    for (int i = 1; work_step(atomic_load_explicit(&s->work, memory_order_acquire)) == step; i++) {
+        het_sync_relax();
+        if (i % 64) continue;
+        const int64_t t = now_ns();
+        if (!t0) t0 = t;
+        else if (t - t0 > HET_SYNC_SPIN_NS) break;
     }
-    for (int i = 0; atomic_load_explicit(&s->phase, memory_order_acquire) == ph; i++) {
-        if (i < HET_SYNC_SPIN) het_sync_relax();
-        else if (i < HET_SYNC_SPIN + HET_SYNC_YIELDS) sched_yield();
-        else het_sync_sleep(s, ph);
+    for (;;) {
+        const unsigned e = atomic_load(&s->epoch);
+        atomic_fetch_add(&s->sleepers, 1);
+        const bool open = work_step(atomic_load(&s->work)) == step;
+        if (open) {
+            syscall(SYS_futex, (unsigned *)&s->epoch, FUTEX_WAIT_PRIVATE, e, NULL, NULL, 0);
+            w->sleeps++;
+        }
+        atomic_fetch_sub(&s->sleepers, 1);
+        if (!open) break;
     }
+    /* the acquire that orders this thread after every part of the step */
+    (void)atomic_load_explicit(&s->work, memory_order_acquire);
+}
+
+/* Count the part this thread held done (held), take the next of n if one is
+ * left; returns it, or n after the step is over (this thread closed it, or
+ * waited for that). */
+static int64_t het_sync_take(struct het_cpu_worker *w, int64_t n, bool held)
+{
+    struct het_cpu_sync *s = w->sync;
+    const unsigned step = w->step;
+    uint64_t v = atomic_load_explicit(&s->work, memory_order_acquire);
+    for (;;) {
+        if (work_step(v) != step) break; /* over while this thread had no part */
+        unsigned given = work_given(v), done = work_done(v) + (held ? 1u : 0u);
+        const bool take = given < (unsigned)n;
+        if (take) given++;
+        const bool close = done == (unsigned)n;
+        const uint64_t nv = close ? (uint64_t)(step + 1u) << 32
+                                  : (uint64_t)step << 32 | (uint64_t)done << 16 | given;
+        if (!atomic_compare_exchange_weak_explicit(&s->work, &v, nv, memory_order_acq_rel, memory_order_acquire))
+            continue;
+        if (take) return given - 1;
+        if (close) {
+            atomic_fetch_add(&s->epoch, 1u);
+            if (atomic_load(&s->sleepers) > 0)
+                syscall(SYS_futex, (unsigned *)&s->epoch, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+            w->step = step + 1;
+            return n;
+        }
+        break; /* every part is out, some not done yet */
+    }
+    het_sync_wait_step(w, step);
+    w->step = step + 1;
+    return n;
+}
+
+int64_t het_cpu_part_first(const struct het_compute_params *p, int64_t n)
+{
+    if (n <= 0) return 0; /* no step: every thread agrees there is nothing to do */
+    if (p->worker) return het_sync_take(p->worker, n, false);
+    if (p->ith < n) return p->ith;
+    if (p->nth > 1) {
+#pragma omp barrier
+    }
+    return n;
+}
+
+int64_t het_cpu_part_next(const struct het_compute_params *p, int64_t n, int64_t part)
+{
+    if (p->worker) return het_sync_take(p->worker, n, true);
+    if (part + p->nth < n) return part + p->nth;
+    if (p->nth > 1) {
+#pragma omp barrier
+    }
+    return n;
+}
+
+int64_t het_cpu_n_parts(const struct het_compute_params *p, int64_t units, int64_t min_units)
+{
+    if (units <= 0) return 0;
+    if (p->nth <= 1) return 1;
+    if (min_units < 1) min_units = 1;
+    int64_t n = units / min_units;
+    const int64_t cap = (int64_t)p->nth * HET_SYNC_PARTS_PER_THREAD;
+    if (n > cap) n = cap;
+    if (n > units) n = units;
+    if (n > HET_CPU_PARTS_MAX) n = HET_CPU_PARTS_MAX;
+    return n < 1 ? 1 : n;
 }

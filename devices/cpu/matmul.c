@@ -22,6 +22,9 @@
  *     wide byte panels in thread scratch, a group at a time, and runs the
  *     16-row x 3 wide kernel with all of M streaming past each panel (K is
  *     cut into chunks only for very long rows).
+ * Every loop over rows, panels or M is cut into parts that the threads take
+ * from the device's shared counter (het_cpu_part_first/next): whichever
+ * thread is running does the work.
  * Float a (F32/F16/BF16): b rows are used in place when contiguous (else
  * gathered to wdata first) and multiplied 2 weight rows x 4 b rows at a time.
  * The same path serves quantised a when the device keeps activations in F32
@@ -48,6 +51,9 @@
 /* Wide panel bytes expanded at once per thread (kept in L2 over all M). */
 #define HET_MM_WIDE_GROUP_BYTES (256u << 10)
 #define HET_MM_WIDE_GROUP_MAX   64
+/* Fewest weight (or activation) bytes a part of a step should cover: the
+ * atomic that hands a part out costs about what streaming ~1 KB does. */
+#define HET_MM_PART_BYTES       (32u << 10)
 
 static size_t het_mm_align(size_t x) { return (x + 63) & ~(size_t)63; }
 
@@ -312,10 +318,19 @@ static void het_mm_store(const struct het_mm_plan *p, int64_t n, int64_t m, int6
     memcpy(o, &v, sizeof v);
 }
 
-static void het_mm_range(int64_t total, int ith, int nth, int64_t *lo, int64_t *hi)
+/* Part k of n of [0, total). */
+static void het_mm_range(int64_t total, int64_t k, int64_t n, int64_t *lo, int64_t *hi)
 {
-    *lo = total * ith / nth;
-    *hi = total * (ith + 1) / nth;
+    *lo = total * k / n;
+    *hi = total * (k + 1) / n;
+}
+
+/* Parts of a loop over `units`, each of which streams `bytes` of weights
+ * once per 4 rows of b (the kernels take 4 at a time). */
+static int64_t het_mm_parts(const struct het_compute_params *cp, int64_t units, size_t bytes, int64_t M)
+{
+    const size_t work = (bytes ? bytes : 1) * (size_t)((M + 3) / 4);
+    return het_cpu_n_parts(cp, units, (int64_t)(HET_MM_PART_BYTES / work) + 1);
 }
 
 static uint8_t *het_mm_thread_scratch(const struct het_mm_plan *p, const struct het_compute_params *cp)
@@ -328,21 +343,24 @@ static void het_mm_prepare(const struct het_mm_plan *p, const struct het_compute
 {
     const int64_t rows = p->M * p->B2 * p->B3;
     float *tmp = (float *)het_mm_thread_scratch(p, cp);
-    int64_t lo, hi;
-    het_mm_range(rows, cp->ith, cp->nth, &lo, &hi);
-    for (int64_t r = lo; r < hi; r++) {
-        const int64_t m = r % p->M, i2 = (r / p->M) % p->B2, i3 = r / (p->M * p->B2);
-        const float *x = het_mm_b_row(p, m, i2, i3);
-        uint8_t *out = (uint8_t *)cp->wdata + (size_t)r * p->act_row_bytes;
-        if (!p->quantized) {
-            het_mm_gather_f32(x, p->b->nb[0], p->K, (float *)out);
-            continue;
+    const int64_t np = het_cpu_n_parts(cp, rows, (int64_t)(HET_MM_PART_BYTES / ((size_t)p->K * sizeof(float))) + 1);
+    for (int64_t k = het_cpu_part_first(cp, np); k < np; k = het_cpu_part_next(cp, np, k)) {
+        int64_t lo, hi;
+        het_mm_range(rows, k, np, &lo, &hi);
+        for (int64_t r = lo; r < hi; r++) {
+            const int64_t m = r % p->M, i2 = (r / p->M) % p->B2, i3 = r / (p->M * p->B2);
+            const float *x = het_mm_b_row(p, m, i2, i3);
+            uint8_t *out = (uint8_t *)cp->wdata + (size_t)r * p->act_row_bytes;
+            if (!p->quantized) {
+                het_mm_gather_f32(x, p->b->nb[0], p->K, (float *)out);
+                continue;
+            }
+            if (p->b_gather) {
+                het_mm_gather_f32(x, p->b->nb[0], p->K, tmp);
+                x = tmp;
+            }
+            p->quantize_fn(x, &p->ql, out);
         }
-        if (p->b_gather) {
-            het_mm_gather_f32(x, p->b->nb[0], p->K, tmp);
-            x = tmp;
-        }
-        p->quantize_fn(x, &p->ql, out);
     }
 }
 
@@ -366,20 +384,24 @@ static void het_mm_gemv(const struct het_mm_plan *p, const struct het_compute_pa
 {
     const int64_t nbatch = p->B2 * p->B3;
     const int64_t mc = het_mm_chunk_rows(p->act_row_bytes);
-    int64_t lo, hi;
-    het_mm_range(nbatch * p->N, cp->ith, cp->nth, &lo, &hi);
-    for (int64_t m0 = 0; m0 < p->M; m0 += mc) {
-        const int64_t m1 = m0 + mc < p->M ? m0 + mc : p->M;
-        for (int64_t t = lo; t < hi; t++) {
-            const int64_t n = t % p->N, bi = t / p->N, i2 = bi % p->B2, i3 = bi / p->B2;
-            const void *w = het_mm_a_row(p, n, i2, i3);
-            for (int64_t m = m0; m < m1; m += 4) {
-                const int nc = m1 - m < 4 ? (int)(m1 - m) : 4;
-                const uint8_t *act[4];
-                float out[4];
-                for (int c = 0; c < nc; c++) act[c] = het_mm_act(p, cp, m + c, i2, i3);
-                p->gemv_fn(p->K, w, act, nc, out);
-                for (int c = 0; c < nc; c++) het_mm_store(p, n, m + c, i2, i3, out[c]);
+    const int64_t rows = nbatch * p->N;
+    const int64_t np = het_mm_parts(cp, rows, p->a->nb[1], p->M);
+    for (int64_t k = het_cpu_part_first(cp, np); k < np; k = het_cpu_part_next(cp, np, k)) {
+        int64_t lo, hi;
+        het_mm_range(rows, k, np, &lo, &hi);
+        for (int64_t m0 = 0; m0 < p->M; m0 += mc) {
+            const int64_t m1 = m0 + mc < p->M ? m0 + mc : p->M;
+            for (int64_t t = lo; t < hi; t++) {
+                const int64_t n = t % p->N, bi = t / p->N, i2 = bi % p->B2, i3 = bi / p->B2;
+                const void *w = het_mm_a_row(p, n, i2, i3);
+                for (int64_t m = m0; m < m1; m += 4) {
+                    const int nc = m1 - m < 4 ? (int)(m1 - m) : 4;
+                    const uint8_t *act[4];
+                    float out[4];
+                    for (int c = 0; c < nc; c++) act[c] = het_mm_act(p, cp, m + c, i2, i3);
+                    p->gemv_fn(p->K, w, act, nc, out);
+                    for (int c = 0; c < nc; c++) het_mm_store(p, n, m + c, i2, i3, out[c]);
+                }
             }
         }
     }
@@ -448,22 +470,12 @@ static bool het_mm_panel_runs(const struct het_mm_plan *p, const struct het_comp
     return true;
 }
 
-static void het_mm_panels(const struct het_mm_plan *p, const struct het_compute_params *cp)
+/* Panels [lo, hi) against b rows [mlo, mhi). */
+static void het_mm_panels_part(const struct het_mm_plan *p, const struct het_compute_params *cp, int64_t lo,
+                               int64_t hi, int64_t mlo, int64_t mhi, bool split_m)
 {
     const int R = p->pl.R;
     const int64_t np = (p->N + R - 1) / R;
-    const int64_t items = p->B2 * p->B3 * np;
-    /* Split the panels, or M when there are too few panels to go round. */
-    const bool split_m = items < 4 * (int64_t)cp->nth;
-    int64_t lo = 0, hi = items, mlo = 0, mhi = p->M;
-    if (split_m) {
-        het_mm_range((p->M + 3) / 4, cp->ith, cp->nth, &mlo, &mhi);
-        mlo *= 4;
-        mhi = mhi * 4 < p->M ? mhi * 4 : p->M;
-        if (mlo >= mhi) return;
-    } else {
-        het_mm_range(items, cp->ith, cp->nth, &lo, &hi);
-    }
     if (!split_m && het_mm_panel_runs(p, cp, lo, hi)) return;
     uint8_t *scratch = het_mm_thread_scratch(p, cp);
     const size_t pstride = het_mm_align(p->pl.bytes);
@@ -490,6 +502,29 @@ static void het_mm_panels(const struct het_mm_plan *p, const struct het_compute_
                 het_mm_panel_run(p, cp, panel, it, m0, m1);
             }
         }
+    }
+}
+
+static void het_mm_panels(const struct het_mm_plan *p, const struct het_compute_params *cp)
+{
+    const int64_t items = p->B2 * p->B3 * ((p->N + p->pl.R - 1) / p->pl.R);
+    /* Parts of the panels, or of M (4 rows at a time) when there are too few
+     * panels to go round. */
+    const bool split_m = items < 4 * (int64_t)cp->nth;
+    const int64_t units = split_m ? (p->M + 3) / 4 : items;
+    const size_t pbytes = het_mm_align(p->pl.bytes);
+    const int64_t n_parts = split_m ? het_mm_parts(cp, units, pbytes * (size_t)items, 4)
+                                    : het_mm_parts(cp, units, pbytes, p->M);
+    for (int64_t k = het_cpu_part_first(cp, n_parts); k < n_parts; k = het_cpu_part_next(cp, n_parts, k)) {
+        int64_t lo = 0, hi = items, mlo = 0, mhi = p->M;
+        if (split_m) {
+            het_mm_range(units, k, n_parts, &mlo, &mhi);
+            mlo *= 4;
+            mhi = mhi * 4 < p->M ? mhi * 4 : p->M;
+        } else {
+            het_mm_range(items, k, n_parts, &lo, &hi);
+        }
+        het_mm_panels_part(p, cp, lo, hi, mlo, mhi, split_m);
     }
 }
 
@@ -562,23 +597,12 @@ static void het_mm_wide_run(const struct het_mm_plan *p, const struct het_comput
     }
 }
 
-static void het_mm_wide(const struct het_mm_plan *p, const struct het_compute_params *cp)
+/* Wide items [lo, hi) against b rows [mlo, mhi). */
+static void het_mm_wide_part(const struct het_mm_plan *p, const struct het_compute_params *cp, int64_t lo,
+                             int64_t hi, int64_t mlo, int64_t mhi)
 {
     const int R = p->pl.R;
     const int64_t np = (p->N + R - 1) / R, nx = (np + 1) / 2;
-    const int64_t items = p->B2 * p->B3 * nx;
-    const bool split_m = items < 4 * (int64_t)cp->nth;
-    int64_t lo = 0, hi = items, mlo = 0, mhi = p->M;
-    if (split_m) {
-        const int64_t q = p->xcols;
-        het_mm_range((p->M + q - 1) / q, cp->ith, cp->nth, &mlo, &mhi);
-        mlo *= q;
-        mhi = mhi * q < p->M ? mhi * q : p->M;
-        if (mlo >= mhi) return;
-    } else {
-        het_mm_range(items, cp->ith, cp->nth, &lo, &hi);
-        if (lo >= hi) return;
-    }
     uint8_t *xs = het_mm_thread_scratch(p, cp);
     uint8_t *cs = xs + p->x_bytes * (size_t)p->x_group;   /* compact panels when not prepacked */
     const size_t cstride = het_mm_align(p->pl.bytes);
@@ -605,6 +629,28 @@ static void het_mm_wide(const struct het_mm_plan *p, const struct het_compute_pa
                                     kb1, m0, m1);
             }
         }
+    }
+}
+
+static void het_mm_wide(const struct het_mm_plan *p, const struct het_compute_params *cp)
+{
+    const int64_t np = (p->N + p->pl.R - 1) / p->pl.R, items = p->B2 * p->B3 * ((np + 1) / 2);
+    /* Parts of whole groups of wide items (the plan's group fits L2), or of
+     * M (xcols rows at a time) when there are too few items to go round. */
+    const bool split_m = items < 4 * (int64_t)cp->nth;
+    const int64_t q = p->xcols;
+    const int64_t units = split_m ? (p->M + q - 1) / q : items;
+    const int64_t n_parts = het_cpu_n_parts(cp, units, split_m ? 1 : p->x_group);
+    for (int64_t k = het_cpu_part_first(cp, n_parts); k < n_parts; k = het_cpu_part_next(cp, n_parts, k)) {
+        int64_t lo = 0, hi = items, mlo = 0, mhi = p->M;
+        if (split_m) {
+            het_mm_range(units, k, n_parts, &mlo, &mhi);
+            mlo *= q;
+            mhi = mhi * q < p->M ? mhi * q : p->M;
+        } else {
+            het_mm_range(items, k, n_parts, &lo, &hi);
+        }
+        het_mm_wide_part(p, cp, lo, hi, mlo, mhi);
     }
 }
 
@@ -641,14 +687,12 @@ static const void *het_mm_fweight(const struct het_mm_plan *p, int64_t n, int64_
     return buf;
 }
 
-static void het_mm_float(const struct het_mm_plan *p, const struct het_compute_params *cp)
+/* Weight rows [lo, hi) (over all batches) against all of M. */
+static void het_mm_float_part(const struct het_mm_plan *p, const struct het_compute_params *cp, float *gbuf,
+                              int64_t lo, int64_t hi)
 {
-    const int64_t nbatch = p->B2 * p->B3;
     const size_t row_bytes = (size_t)p->K * sizeof(float);
     const int64_t mc = het_mm_chunk_rows(row_bytes);
-    float *gbuf = (float *)het_mm_thread_scratch(p, cp);
-    int64_t lo, hi;
-    het_mm_range(nbatch * p->N, cp->ith, cp->nth, &lo, &hi);
     for (int64_t m0 = 0; m0 < p->M; m0 += mc) {
         const int64_t m1 = m0 + mc < p->M ? m0 + mc : p->M;
         for (int64_t t = lo; t < hi;) {
@@ -672,6 +716,20 @@ static void het_mm_float(const struct het_mm_plan *p, const struct het_compute_p
     }
 }
 
+static void het_mm_float(const struct het_mm_plan *p, const struct het_compute_params *cp)
+{
+    const int64_t nbatch = p->B2 * p->B3;
+    float *gbuf = (float *)het_mm_thread_scratch(p, cp);
+    const int64_t rows = nbatch * p->N;
+    const int64_t np = het_mm_parts(cp, rows, (size_t)p->K * het_mm_elem_size(p->a->type), p->M);
+    for (int64_t k = het_cpu_part_first(cp, np); k < np; k = het_cpu_part_next(cp, np, k)) {
+        int64_t lo, hi;
+        het_mm_range(rows, k, np, &lo, &hi);
+        het_mm_float_part(p, cp, gbuf, lo, hi);
+    }
+}
+
+
 /* ---- entry point ----------------------------------------------------------------- */
 
 enum het_status het_cpu_mul_mat(const struct het_compute_params *cp, struct het_tensor *dst)
@@ -682,10 +740,7 @@ enum het_status het_cpu_mul_mat(const struct het_compute_params *cp, struct het_
     het_mm_plan_init(&p, dst, cp->isa, cp->nth, cp->f32_act);
     if (het_mm_plan_wsize(&p, cp->nth) > cp->wsize || (het_mm_plan_wsize(&p, cp->nth) && !cp->wdata))
         return HET_ERR_INVALID;
-    if (p.act_bytes) {
-        het_mm_prepare(&p, cp);
-        het_cpu_barrier(cp);
-    }
+    if (p.act_bytes) het_mm_prepare(&p, cp); /* a step of its own: over before the products start */
     if (!p.quantized) {
         het_mm_float(&p, cp);
     } else if (p.use_wide) {

@@ -116,13 +116,19 @@ enum het_status het_cpu_rope(const struct het_compute_params *p, struct het_tens
     };
     const int64_t n_head = x->ne[1], n_tok = x->ne[2] * x->ne[3];
 
-    int64_t t0 = 0, t1 = n_tok, h0 = 0, h1 = n_head;
-    if (n_tok >= p->nth) het_vec_split(n_tok, p->ith, p->nth, &t0, &t1);
-    else                 het_vec_split(n_head, p->ith, p->nth, &h0, &h1);
-    for (int64_t t = t0; t < t1 && h0 < h1; t++) {
-        int64_t i2 = t % x->ne[2], i3 = t / x->ne[2];
-        int32_t ps = *(const int32_t *)((const char *)pos->data + i2 * pos->nb[0]);
-        rope_token(&a, i2, i3, h0, h1, ps);
+    /* parts of the tokens, or of the heads when there are fewer tokens than threads */
+    const bool by_tok = n_tok >= p->nth;
+    const int64_t units = by_tok ? n_tok : n_head;
+    const int64_t np = het_cpu_n_parts(p, units, het_vec_part_rows(x->ne[0] * (by_tok ? n_head : n_tok)));
+    for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
+        int64_t t0 = 0, t1 = n_tok, h0 = 0, h1 = n_head;
+        if (by_tok) het_vec_split(n_tok, (int)k, (int)np, &t0, &t1);
+        else        het_vec_split(n_head, (int)k, (int)np, &h0, &h1);
+        for (int64_t t = t0; t < t1 && h0 < h1; t++) {
+            int64_t i2 = t % x->ne[2], i3 = t / x->ne[2];
+            int32_t ps = *(const int32_t *)((const char *)pos->data + i2 * pos->nb[0]);
+            rope_token(&a, i2, i3, h0, h1, ps);
+        }
     }
     return HET_OK;
 }

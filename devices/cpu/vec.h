@@ -165,6 +165,17 @@ static inline void het_vec_split(int64_t n, int ith, int nth, int64_t *r0, int64
     *r1 = n * (ith + 1) / nth;
 }
 
+/* Fewest elements worth a part of their own (het_cpu_n_parts): below this
+ * the atomic that hands the part out and the cache lines it moves between
+ * cores cost more than the work. */
+#define HET_VEC_PART_ELEMS 4096
+
+/* Rows of ne0 elements per part, at least. */
+static inline int64_t het_vec_part_rows(int64_t ne0)
+{
+    return ne0 >= HET_VEC_PART_ELEMS ? 1 : HET_VEC_PART_ELEMS / (ne0 > 0 ? ne0 : 1);
+}
+
 /* Address of row (i1, i2, i3) of t. */
 static inline char *het_vec_row(const struct het_tensor *t, int64_t i1, int64_t i2, int64_t i3)
 {
