@@ -49,6 +49,18 @@ size_t het_cpu_work_size(const struct het_tensor *node, int nth, bool f32_act)
     }
 }
 
+size_t het_cpu_node_work(const struct het_tensor *node)
+{
+    size_t bytes = het_nbytes(node);
+    for (int i = 0; i < HET_MAX_SRC && node->src[i]; i++) bytes += het_nbytes(node->src[i]);
+    const struct het_tensor *a = node->src[0], *b = node->src[1];
+    if (node->op == HET_OP_MUL_MAT && a && b) /* the weights pass once per 4 rows of b */
+        bytes += het_nbytes(a) * (size_t)((het_nrows(b) + 3) / 4 - 1);
+    if (node->op == HET_OP_ATTN && b && node->src[2] && b->ne[1] > 0) /* K, V: once per 48 query rows of a kv head */
+        bytes += (het_nbytes(b) + het_nbytes(node->src[2])) * (size_t)((het_nrows(a) / b->ne[1] + 47) / 48 - 1);
+    return bytes;
+}
+
 enum het_status het_cpu_compute(const struct het_compute_params *p, struct het_tensor *node)
 {
     switch (node->op) {

@@ -91,6 +91,9 @@ int64_t het_cpu_n_parts(const struct het_compute_params *p, int64_t units, int64
 /* Scratch bytes node needs with nth threads (0 if none); f32_act as in
  * het_compute_params. */
 size_t het_cpu_work_size(const struct het_tensor *node, int nth, bool f32_act);
+/* Bytes a node streams, roughly (matmul weights once per 4 rows of b):
+ * how much work there is to share between threads. */
+size_t het_cpu_node_work(const struct het_tensor *node);
 /* Can the CPU run this node (op, types, shapes)? */
 bool het_cpu_supports(const struct het_tensor *node);
 /* Run one node; returns HET_OK or HET_ERR_UNSUPPORTED (never aborts). */

@@ -139,11 +139,28 @@ static int64_t het_sync_take(struct het_cpu_worker *w, int64_t n, bool held)
     return n;
 }
 
+/* The k-th part handed out is part_of(k): when n is a multiple of nth the
+ * parts form nth runs of n / nth, and k goes to run k % nth, so threads that
+ * take turns (all running at one pace) each work through one run of
+ * adjacent parts, a longer stream for the prefetchers, as a static split
+ * would give them. Otherwise k itself. part_of is a permutation of [0, n). */
+static int64_t part_of(int64_t k, int64_t n, int nth)
+{
+    if (nth <= 1 || k >= n || n % nth) return k;
+    return (k % nth) * (n / nth) + k / nth;
+}
+
+static int64_t turn_of(int64_t part, int64_t n, int nth)
+{
+    if (nth <= 1 || n % nth) return part;
+    return (part % (n / nth)) * nth + part / (n / nth);
+}
+
 int64_t het_cpu_part_first(const struct het_compute_params *p, int64_t n)
 {
     if (n <= 0) return 0; /* no step: every thread agrees there is nothing to do */
-    if (p->worker) return het_sync_take(p->worker, n, false);
-    if (p->ith < n) return p->ith;
+    if (p->worker) return part_of(het_sync_take(p->worker, n, false), n, p->nth);
+    if (p->ith < n) return part_of(p->ith, n, p->nth);
     if (p->nth > 1) {
 #pragma omp barrier
     }
@@ -152,8 +169,9 @@ int64_t het_cpu_part_first(const struct het_compute_params *p, int64_t n)
 
 int64_t het_cpu_part_next(const struct het_compute_params *p, int64_t n, int64_t part)
 {
-    if (p->worker) return het_sync_take(p->worker, n, true);
-    if (part + p->nth < n) return part + p->nth;
+    if (p->worker) return part_of(het_sync_take(p->worker, n, true), n, p->nth);
+    const int64_t k = turn_of(part, n, p->nth) + p->nth;
+    if (k < n) return part_of(k, n, p->nth);
     if (p->nth > 1) {
 #pragma omp barrier
     }
@@ -170,5 +188,6 @@ int64_t het_cpu_n_parts(const struct het_compute_params *p, int64_t units, int64
     if (n > cap) n = cap;
     if (n > units) n = units;
     if (n > HET_CPU_PARTS_MAX) n = HET_CPU_PARTS_MAX;
+    if (n > p->nth) n -= n % p->nth; /* runs of adjacent parts, one per thread (part_of) */
     return n < 1 ? 1 : n;
 }
