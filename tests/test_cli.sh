@@ -101,6 +101,17 @@ if grep -qw avx2 /proc/cpuinfo; then
     python3 -c "import json,sys; j=json.loads(sys.argv[1]); sys.exit(0 if j['peak_int8_gops'] > 0 and
         j['peak_f32_gflops'] > 0 and j['pp_bound_tps'] > 0 else 1)" "$json" && ok || bad "no prefill bound: $json"
 fi
+# bench --load: loaded figures beside the quiet ones, the busy loops gone afterwards (no timing asserted)
+json=$("$hetrun" bench -m "$model" -p 8 -n 4 -r 2 --load 2 --json 2>"$tmp/load.err")
+python3 -c "import json,sys; j=json.loads(sys.argv[1]); sys.exit(0 if j['load'] == 2 and
+    all(j[k] > 0 for k in ('pp_tps', 'tg_tps', 'pp_load_tps', 'tg_load_tps', 'tg_load_tps_min')) else 1)" "$json" \
+    && ok || bad "bench --load 2: $json $(cat "$tmp/load.err")"
+# the busy loops are forks of hetrun: same command line
+pgrep -f -- "-r 2 --load 2 --json" >/dev/null && bad "bench --load left busy loops behind" || ok
+text=$("$hetrun" bench -m "$model" -p 8 -n 4 -r 1 --load 1 2>&1)
+grep -q "^tg4 .* beside 1 busy loop: .*x quiet  context switches/token" <<<"$text" && ok || bad "bench --load text: $text"
+"$hetrun" bench -m "$model" --load 0 >"$tmp/load0" 2>&1
+check "bench --load 0 is refused with one line" [ $? != 0 -a "$(grep -c . "$tmp/load0")" = 1 ]
 
 # auto, the default device set (the suite sets HET_DEVICES=cpu): `hetrun devices`
 # says what it takes and why it skips the rest; plan without flags plans over it
