@@ -22,17 +22,22 @@
 
 static float nanf_(void) { return NAN; }
 
-/* Run node on nth threads at isa, as the CPU device does. */
+/* Run node on nth threads at isa, as the CPU device does (parts from a
+ * shared counter). */
 static enum het_status run_node(struct het_tensor *dst, int nth, enum het_cpu_isa isa, bool f32_act)
 {
     size_t ws = het_cpu_work_size(dst, nth, f32_act);
     void *wdata = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
     enum het_status st = HET_OK;
+    struct het_cpu_sync sync;
+    het_cpu_sync_init(&sync);
 #pragma omp parallel num_threads(nth)
     {
+        struct het_cpu_worker w;
+        het_cpu_worker_init(&w, &sync);
         struct het_compute_params p = {
             .ith = omp_get_thread_num(), .nth = omp_get_num_threads(),
-            .wdata = wdata, .wsize = ws, .isa = isa, .f32_act = f32_act,
+            .wdata = wdata, .wsize = ws, .isa = isa, .f32_act = f32_act, .worker = &w,
         };
         enum het_status s = het_cpu_compute(&p, dst);
         if (s != HET_OK) {

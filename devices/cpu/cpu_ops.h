@@ -83,6 +83,11 @@ const char *het_cpu_isa_name(enum het_cpu_isa isa);
  * parts: a thread that falls behind runs no part of a step that is over. */
 int64_t het_cpu_part_first(const struct het_compute_params *p, int64_t n);
 int64_t het_cpu_part_next(const struct het_compute_params *p, int64_t n, int64_t part);
+/* A step every thread of the region must reach before any leaves it: for a
+ * kernel whose steps depend on data it wrote itself (mul_mat_id's grouping),
+ * ending it with this keeps every thread in the node until no thread reads
+ * that data any more. */
+void het_cpu_sync_all(const struct het_compute_params *p);
 /* Parts to cut `units` of work into: a few per thread, each at least
  * min_units (when there are that many), one with a single thread, 0 for no
  * work. */

@@ -107,9 +107,9 @@ static void het_sync_wait_step(struct het_cpu_worker *w, unsigned step)
 }
 
 /* Count the part this thread held done (held), take the next of n if one is
- * left; returns it, or n after the step is over (this thread closed it, or
- * waited for that). */
-static int64_t het_sync_take(struct het_cpu_worker *w, int64_t n, bool held)
+ * left and `more`; returns it, or n after the step is over (this thread
+ * closed it, or waited for that). */
+static int64_t het_sync_take(struct het_cpu_worker *w, int64_t n, bool held, bool more)
 {
     struct het_cpu_sync *s = w->sync;
     const unsigned step = w->step;
@@ -117,7 +117,7 @@ static int64_t het_sync_take(struct het_cpu_worker *w, int64_t n, bool held)
     for (;;) {
         if (work_step(v) != step) break; /* over while this thread had no part */
         unsigned given = work_given(v), done = work_done(v) + (held ? 1u : 0u);
-        const bool take = given < (unsigned)n;
+        const bool take = more && given < (unsigned)n;
         if (take) given++;
         const bool close = done == (unsigned)n;
         const uint64_t nv = close ? (uint64_t)(step + 1u) << 32
@@ -159,7 +159,7 @@ static int64_t turn_of(int64_t part, int64_t n, int nth)
 int64_t het_cpu_part_first(const struct het_compute_params *p, int64_t n)
 {
     if (n <= 0) return 0; /* no step: every thread agrees there is nothing to do */
-    if (p->worker) return part_of(het_sync_take(p->worker, n, false), n, p->nth);
+    if (p->worker) return part_of(het_sync_take(p->worker, n, false, true), n, p->nth);
     if (p->ith < n) return part_of(p->ith, n, p->nth);
     if (p->nth > 1) {
 #pragma omp barrier
@@ -169,13 +169,24 @@ int64_t het_cpu_part_first(const struct het_compute_params *p, int64_t n)
 
 int64_t het_cpu_part_next(const struct het_compute_params *p, int64_t n, int64_t part)
 {
-    if (p->worker) return part_of(het_sync_take(p->worker, n, true), n, p->nth);
+    if (p->worker) return part_of(het_sync_take(p->worker, n, true, true), n, p->nth);
     const int64_t k = turn_of(part, n, p->nth) + p->nth;
     if (k < n) return part_of(k, n, p->nth);
     if (p->nth > 1) {
 #pragma omp barrier
     }
     return n;
+}
+
+void het_cpu_sync_all(const struct het_compute_params *p)
+{
+    if (p->nth <= 1) return;
+    if (!p->worker) {
+#pragma omp barrier
+        return;
+    }
+    /* a step of nth parts of which each thread takes one: over once all arrived */
+    if (het_sync_take(p->worker, p->nth, false, true) < p->nth) het_sync_take(p->worker, p->nth, true, false);
 }
 
 int64_t het_cpu_n_parts(const struct het_compute_params *p, int64_t units, int64_t min_units)

@@ -5,7 +5,7 @@
  * in the kernel tables of quant_dot.h (scalar) and arch/<isa>/.
  *
  * Quantised a: phase 1 quantises every row of b to a q8r row in wdata (the
- * threads share the rows, then het_cpu_barrier). Phase 2 then either
+ * threads share the rows: a step of its own). Phase 2 then either
  *   - streams a's rows once through the GEMV kernel (small M: decode), the
  *     threads splitting the N rows; or
  *   - packs R-row panels of a into thread-private scratch and runs the panel

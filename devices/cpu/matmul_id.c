@@ -10,16 +10,19 @@
  * split each expert's output rows (balanced however unevenly the tokens
  * are routed). Experts nobody picked are never read.
  *
- *   1. thread 0 groups the (slot, token) pairs by expert (a counting sort
+ *   1. one thread groups the (slot, token) pairs by expert (a counting sort
  *      of ids, read through its strides; an id out of range fails the node
- *      on every thread); barrier.
+ *      on every thread), a step of one part.
  *   2. per expert, in chunks of at most `chunk` pairs:
  *      - one pair (decode): the mul_mat node views b's column and dst's
  *        column in place (strides as they are), nothing is copied;
  *      - more (prefill): the threads gather the pairs' input columns into a
  *        dense F32 block, one GEMM runs over it into a dense output block,
  *        and the threads scatter its columns to dst through dst's strides.
- *      A barrier follows each phase (the next expert reuses the scratch).
+ *      Each phase is a step of parts (cpu_sync.c): the next begins when all
+ *      its parts are done. The node ends with every thread meeting
+ *      (het_cpu_sync_all): the steps depend on the grouping in the scratch,
+ *      which the next node may reuse, so no thread may still be reading it.
  *
  * Scratch (wdata): [status + counts + offsets | pair list | gathered input |
  * output block | the inner mul_mat's own scratch].
@@ -199,13 +202,14 @@ enum het_status het_cpu_mul_mat_id(const struct het_compute_params *cp, struct h
     inner.wdata = w + p.off_mm;
     inner.wsize = p.mm_bytes;
 
-    if (cp->ith == 0) mmid_group(&p, hdr, list);
-    het_cpu_barrier(cp);
-    if (hdr[0]) return HET_ERR_INVALID;
+    for (int64_t k = het_cpu_part_first(cp, 1); k < 1; k = het_cpu_part_next(cp, 1, k)) mmid_group(&p, hdr, list);
     const int64_t *count = hdr + 1, *offs = hdr + 1 + p.E;
 
-    enum het_status st = HET_OK;
-    for (int64_t e = 0; e < p.E; e++) {
+    /* the steps below depend on hdr, which the next node may overwrite: no
+     * thread leaves before all are done with it (het_cpu_sync_all at the end) */
+    const bool bad_ids = hdr[0] != 0;
+    enum het_status st = bad_ids ? HET_ERR_INVALID : HET_OK;
+    for (int64_t e = 0; e < p.E && !bad_ids; e++) {
         for (int64_t c0 = 0; c0 < count[e]; c0 += p.chunk) {
             const int64_t m = count[e] - c0 < p.chunk ? count[e] - c0 : p.chunk;
             const int32_t *codes = list + offs[e] + c0;
@@ -217,33 +221,38 @@ enum het_status het_cpu_mul_mat_id(const struct het_compute_params *cp, struct h
                                sizeof(float) * (size_t)p.N);
                 enum het_status s = het_cpu_mul_mat(&inner, &n.d);
                 if (s != HET_OK) st = s;
-                het_cpu_barrier(cp);
                 continue;
             }
-            int64_t r0, r1;
-            het_vec_split(m, cp->ith, cp->nth, &r0, &r1);
-            for (int64_t r = r0; r < r1; r++) {
-                const char *src = mmid_b_col(&p, codes[r]);
-                float *y = in + r * p.K;
-                if (p.b->nb[0] == sizeof(float)) memcpy(y, src, sizeof(float) * (size_t)p.K);
-                else
-                    for (int64_t i = 0; i < p.K; i++) memcpy(&y[i], src + i * p.b->nb[0], sizeof(float));
+            const int64_t np = het_cpu_n_parts(cp, m, het_vec_part_rows(p.K));
+            for (int64_t k = het_cpu_part_first(cp, np); k < np; k = het_cpu_part_next(cp, np, k)) {
+                int64_t r0, r1;
+                het_vec_split(m, (int)k, (int)np, &r0, &r1);
+                for (int64_t r = r0; r < r1; r++) {
+                    const char *src = mmid_b_col(&p, codes[r]);
+                    float *y = in + r * p.K;
+                    if (p.b->nb[0] == sizeof(float)) memcpy(y, src, sizeof(float) * (size_t)p.K);
+                    else
+                        for (int64_t i = 0; i < p.K; i++) memcpy(&y[i], src + i * p.b->nb[0], sizeof(float));
+                }
             }
-            het_cpu_barrier(cp);
             mmid_node_init(&n, &p, e, m, in, sizeof(float), sizeof(float) * (size_t)p.K, out, sizeof(float),
                            sizeof(float) * (size_t)p.N);
             enum het_status s = het_cpu_mul_mat(&inner, &n.d);
             if (s != HET_OK) st = s;
-            het_cpu_barrier(cp);
-            for (int64_t r = r0; r < r1; r++) {
-                char *y = mmid_d_col(&p, codes[r]);
-                const float *x = out + r * p.N;
-                if (dst->nb[0] == sizeof(float)) memcpy(y, x, sizeof(float) * (size_t)p.N);
-                else
-                    for (int64_t i = 0; i < p.N; i++) memcpy(y + i * dst->nb[0], &x[i], sizeof(float));
+            const int64_t nq = het_cpu_n_parts(cp, m, het_vec_part_rows(p.N));
+            for (int64_t k = het_cpu_part_first(cp, nq); k < nq; k = het_cpu_part_next(cp, nq, k)) {
+                int64_t r0, r1;
+                het_vec_split(m, (int)k, (int)nq, &r0, &r1);
+                for (int64_t r = r0; r < r1; r++) {
+                    char *y = mmid_d_col(&p, codes[r]);
+                    const float *x = out + r * p.N;
+                    if (dst->nb[0] == sizeof(float)) memcpy(y, x, sizeof(float) * (size_t)p.N);
+                    else
+                        for (int64_t i = 0; i < p.N; i++) memcpy(y + i * dst->nb[0], &x[i], sizeof(float));
+                }
             }
-            het_cpu_barrier(cp);
         }
     }
+    het_cpu_sync_all(cp);
     return st;
 }
