@@ -42,6 +42,8 @@
 /* Activation bytes per M chunk (kept in L2 while the panels stream past). */
 #define HET_MM_CHUNK_BYTES      (192u << 10)
 #define HET_MM_PANEL_ROWS_MAX   16
+/* Most activation rows a wide kernel takes per call (a level's xcols). */
+#define HET_MM_XCOLS_MAX        4
 /* Rows of b from which the wide kernels (when the level has them) run. */
 #define HET_MM_WIDE_MIN_M       8
 /* Wide panel bytes per K chunk. Measured on Zen 3: splitting K so a wide
@@ -196,7 +198,7 @@ static bool het_mm_shapes_ok(const struct het_tensor *dst)
  * chunks, after the group's compact panels when a is not prepacked). */
 static size_t het_mm_wide_plan(struct het_mm_plan *p, int nth, size_t tb)
 {
-    const size_t xblk = het_xpanel_blk_bytes(p->pl.R);
+    const size_t xblk = het_xpanel_kind_blk_bytes(p->pl.kind, p->pl.R);
     p->x_kcb = (int64_t)(HET_MM_WIDE_CHUNK_BYTES / xblk);
     if (p->x_kcb < 1) p->x_kcb = 1;
     if (p->x_kcb > p->pl.nb) p->x_kcb = p->pl.nb;
@@ -582,10 +584,10 @@ static void het_mm_wide_run(const struct het_mm_plan *p, const struct het_comput
     const struct het_tensor *d = p->dst;
     /* full panels of a dense dst are written in place */
     const bool direct = nr == rows && d->nb[0] == sizeof(float) && d->nb[1] % sizeof(float) == 0;
-    float out[3 * 2 * HET_MM_PANEL_ROWS_MAX];
+    float out[HET_MM_XCOLS_MAX * 2 * HET_MM_PANEL_ROWS_MAX];
     for (int64_t m = m0; m < m1; m += p->xcols) {
         const int nc = m1 - m < p->xcols ? (int)(m1 - m) : p->xcols;
-        const uint8_t *act[3];
+        const uint8_t *act[HET_MM_XCOLS_MAX];
         for (int c = 0; c < nc; c++) act[c] = het_mm_act(p, cp, m + c, i2, i3) + koff;
         if (direct) {
             float *o = (float *)((char *)d->data + n0 * d->nb[0] + m * d->nb[1] + i2 * d->nb[2] + i3 * d->nb[3]);

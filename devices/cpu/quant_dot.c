@@ -194,6 +194,7 @@ int het_panel_kinds(enum het_type type, enum het_panel_kind kinds[3])
     if (type == HET_TYPE_Q4_0) kinds[n++] = HET_PANEL_Q40;
     if (type == HET_TYPE_Q8_0) kinds[n++] = HET_PANEL_Q80;
     if (type == HET_TYPE_Q6_K) kinds[n++] = HET_PANEL_Q6C;
+    if (type == HET_TYPE_Q4_K) kinds[n++] = HET_PANEL_Q4KC;
     if (type == HET_TYPE_Q4_0 || type == HET_TYPE_Q4_1) kinds[n++] = HET_PANEL_U4N;
     if (het_panel_kind_of(type, &kinds[n])) n++;
     return n;
@@ -271,15 +272,13 @@ void het_panel_layout_init(struct het_panel_layout *l, enum het_panel_kind kind,
     l->grp_bytes = 0;
     if (het_panel_is_compact(kind)) {
         const size_t r = (size_t)R;
-        const bool q6 = kind == HET_PANEL_Q6C;
         l->off_d = l->off_c = l->off_sc = 0;
-        l->blk_bytes = (kind == HET_PANEL_Q40 ? 16 : kind == HET_PANEL_Q80 ? 32 : 24) * r;
-        l->grp = q6 ? 16 : 4;
-        /* quants, then per block 2R of half scales (Q6C) or of d */
-        l->grp_bytes = het_cpanel_d_off(l, l->grp) + 2 * r * (size_t)(q6 ? l->grp / 8 : l->grp);
+        l->blk_bytes = (kind == HET_PANEL_Q80 ? 32 : kind == HET_PANEL_Q6C ? 24 : 16) * r;
+        l->grp = kind == HET_PANEL_Q6C ? 16 : kind == HET_PANEL_Q4KC ? 8 : 4;
+        /* quants (and per-block scale bytes), then the fp16 scales */
+        l->grp_bytes = het_cpanel_d_off(l, l->grp) + het_cpanel_d_bytes(l, l->grp);
         const int64_t ng = (l->nb + l->grp - 1) / l->grp, last = het_cpanel_len(l, ng - 1);
-        l->bytes = (size_t)(ng - 1) * l->grp_bytes + het_cpanel_d_off(l, last) +
-                   2 * r * (size_t)(q6 ? (last + 7) / 8 : last);
+        l->bytes = (size_t)(ng - 1) * l->grp_bytes + het_cpanel_d_off(l, last) + het_cpanel_d_bytes(l, last);
         return;
     }
     l->off_d = (kind == HET_PANEL_U4N ? 16 : 32) * (size_t)R;
@@ -440,6 +439,16 @@ static void het_panel_pack_compact(enum het_type type, const struct het_panel_la
                     const uint16_t h = het_raw_d(type, row, b);
                     memcpy(grp + het_cpanel_d_off(l, len) + ((size_t)(j / 8) * R + (size_t)r) * 2, &h, 2);
                 }
+            } else if (l->kind == HET_PANEL_Q4KC) {
+                const het_block_q4_k *x = (const het_block_q4_k *)row + b / 8;
+                uint8_t sc, m;
+                het_q4k_scale_min((int)j, x->scales, &sc, &m);
+                grp[het_cpanel_sc_off(l, len) + (size_t)j * 2 * R + (size_t)r] = sc;
+                grp[het_cpanel_sc_off(l, len) + (size_t)j * 2 * R + R + (size_t)r] = m;
+                if (j == 0) {
+                    memcpy(grp + het_cpanel_d_off(l, len) + (size_t)r * 2, &x->d, 2);
+                    memcpy(grp + het_cpanel_d_off(l, len) + (R + (size_t)r) * 2, &x->dmin, 2);
+                }
             } else {
                 const uint16_t h = het_raw_d(type, row, b);
                 memcpy(grp + het_cpanel_d_off(l, len) + ((size_t)j * R + (size_t)r) * 2, &h, 2);
@@ -502,11 +511,20 @@ static void het_compact_decode(const struct het_panel_layout *l, const uint8_t *
         }
     }
     uint16_t h;
+    o->sc[0] = o->sc[1] = 0;
+    if (l->kind == HET_PANEL_Q4KC) {
+        const uint8_t *scm = grp + het_cpanel_sc_off(l, len) + (size_t)jb * 2 * R;
+        uint16_t hm;
+        memcpy(&h, grp + het_cpanel_d_off(l, len) + (size_t)r * 2, 2);
+        memcpy(&hm, grp + het_cpanel_d_off(l, len) + (R + (size_t)r) * 2, 2);
+        o->d = het_h2f(h) * (float)scm[r];
+        o->c = -het_h2f(hm) * (float)scm[R + (size_t)r];
+        return;
+    }
     const int64_t db = l->kind == HET_PANEL_Q6C ? jb / 8 : jb;
     memcpy(&h, grp + het_cpanel_d_off(l, len) + ((size_t)db * R + (size_t)r) * 2, 2);
     o->d = het_h2f(h);
     o->c = 0.0f;
-    o->sc[0] = o->sc[1] = 0;
     if (l->kind == HET_PANEL_Q6C) {
         const int8_t *sc = (const int8_t *)(grp + het_cpanel_sc_off(l, len) + ((size_t)jb * R + (size_t)r) * 2);
         o->sc[0] = sc[0];
@@ -624,6 +642,7 @@ const struct het_mm_kernels het_mm_kernels_scalar = {
         [HET_PANEL_S8] = het_panel_gemm_scalar, [HET_PANEL_U6] = het_panel_gemm_scalar,
         [HET_PANEL_U4N] = het_panel_gemm_scalar, [HET_PANEL_Q40] = het_panel_gemm_scalar,
         [HET_PANEL_Q80] = het_panel_gemm_scalar, [HET_PANEL_Q6C] = het_panel_gemm_scalar,
+        [HET_PANEL_Q4KC] = het_panel_gemm_scalar,
     },
     .panel_rows = 16,
 };

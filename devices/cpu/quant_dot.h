@@ -111,7 +111,12 @@ void het_q8r_quantize_scalar(const float *x, const struct het_q8r_layout *l, voi
  *               holds the top 2 bits of groups 4h..4h+3, group 4h+i at bits
  *               2i); then int8 sc[16][R][2] (the two 16-element halves);
  *               then fp16 d[2][R] (one per super-block).
- *               Value d * sc_half * (q - 32). */
+ *               Value d * sc_half * (q - 32).
+ *   Q4KC (q4_K, grp 8 = one super-block): per block nib[4][R][4] as U4N;
+ *               then uint8 sc[8][R] and uint8 m[8][R] interleaved per block
+ *               (sc of block j at j*2R, m at j*2R + R); then fp16 d[R] and
+ *               fp16 dmin[R]. Value d*sc*q - dmin*m (148 bytes per row and
+ *               super-block where the file has 144). */
 enum het_panel_kind {
     HET_PANEL_U4 = 0, /* q in 0..15: q4_0, q4_1, q4_K                         */
     HET_PANEL_U5,     /* q in 0..31: q5_0, q5_1, q5_K                         */
@@ -121,6 +126,7 @@ enum het_panel_kind {
     HET_PANEL_Q40,    /* compact q4_0                                         */
     HET_PANEL_Q80,    /* compact q8_0                                         */
     HET_PANEL_Q6C,    /* compact q6_K                                         */
+    HET_PANEL_Q4KC,   /* compact q4_K                                         */
     HET_PANEL_COUNT,
 };
 
@@ -136,11 +142,11 @@ struct het_panel_layout {
 
 static inline bool het_panel_is_compact(enum het_panel_kind k)
 {
-    return k == HET_PANEL_Q40 || k == HET_PANEL_Q80 || k == HET_PANEL_Q6C;
+    return k == HET_PANEL_Q40 || k == HET_PANEL_Q80 || k == HET_PANEL_Q6C || k == HET_PANEL_Q4KC;
 }
 
 /* Compact panels: blocks in group gi, and where the group's quants, half
- * scales (Q6C) and fp16 d start. */
+ * scales (Q6C) or sc/m bytes (Q4KC) and fp16 d start. */
 static inline int64_t het_cpanel_len(const struct het_panel_layout *l, int64_t gi)
 {
     const int64_t left = l->nb - gi * l->grp;
@@ -156,7 +162,18 @@ static inline size_t het_cpanel_sc_off(const struct het_panel_layout *l, int64_t
 }
 static inline size_t het_cpanel_d_off(const struct het_panel_layout *l, int64_t len)
 {
-    return (size_t)len * (l->blk_bytes + (l->kind == HET_PANEL_Q6C ? 2 * (size_t)l->R : 0));
+    const bool per_blk_sc = l->kind == HET_PANEL_Q6C || l->kind == HET_PANEL_Q4KC;
+    return (size_t)len * (l->blk_bytes + (per_blk_sc ? 2 * (size_t)l->R : 0));
+}
+/* Bytes of fp16 scales after the quants of a group of len blocks: one d per
+ * block (Q40, Q80), per super-block (Q6C), or d and dmin per super-block
+ * (Q4KC). */
+static inline size_t het_cpanel_d_bytes(const struct het_panel_layout *l, int64_t len)
+{
+    const size_t r = (size_t)l->R;
+    if (l->kind == HET_PANEL_Q6C) return 2 * r * (size_t)((len + 7) / 8);
+    if (l->kind == HET_PANEL_Q4KC) return 4 * r * (size_t)((len + 7) / 8);
+    return 2 * r * (size_t)len;
 }
 
 /* The panel kind whose formula the type follows (U4 for U4N types); false
@@ -183,6 +200,13 @@ void het_panel_gemm_scalar(const struct het_panel_layout *l, const void *panel, 
  * through the activation's off8), Q80 to signed ones. A kernel table entry
  * xexpand/xpanel exists only where the level has such a kernel. */
 static inline size_t het_xpanel_blk_bytes(int R) { return 72 * (size_t)R; }
+/* The K-quant wide forms carry two float vectors per block: Q4KC expands to
+ * quants 0..15, float d*sc[2R] and float -dmin*m[2R]; Q6C to quants 0..63
+ * and float d*sc_half[2][2R] (half 0, then half 1). */
+static inline size_t het_xpanel_kind_blk_bytes(enum het_panel_kind kind, int R)
+{
+    return kind == HET_PANEL_Q4KC || kind == HET_PANEL_Q6C ? 80 * (size_t)R : het_xpanel_blk_bytes(R);
+}
 /* Expand block range [b0, b1) of compact panels p0 and p1 (p1 NULL: zero
  * rows) into dst (block b0 first). */
 typedef void (*het_xexpand_fn)(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,

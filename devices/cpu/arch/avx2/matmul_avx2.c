@@ -634,10 +634,11 @@ const struct het_mm_kernels het_mm_kernels_avx2 = {
         [HET_PANEL_S8] = het_panel_s8_avx2, [HET_PANEL_U6] = het_panel_u6_avx2,
         [HET_PANEL_U4N] = het_panel_u4n_avx2, [HET_PANEL_Q40] = het_panel_q40_avx2,
         [HET_PANEL_Q80] = het_panel_q80_avx2, [HET_PANEL_Q6C] = het_panel_q6c_avx2,
+        [HET_PANEL_Q4KC] = het_panel_q4kc_avx2,
     },
     .panels = {
         [HET_PANEL_Q40] = het_panels_q40_avx2, [HET_PANEL_Q80] = het_panels_q80_avx2,
-        [HET_PANEL_Q6C] = het_panels_q6c_avx2,
+        [HET_PANEL_Q6C] = het_panels_q6c_avx2, [HET_PANEL_Q4KC] = het_panels_q4kc_avx2,
     },
     .panel_rows = 8,
     .xexpand = {[HET_PANEL_Q40] = het_xexpand_q40_avx2, [HET_PANEL_Q80] = het_xexpand_q80_avx2},

@@ -1,6 +1,6 @@
 /*
  * panel_compact_avx2.c — AVX2 kernels over the compact panels (Q40, Q80,
- * Q6C: the file's bytes, rows interleaved 8 at a time, see quant_dot.h) and
+ * Q6C, Q4KC: the file's bytes, rows interleaved 8 at a time, see quant_dot.h) and
  * over the wide panels that batch matmuls expand them into.
  *
  * Compact kernels serve decode and small batches: one 8-row panel against
@@ -205,6 +205,63 @@ HET_INLINE void het_q6c_t(const struct het_panel_layout *l, const uint8_t *panel
     for (int c = 0; c < NC; c++) _mm256_storeu_ps(out + ldo * (size_t)c, acc[c]);
 }
 
+/* ---- Q4KC: 8 rows of q4_K: d*sc*da*sum(q*a) - dmin*m*s --------------------------------
+ * The nibbles as Q40; the s16 pair sums start from 0 (8 * 2 * 15 * 127
+ * fits), the block's sc and m bytes scale the rows' d and dmin. */
+HET_INLINE __m256 het_ld_u8x8(const uint8_t *p)
+{
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
+HET_INLINE void het_q4kc_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a,
+                           float *out, size_t ldo, const int NC)
+{
+    const size_t bs = HET_Q8R_BS;
+    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(15);
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
+    const int64_t ng = (l->nb + l->grp - 1) / l->grp;
+    for (int64_t gi = 0; gi < ng; gi++) {
+        const int64_t len = het_cpanel_len(l, gi);
+        const uint8_t *grp = het_cpanel_grp(l, panel, gi);
+        const uint8_t *scm = grp + het_cpanel_sc_off(l, len);
+        const uint8_t *pd = grp + het_cpanel_d_off(l, len);
+        const __m256 dv = het_ld_h8(pd), mv = het_ld_h8(pd + 16);
+        for (int64_t j = 0; j < len; j++) {
+            const int64_t b = gi * l->grp + j;
+            const uint8_t *pb = grp + 128 * j;
+            het_prefetch_ahead(pb, j == len - 1 ? 5 : 2);
+            __m256i s[4];
+#pragma GCC unroll 4
+            for (int c = 0; c < NC; c++) s[c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; g++) {
+                const __m256i v = _mm256_load_si256((const __m256i *)(pb + 32 * g));
+                const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+#pragma GCC unroll 4
+                for (int c = 0; c < NC; c++) {
+                    const int8_t *qa = HET_QA(a[c], bs, b);
+                    s[c] = _mm256_add_epi16(s[c], _mm256_maddubs_epi16(lo, het_bc4(qa + 4 * g)));
+                    HET_KEEP(s[c]);
+                    s[c] = _mm256_add_epi16(s[c], _mm256_maddubs_epi16(hi, het_bc4(qa + 16 + 4 * g)));
+                    HET_KEEP(s[c]);
+                }
+            }
+            const __m256 dsc = _mm256_mul_ps(dv, het_ld_u8x8(scm + 16 * j));
+            const __m256 dm = _mm256_mul_ps(mv, het_ld_u8x8(scm + 16 * j + 8));
+#pragma GCC unroll 4
+            for (int c = 0; c < NC; c++) {
+                const struct het_q8r_meta *m = HET_MT(a[c], bs, b);
+                acc[c] = het_fscale(acc[c], _mm256_madd_epi16(s[c], ones), dsc, &m->d);
+                acc[c] = _mm256_fnmadd_ps(dm, _mm256_broadcast_ss(&m->s), acc[c]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) _mm256_storeu_ps(out + ldo * (size_t)c, acc[c]);
+}
+
 #define HET_COMPACT_DISPATCH(name, body)                                                             \
     void name(const struct het_panel_layout *l, const void *panel, const uint8_t *const *a, int nc,  \
               float *out)                                                                            \
@@ -235,9 +292,11 @@ HET_INLINE void het_q6c_t(const struct het_panel_layout *l, const uint8_t *panel
 HET_COMPACT_DISPATCH(het_panel_q40_avx2, het_q40_t)
 HET_COMPACT_DISPATCH(het_panel_q80_avx2, het_q80_t)
 HET_COMPACT_DISPATCH(het_panel_q6c_avx2, het_q6c_t)
+HET_COMPACT_DISPATCH(het_panel_q4kc_avx2, het_q4kc_t)
 HET_COMPACT_RUN(het_panels_q40_avx2, het_q40_t)
 HET_COMPACT_RUN(het_panels_q80_avx2, het_q80_t)
 HET_COMPACT_RUN(het_panels_q6c_avx2, het_q6c_t)
+HET_COMPACT_RUN(het_panels_q4kc_avx2, het_q4kc_t)
 
 /* ---- expansion to wide panels ------------------------------------------------------ */
 

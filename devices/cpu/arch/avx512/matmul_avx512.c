@@ -7,13 +7,15 @@
  * level also uses and so is tested everywhere). With AVX512-VNNI, vpdpbusd
  * replaces the vpmaddubsw/vpaddw/vpmaddwd chain for U4 and S8 (S8 then
  * biases the weights by +128 to make them unsigned and takes 128*sum(a)
- * back off). Everything else (GEMV, quantisation, float weights, U5) comes
- * from the AVX2 level. Kept deliberately close to the AVX2 code: this file
+ * back off). The compact and wide panel kernels (decode and prefill of
+ * q4_0, q8_0, q4_K, q6_K) are in panel_compact_avx512.c. Everything else
+ * (GEMV, quantisation, float weights, U5) comes from the AVX2 level. Kept deliberately close to the AVX2 code: this file
  * cannot run on machines without AVX-512, so each step mirrors a tested one.
  */
 #include <immintrin.h>
 #include <string.h>
 
+#include "devices/cpu/arch/avx512/panel_compact_avx512.h"
 #include "devices/cpu/quant_dot.h"
 
 #define HET_INLINE static inline __attribute__((always_inline))
@@ -279,6 +281,25 @@ const struct het_mm_kernels het_mm_kernels_avx512 = {
         [HET_PANEL_S8] = het_panel_s8_avx512,
         [HET_PANEL_U6] = het_panel_u6_avx512,
         [HET_PANEL_U4N] = het_panel_u4n_avx512,
+        [HET_PANEL_Q40] = het_panel_q40_avx512,
+        [HET_PANEL_Q80] = het_panel_q80_avx512,
+        [HET_PANEL_Q6C] = het_panel_q6c_avx512,
+        [HET_PANEL_Q4KC] = het_panel_q4kc_avx512,
+    },
+    .panels = {
+        [HET_PANEL_Q40] = het_panels_q40_avx512,
+        [HET_PANEL_Q80] = het_panels_q80_avx512,
+        [HET_PANEL_Q6C] = het_panels_q6c_avx512,
+        [HET_PANEL_Q4KC] = het_panels_q4kc_avx512,
     },
     .panel_rows = 16,
+    .xexpand = {
+        [HET_PANEL_Q40] = het_xexpand_q40_avx512, [HET_PANEL_Q80] = het_xexpand_q80_avx512,
+        [HET_PANEL_Q6C] = het_xexpand_q6c_avx512, [HET_PANEL_Q4KC] = het_xexpand_q4kc_avx512,
+    },
+    .xpanel = {
+        [HET_PANEL_Q40] = het_xpanel_q40_avx512, [HET_PANEL_Q80] = het_xpanel_q80_avx512,
+        [HET_PANEL_Q6C] = het_xpanel_q6c_avx512, [HET_PANEL_Q4KC] = het_xpanel_q4kc_avx512,
+    },
+    .xcols = 4,
 };
