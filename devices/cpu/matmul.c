@@ -15,12 +15,13 @@
  *     a at load time (a->extra, het_cpu_mul_mat_repack) the panels are used
  *     as they are, for every M: decode then runs at about 3x the GEMV rate.
  *     For q4_0 / q8_0 / q6_K they are compact (no more bytes than the
- *     file), and decode hands each thread's whole run of panels to one
+ *     file; q4_K 3% more), and decode hands each thread's whole run of panels to one
  *     kernel call that writes dst rows directly; or
  *   - for many rows of b (prefill), where the level has wide kernels:
  *     expands pairs of compact panels (load-time ones, or packed now) into
  *     wide byte panels in thread scratch, a group at a time, and runs the
- *     16-row x 3 wide kernel with all of M streaming past each panel (K is
+ *     wide kernel (2R rows x xcols: 16 x 3 on AVX2, 32 x 4 on AVX-512)
+ *     with all of M streaming past each panel (K is
  *     cut into chunks only for very long rows).
  * Every loop over rows, panels or M is cut into parts that the threads take
  * from the device's shared counter (het_cpu_part_first/next): whichever
