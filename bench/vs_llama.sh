@@ -1,0 +1,63 @@
+#!/bin/sh
+# vs_llama.sh — het's CPU beside llama.cpp's on the same GGUF files, in the
+# same run: for each file, ROUNDS rounds of `llama-bench -r 1` then
+# `hetrun bench -r 1` (interleaved, so both see the same machine load), then
+# one table row per file with the median and min-max of the rounds and het's
+# figures as a fraction of the bounds `hetrun bench` measured in the same
+# round (read bandwidth for tg, int8/F32 peaks for pp).
+#
+#   bench/vs_llama.sh LLAMA_BENCH HETRUN [-t THREADS] [-r ROUNDS] [-p PP] [-n TG] FILE...
+#
+# llama.cpp is built outside this repository (docs/ and bench/README.md say
+# how); nothing of it is part of het.
+set -eu
+[ $# -ge 3 ] || { echo "usage: $0 LLAMA_BENCH HETRUN [-t N] [-r N] [-p N] [-n N] FILE..." >&2; exit 2; }
+lb=$1 het=$2
+shift 2
+threads=2 rounds=3 pp=512 tg=128
+while [ $# -gt 0 ]; do
+    case $1 in
+    -t) threads=$2; shift 2 ;;
+    -r) rounds=$2; shift 2 ;;
+    -p) pp=$2; shift 2 ;;
+    -n) tg=$2; shift 2 ;;
+    *) break ;;
+    esac
+done
+[ $# -gt 0 ] || { echo "$0: no model files" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "$0: python3 is needed to read the JSON" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs; threads $threads;" \
+     "$rounds rounds; pp$pp tg$tg; load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+for f in "$@"; do
+    for r in $(seq "$rounds"); do
+        "$lb" -m "$f" -t "$threads" -p "$pp" -n "$tg" -r 1 -o jsonl >"$tmp/llama.$r" 2>"$tmp/llama.err" ||
+            { echo "$0: llama-bench failed on $f: $(tail -1 "$tmp/llama.err")" >&2; exit 1; }
+        HET_CALIBRATE=0 "$het" bench -m "$f" -t "$threads" -p "$pp" -n "$tg" -r 1 --device cpu --json >"$tmp/het.$r" 2>"$tmp/het.err" ||
+            { echo "$0: hetrun bench failed on $f: $(tail -1 "$tmp/het.err")" >&2; exit 1; }
+    done
+    python3 - "$f" "$tmp" "$rounds" "$pp" "$tg" <<'PY'
+import json, os, statistics as st, sys
+f, tmp, rounds, pp, tg = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+L = {"pp": [], "tg": []}; H = {"pp": [], "tg": []}; Hb = {"pp": [], "tg": []}
+for r in range(1, rounds + 1):
+    for line in open(os.path.join(tmp, "llama.%d" % r)):
+        j = json.loads(line)
+        if j.get("n_prompt") == pp and j.get("n_gen") == 0: L["pp"].append(j["avg_ts"])
+        if j.get("n_gen") == tg and j.get("n_prompt") == 0: L["tg"].append(j["avg_ts"])
+    h = json.load(open(os.path.join(tmp, "het.%d" % r)))
+    H["pp"].append(h["pp_tps"]); H["tg"].append(h["tg_tps"])
+    Hb["pp"].append(h["pp_tps"] / h["pp_bound_tps"] if h["pp_bound_tps"] else 0)
+    Hb["tg"].append(h["tg_tps"] / h["tg_bound_tps"] if h["tg_bound_tps"] else 0)
+def cell(v): return "%.1f (%.1f-%.1f)" % (st.median(v), min(v), max(v))
+row = [os.path.basename(f)]
+for k in ("pp", "tg"):
+    row += [cell(H[k]), cell(L[k]), "%.2fx" % (st.median(H[k]) / st.median(L[k])),
+            "%.0f%% (%.0f-%.0f)" % (100 * st.median(Hb[k]), 100 * min(Hb[k]), 100 * max(Hb[k]))]
+print("| " + " | ".join(row) + " |")
+PY
+done
+echo "columns: file | pp het | pp llama.cpp | het/llama.cpp | het pp / measured pp bound | tg het | tg llama.cpp |" \
+     "het/llama.cpp | het tg / measured tg bound; median (min-max) of the rounds, tok/s; load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
