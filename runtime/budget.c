@@ -13,7 +13,7 @@
  */
 #include "runtime/session_impl.h"
 
-#include "het/serve.h"
+#include "het/chat.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -124,4 +124,16 @@ env -u HET_DEVICES HET_CALIBRATE=0 "$hetrun" plan -m "$model" --json >"$tmp/auto
 python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if ','.join(d['name'] for d in j['devices'])
     == sys.argv[2] else 1)" "$tmp/auto.json" "$auto" && ok || bad "plan without --devices does not plan over auto ($auto)"
 
+# --help: each flag with its value placeholder and default; --version
+"$hetrun" run --help >"$tmp/help" 2>&1
+for pat in '-n, --n-predict N .*default: run 128' '--temp X .*default: 0.8' '--seed N .*default: 42' \
+           '-c, --ctx N .*default: min(' '--devices LIST .*default' '--policy NAME .*default'; do
+    grep -q -- "$pat" "$tmp/help" && ok || bad "run --help lacks /$pat/"
+done
+"$hetrun" serve --help >"$tmp/help" 2>&1
+grep -q -- '--parallel N .*default 4' "$tmp/help" && ok || bad "serve --help: --parallel without its default"
+"$hetrun" chat --help >"$tmp/help" 2>&1
+grep -q -- '--system TEXT .*default: none' "$tmp/help" && ok || bad "chat --help: --system without placeholder/default"
+"$hetrun" --version | grep -q '^hetrun [0-9][0-9.]* (libhet [0-9][0-9.]*)$' && ok || bad "hetrun --version: $("$hetrun" --version 2>&1)"
+
 finish

@@ -3,6 +3,8 @@
  */
 #include "tools/hetrun.h"
 
+#include "het/session.h"
+
 #include <string.h>
 
 static const struct {
@@ -20,6 +22,7 @@ static const struct {
     { "plan",     cmd_plan,     "show where each node of a graph runs and why" },
     { "calibrate", cmd_calibrate, "measure each device into a cost profile" },
     { "serve",    cmd_serve,    "serve the model over HTTP (OpenAI-compatible API)" },
+    { "chat",     cmd_chat,     "chat with the model on the terminal (its chat template)" },
 };
 
 static void usage(FILE *f)
@@ -35,6 +38,10 @@ int main(int argc, char **argv)
     if (argc < 2 || argv[1][0] == '-') {
         if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
             usage(stdout);
+            return 0;
+        }
+        if (argc >= 2 && !strcmp(argv[1], "--version")) {
+            printf("hetrun %s (libhet %s)\n", HET_VERSION, het_version());
             return 0;
         }
         return cmd_run(argc, argv); /* flags only: run */

@@ -70,6 +70,7 @@ struct hr_opts {
     const char *logit_bias;             /* --logit-bias "TOKEN=BIAS[,TOKEN=BIAS...]" */
     struct hr_plan_opts plan; /* --profile --pin --recalibrate --overlap (--ops) */
     bool        gpu_times;    /* --gpu-times: per-node Vulkan GPU time (gpu_times.c) */
+    const char *system;       /* chat --system: the system prompt        */
     int         argc_rest;    /* positional arguments left               */
     char      **argv_rest;
 };
@@ -161,5 +162,6 @@ int cmd_mkmodel(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 /* plan and calibrate live in cmd_plan.c / cmd_calibrate.c (see hr_profile.h) */
 int cmd_serve(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 
 #endif /* HETRUN_H */

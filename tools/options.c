@@ -52,6 +52,7 @@ static const struct flag flags[] = {
     { "-v|--verbose",   K_BOOL,  F(verbose),     0, 0,   "log decisions and fallbacks" },
     { "-r|--repetitions", K_INT, F(reps),        1, 1000, "bench repetitions" },
     { "--load",         K_INT,   F(load),        1, 1024, "bench: also measure beside N busy-loop processes (each repetition: quiet, then loaded)" },
+    { "--system",       K_STR,   F(system),      0, 0,   "chat: the system prompt" },
     { "--gpu-times",    K_BOOL,  F(gpu_times),   0, 0,   "print per-op and per-node Vulkan GPU times on stderr at the end" },
     { "--arch",         K_STR,   F(arch),        0, 0,   "mkmodel: llama | qwen2 | qwen3" },
     { "--preset",       K_STR,   F(preset),      0, 0,   "mkmodel: a named shape (qwen3-0.6b, tiny, ...)" },
@@ -106,6 +107,70 @@ static const struct flag flags[] = {
 };
 #undef F
 
+/* What --help shows beside each flag: its value placeholder and its default
+ * (by the flag's first name; a flag missing here shows a placeholder from
+ * its kind and no default). */
+static const struct flag_doc {
+    const char *name, *meta, *def;
+} flag_docs[] = {
+    { "-m",               "FILE",     "the bundled stories260K.gguf" },
+    { "-p",               "TEXT",     "\"Once upon a time\"" },
+    { "-f",               "FILE",     NULL },
+    { "-o",               "FILE",     NULL },
+    { "-n",               "N",        "run 128, chat 512 per reply, bench 128; serve: 256 per request" },
+    { "--temp",           "X",        "0.8" },
+    { "--top-k",          "N",        "40" },
+    { "--top-p",          "X",        "0.95" },
+    { "--seed",           "N",        "42" },
+    { "-t",               "N",        "the physical cores" },
+    { "-c",               "N",        "min(the model's training context, 4096)" },
+    { "--device",         "DEV",      NULL },
+    { "--devices",        "LIST",     "auto" },
+    { "--policy",         "NAME",     "fastest" },
+    { "--npu",            "MODE",     "$HET_NPU, else hardware" },
+    { "--stats",          "[=json]",  NULL },
+    { "-r",               "N",        "3" },
+    { "--system",         "TEXT",     "none" },
+    { "--arch",           "NAME",     "the preset's" },
+    { "--preset",         "NAME",     NULL },
+    { "--vocab",          "FILE",     NULL },
+    { "--type",           "TYPE",     "the preset's" },
+    { "--output-type",    "TYPE",     "the preset's" },
+    { "--n-layer",        "N",        "the preset's" },
+    { "--n-embd",         "N",        "the preset's" },
+    { "--n-head",         "N",        "the preset's" },
+    { "--n-head-kv",      "N",        "the preset's" },
+    { "--head-dim",       "N",        "the preset's" },
+    { "--n-ff",           "N",        "the preset's" },
+    { "--host",           "ADDR",     "127.0.0.1" },
+    { "--port",           "N",        "8080" },
+    { "--parallel",       "N",        "4" },
+    { "--queue",          "N",        "64" },
+    { "--max-conns",      "N",        "64" },
+    { "--batch",          "N",        "serve 512, plan 128" },
+    { "--long-model",     "FILE",     NULL },
+    { "--long-threshold", "N",        NULL },
+    { "--long-devices",   "LIST",     NULL },
+    { "--long-ctx",       "N",        NULL },
+    { "--long-parallel",  "N",        NULL },
+    { "--phase",          "NAME",     NULL },
+    { "--past",           "N",        NULL },
+    { "--profile",        "FILE[,FILE]", "the cached profile, else a quick calibration" },
+    { "--pin",            "PATTERN=DEV[,...]", "none" },
+    { "--plot",           "DIR",      NULL },
+    { "--types",          "LIST",     "a default set" },
+    { "--accuracy-budget", "KL",      "none" },
+    { "--sensitivity",    "SOURCE",   NULL },
+};
+
+static const struct flag_doc *flag_doc(const struct flag *f)
+{
+    size_t n = strcspn(f->name, "|");
+    for (size_t i = 0; i < sizeof flag_docs / sizeof flag_docs[0]; i++)
+        if (strlen(flag_docs[i].name) == n && !strncmp(flag_docs[i].name, f->name, n)) return &flag_docs[i];
+    return NULL;
+}
+
 static bool name_matches(const char *spec, const char *arg, size_t arglen)
 {
     const char *p = spec;
@@ -145,9 +210,26 @@ void hr_error(const struct hr_opts *o, const char *fmt, ...)
 
 static void print_help(const char *cmd, const char *allowed)
 {
+    static const char *const kind_meta[] = { [K_STR] = "TEXT", [K_INT] = "N", [K_FLOAT] = "X", [K_U64] = "N",
+                                             [K_BOOL] = NULL, [K_OPTSTR] = "[=TEXT]" };
     printf("usage: hetrun %s [options]\n", cmd);
-    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
-        if (allowed_flag(allowed, &flags[i])) printf("  %-22s %s\n", flags[i].name, flags[i].help);
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        const struct flag *f = &flags[i];
+        if (!allowed_flag(allowed, f)) continue;
+        const struct flag_doc *d = flag_doc(f);
+        const char *meta = d && d->meta ? d->meta : kind_meta[f->kind];
+        char names[64], left[96];
+        size_t k = 0;
+        for (const char *c = f->name; *c && k + 3 < sizeof names; c++) {
+            if (*c == '|') { names[k++] = ','; names[k++] = ' '; }
+            else names[k++] = *c;
+        }
+        names[k] = 0;
+        snprintf(left, sizeof left, "%s%s%s", names, meta && meta[0] != '[' ? " " : "", meta ? meta : "");
+        printf("  %-28s %s", left, f->help);
+        if (d && d->def && !strstr(f->help, "default")) printf(" (default: %s)", d->def);
+        putchar('\n');
+    }
 }
 
 static bool set_value(struct hr_opts *o, const struct flag *f, const char *flagname, const char *v)

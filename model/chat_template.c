@@ -2,18 +2,59 @@
  * chat_template.c — turning chat messages into one prompt text for the
  * template families we recognise (ChatML/Qwen, Llama-2, Llama-3), with a
  * plain transcript for models without a template, and tokenizing prompts
- * the way `hetrun run` does so both give the same tokens.
+ * the way `hetrun run` does so both give the same tokens (het/chat.h; used
+ * by `hetrun chat` and the server).
  *
  * The GGUF's tokenizer.chat_template is Jinja; rather than run it we look
  * for each family's marker tokens, which is what the templates in the wild
  * differ by.
  */
-#include "het/serve.h"
+#include "het/chat.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve/strbuf.h"
+/* A growable text; an allocation failure sets oom and later appends do nothing. */
+struct text {
+    char  *p;
+    size_t len, cap;
+    bool   oom;
+};
+
+static void text_append(struct text *b, const char *s, size_t n)
+{
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+static void text_puts(struct text *b, const char *s) { text_append(b, s, strlen(s)); }
+
+static void text_printf(struct text *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_printf(struct text *b, const char *fmt, ...)
+{
+    char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n >= (int)sizeof buf) n = (int)sizeof buf - 1; /* roles are short */
+    if (n > 0) text_append(b, buf, (size_t)n);
+}
 
 enum het_chat_format het_chat_format_detect(const char *tmpl)
 {
@@ -35,34 +76,34 @@ const char *het_chat_format_name(enum het_chat_format f)
     return "plain";
 }
 
-static void put_content(struct het_strbuf *b, const struct het_chat_msg *m)
+static void put_content(struct text *b, const struct het_chat_msg *m)
 {
-    het_strbuf_append(b, m->content, m->len);
+    text_append(b, m->content, m->len);
 }
 
-static void render_chatml(struct het_strbuf *b, const struct het_chat_msg *msgs, int n)
+static void render_chatml(struct text *b, const struct het_chat_msg *msgs, int n)
 {
     for (int i = 0; i < n; i++) {
-        het_strbuf_printf(b, "<|im_start|>%s\n", msgs[i].role);
+        text_printf(b, "<|im_start|>%s\n", msgs[i].role);
         put_content(b, &msgs[i]);
-        het_strbuf_puts(b, "<|im_end|>\n");
+        text_puts(b, "<|im_end|>\n");
     }
-    het_strbuf_puts(b, "<|im_start|>assistant\n");
+    text_puts(b, "<|im_start|>assistant\n");
 }
 
-static void render_llama3(struct het_strbuf *b, const struct het_chat_msg *msgs, int n)
+static void render_llama3(struct text *b, const struct het_chat_msg *msgs, int n)
 {
     for (int i = 0; i < n; i++) {
-        het_strbuf_printf(b, "<|start_header_id|>%s<|end_header_id|>\n\n", msgs[i].role);
+        text_printf(b, "<|start_header_id|>%s<|end_header_id|>\n\n", msgs[i].role);
         put_content(b, &msgs[i]);
-        het_strbuf_puts(b, "<|eot_id|>");
+        text_puts(b, "<|eot_id|>");
     }
-    het_strbuf_puts(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    text_puts(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 /* Llama-2: the system message is folded into the first user turn; each
  * finished exchange is closed with </s> and the next opened with <s>. */
-static void render_llama2(struct het_strbuf *b, const struct het_chat_msg *msgs, int n)
+static void render_llama2(struct text *b, const struct het_chat_msg *msgs, int n)
 {
     const struct het_chat_msg *sys = NULL;
     bool open = false; /* inside [INST] ... awaiting [/INST] */
@@ -71,18 +112,18 @@ static void render_llama2(struct het_strbuf *b, const struct het_chat_msg *msgs,
         if (!strcmp(m->role, "system")) {
             sys = m;
         } else if (!strcmp(m->role, "assistant")) {
-            if (open) het_strbuf_puts(b, " [/INST]");
-            het_strbuf_puts(b, " ");
+            if (open) text_puts(b, " [/INST]");
+            text_puts(b, " ");
             put_content(b, m);
-            het_strbuf_puts(b, " </s><s>");
+            text_puts(b, " </s><s>");
             open = false;
         } else {
-            if (open) het_strbuf_puts(b, " [/INST]");
-            het_strbuf_puts(b, "[INST] ");
+            if (open) text_puts(b, " [/INST]");
+            text_puts(b, "[INST] ");
             if (sys) {
-                het_strbuf_puts(b, "<<SYS>>\n");
+                text_puts(b, "<<SYS>>\n");
                 put_content(b, sys);
-                het_strbuf_puts(b, "\n<</SYS>>\n\n");
+                text_puts(b, "\n<</SYS>>\n\n");
                 sys = NULL;
             }
             put_content(b, m);
@@ -90,40 +131,45 @@ static void render_llama2(struct het_strbuf *b, const struct het_chat_msg *msgs,
         }
     }
     if (sys) { /* only a system message: treat it as the instruction */
-        het_strbuf_puts(b, "[INST] ");
+        text_puts(b, "[INST] ");
         put_content(b, sys);
         open = true;
     }
-    if (open) het_strbuf_puts(b, " [/INST]");
+    if (open) text_puts(b, " [/INST]");
 }
 
-static void render_plain(struct het_strbuf *b, const struct het_chat_msg *msgs, int n)
+static void render_plain(struct text *b, const struct het_chat_msg *msgs, int n)
 {
     for (int i = 0; i < n; i++) {
         const struct het_chat_msg *m = &msgs[i];
         if (!strcmp(m->role, "system")) {
             put_content(b, m);
-            het_strbuf_puts(b, "\n\n");
+            text_puts(b, "\n\n");
             continue;
         }
-        het_strbuf_puts(b, !strcmp(m->role, "assistant") ? "Assistant: " : "User: ");
+        text_puts(b, !strcmp(m->role, "assistant") ? "Assistant: " : "User: ");
         put_content(b, m);
-        het_strbuf_puts(b, "\n");
+        text_puts(b, "\n");
     }
-    het_strbuf_puts(b, "Assistant:");
+    text_puts(b, "Assistant:");
 }
 
 char *het_chat_render(enum het_chat_format f, const struct het_chat_msg *msgs, int n, size_t *len)
 {
     if (n <= 0) return NULL;
-    struct het_strbuf b = { 0 };
+    struct text b = { 0 };
     switch (f) {
     case HET_CHAT_CHATML: render_chatml(&b, msgs, n); break;
     case HET_CHAT_LLAMA2: render_llama2(&b, msgs, n); break;
     case HET_CHAT_LLAMA3: render_llama3(&b, msgs, n); break;
     case HET_CHAT_PLAIN:  render_plain(&b, msgs, n); break;
     }
-    return het_strbuf_take(&b, len);
+    if (b.oom || !b.p) {
+        free(b.p);
+        return NULL;
+    }
+    if (len) *len = b.len;
+    return b.p;
 }
 
 enum het_status het_prompt_tokenize(const het_tokenizer *t, const char *text, size_t len, int32_t **ids,
