@@ -25,12 +25,12 @@ static int32_t greedy_after(het_context *ctx, const int32_t *ids, int32_t n, int
 static void test_open_and_generate(const char *path)
 {
     het_error err = { 0 };
-    struct het_session_params p = { .model_path = path, .n_threads = 1, .open_context = true };
+    struct het_session_params p = { .model_path = path, .devices = "cpu", .n_threads = 1, .open_context = true };
     het_session *s = het_session_open(&p, &err);
     CHECK(s != NULL, "open: %s", err.msg);
     if (!s) return;
     CHECK(het_session_n_devices(s) == 1 && het_device_kind(het_session_device(s, 0)) == HET_DEVICE_CPU,
-          "default device set is the CPU alone");
+          "the CPU alone");
     CHECK(het_session_profile(s, 0) == NULL, "one device needs no profile");
     CHECK(het_session_budget(s) == NULL, "no budget asked for");
     CHECK(het_session_pool(s) != NULL && het_model_pool(het_session_model(s)) == het_session_pool(s),
@@ -80,14 +80,15 @@ static void test_errors(const char *path)
     expect_error(&(struct het_session_params){ .model_path = NULL }, HET_ERR_INVALID, "no model path");
     expect_error(&(struct het_session_params){ .model_path = path, .devices = "tpu" }, HET_ERR_INVALID,
                  "device 'tpu'");
-    expect_error(&(struct het_session_params){ .model_path = path, .policy = "random" }, HET_ERR_INVALID,
+    expect_error(&(struct het_session_params){ .model_path = path, .devices = "cpu", .policy = "random" }, HET_ERR_INVALID,
                  "policy 'random'");
-    expect_error(&(struct het_session_params){ .model_path = path, .policy = "single:vulkan" }, HET_ERR_INVALID,
+    expect_error(&(struct het_session_params){ .model_path = path, .devices = "cpu", .policy = "single:vulkan" }, HET_ERR_INVALID,
                  "no such device");
-    expect_error(&(struct het_session_params){ .model_path = path, .pins = "attn*" }, HET_ERR_INVALID, "attn*");
-    expect_error(&(struct het_session_params){ .model_path = path, .n_ctx = 1 << 30, .n_parallel = 64 },
+    expect_error(&(struct het_session_params){ .model_path = path, .devices = "cpu", .pins = "attn*" }, HET_ERR_INVALID, "attn*");
+    expect_error(&(struct het_session_params){ .model_path = path, .devices = "cpu", .n_ctx = 1 << 30,
+                                               .n_parallel = 64 },
                  HET_ERR_NOMEM, "lower the context length or the parallel sequences");
-    expect_error(&(struct het_session_params){ .model_path = path, .pool_backings = "floppy" }, HET_ERR_INVALID,
+    expect_error(&(struct het_session_params){ .model_path = path, .devices = "cpu", .pool_backings = "floppy" }, HET_ERR_INVALID,
                  "floppy");
 }
 
