@@ -36,7 +36,8 @@ static enum het_status load_files(const char *list, het_profile **out, int max, 
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save)) {
         int got = 0;
-        enum het_status st = het_profile_load_all(tok, out + n, max - n, &got, err);
+        enum het_status st = het_profile_what_if_desc(tok) ? het_profile_what_if(tok, out + n, max - n, &got, err)
+                                                           : het_profile_load_all(tok, out + n, max - n, &got, err);
         if (st != HET_OK) {
             for (int i = 0; i < n; i++) het_profile_free(out[i]);
             return st;

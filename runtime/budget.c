@@ -87,7 +87,7 @@ enum het_status het_session_budget_open(het_session *s, het_error *err)
     if (st != HET_OK) return st;
     if (lossy < 0) b->why_not = "no lossy device (npu) in the device set";
     else if (exact < 0) b->why_not = "no exact device in the set to keep nodes on";
-    else if (pol.policy == HET_POLICY_ALTERNATE) b->why_not = "the alternate policy ignores it";
+    else if (pol.policy && !pol.policy->honours_budget) b->why_not = "the policy ignores it";
     if (b->why_not) {
         het_session_log(s, "accuracy budget %g: %s; it has no effect", b->budget_kl, b->why_not);
         return HET_OK;

@@ -115,7 +115,7 @@ static enum het_status measure_group(het_model *m, const struct het_sensitivity_
     struct het_plan_pin pin = { .device = r->lossy };
     snprintf(pin.pattern, sizeof pin.pattern, "%s", pattern);
     struct het_sched_params sp = {
-        .devices = r->devices, .n_devices = r->n_devices, .policy = HET_POLICY_SINGLE, .single = r->exact,
+        .devices = r->devices, .n_devices = r->n_devices, .policy = &het_policy_single, .policy_device = r->exact,
         .profiles = r->profiles, .pins = &pin, .n_pins = 1,
     };
     het_sched *s = het_sched_init(&sp, err);

@@ -136,19 +136,12 @@ static enum het_status open_pool(het_session *s, het_error *err)
 enum het_status het_policy_parse(const char *spec, het_device *const *devs, int n, struct het_sched_params *sp,
                                  het_error *err)
 {
-    if (!spec || !strcmp(spec, "fastest")) sp->policy = HET_POLICY_FASTEST;
-    else if (!strcmp(spec, "first")) sp->policy = HET_POLICY_FIRST;
-    else if (!strcmp(spec, "alternate")) sp->policy = HET_POLICY_ALTERNATE;
-    else if (!strncmp(spec, "single:", 7)) {
-        sp->policy = HET_POLICY_SINGLE;
-        sp->single = -1;
-        for (int i = 0; i < n && sp->single < 0; i++)
-            if (!strncmp(het_device_name(devs[i]), spec + 7, strlen(spec + 7))) sp->single = i;
-        if (sp->single < 0) return het_error_set(err, HET_ERR_INVALID, "policy %s: no such device in the set", spec);
-    } else {
-        return het_error_set(err, HET_ERR_INVALID, "policy '%s': unknown (fastest, first, single:DEV, alternate)", spec);
-    }
-    return HET_OK;
+    const char *names[HET_SESSION_MAX_DEVICES];
+    if (n > HET_SESSION_MAX_DEVICES) n = HET_SESSION_MAX_DEVICES;
+    for (int i = 0; i < n; i++) names[i] = het_device_name(devs[i]);
+    enum het_status st = het_policy_from_name(spec, names, n, &sp->policy, &sp->policy_device, err);
+    if (st != HET_OK && err) het_error_prefix(err, "policy");
+    return st;
 }
 
 static enum het_status make_sched(het_session *s, het_error *err)
@@ -175,7 +168,7 @@ static enum het_status make_sched(het_session *s, het_error *err)
         bool measured = true;
         for (int i = 0; i < s->n_devices; i++)
             measured &= !het_device_get_caps(s->devices[i])->host_timed || het_profile_is_measured(s->profiles[i]);
-        sp.online = sp.policy == HET_POLICY_FASTEST && measured;
+        sp.online = (!sp.policy || sp.policy == &het_policy_fastest) && measured;
         s->save_learned = sp.online && !s->p.profiles; /* profiles from files are the caller's */
     }
     if (s->p.pins) {

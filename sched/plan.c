@@ -29,6 +29,8 @@ struct prod { int node; double bytes; };
 
 struct ctx {
     const struct het_plan_params *p;
+    const struct het_policy *pol;   /* p->policy, or fastest */
+    bool             disabled[MAXD];
     const het_graph *g;
     int              n, nd;
     struct het_handoff_table ho;
@@ -233,6 +235,14 @@ static int first_capable(const struct ctx *c, int i)
     return -1;
 }
 
+/* The device the policy wants for node i (prev: the previous node's device). */
+static int policy_wanted(const struct ctx *c, int i, int prev)
+{
+    struct het_policy_ctx pc = { .n_devices = c->nd, .device = c->pol->takes_device ? c->p->policy_device : -1,
+                                 .cost = &c->cost[(size_t)i * c->nd], .disabled = c->disabled, .prev = prev };
+    return c->pol->wanted(&pc);
+}
+
 /* Costs of every node on every device (NAN: cannot run), and the device the
  * policy or a pin wants (-1: any). */
 static enum het_status node_costs(struct ctx *c, struct het_plan *out, het_error *err)
@@ -258,9 +268,7 @@ static enum het_status node_costs(struct ctx *c, struct het_plan *out, het_error
                                  het_op_name(t->op), t->name, t->src[0] ? het_type_name(t->src[0]->type) : "-");
         int pin = het_plan_pin_match(c->p->pins, c->p->n_pins, t);
         c->flags[i] = pin >= 0 ? HET_PLAN_PINNED : 0;
-        c->wanted[i] = (int16_t)(pin >= 0 ? c->p->pins[pin].device
-                                 : c->p->policy == HET_PLAN_SINGLE ? c->p->single
-                                 : c->p->policy == HET_PLAN_FIRST ? first_capable(c, i) : -1);
+        c->wanted[i] = (int16_t)(pin >= 0 ? c->p->pins[pin].device : c->pol->sequential ? -1 : policy_wanted(c, i, -1));
     }
     return HET_OK;
 }
@@ -518,16 +526,16 @@ static void plan_list(const struct ctx *c, int *assign)
 }
 
 /* ---------------------------------------------------------------------------
- * alternate: change device at every split                                   */
+ * sequential policies (alternate): node by node, each after its predecessor */
 
-static enum het_status plan_alternate(struct ctx *c, int *assign, het_error *err)
+static enum het_status plan_sequential(struct ctx *c, int *assign, het_error *err)
 {
     int cur = -1;
     for (int i = 0; i < c->n; i++) {
         int want = c->wanted[i];
         if (want < 0) {
-            want = cur < 0 ? 0 : (cur + 1) % c->nd;
-            for (int k = 0; k < c->nd && c->p->devices[want].disabled; k++) want = (want + 1) % c->nd;
+            want = policy_wanted(c, i, cur);
+            if (want < 0 || want >= c->nd) want = first_capable(c, i);
             c->wanted[i] = (int16_t)want;
         }
         int d = want;
@@ -595,9 +603,11 @@ static enum het_status ctx_init(struct ctx *c, const struct het_plan_params *p, 
     c->nd = p->n_devices;
     if (c->nd < 1 || c->nd > MAXD || !p->supports)
         return het_error_set(err, HET_ERR_INVALID, "plan: need 1..%d devices and a supports callback", MAXD);
-    if (p->policy == HET_PLAN_SINGLE && (p->single < 0 || p->single >= c->nd))
-        return het_error_set(err, HET_ERR_INVALID, "plan: single-device policy names device %d of %d", p->single,
-                             c->nd);
+    c->pol = p->policy ? p->policy : &het_policy_fastest;
+    if (c->pol->takes_device && (p->policy_device < 0 || p->policy_device >= c->nd))
+        return het_error_set(err, HET_ERR_INVALID, "plan: policy %s names device %d of %d", c->pol->name,
+                             p->policy_device, c->nd);
+    for (int d = 0; d < c->nd; d++) c->disabled[d] = p->devices[d].disabled;
     if (p->handoffs) c->ho = *p->handoffs;
     else het_handoff_table_from_profiles(&c->ho, p->devices, c->nd);
     device_figures(c);
@@ -628,24 +638,59 @@ static void ctx_free(struct ctx *c)
     free(c->kl); free(c->group); free(c->cand);
 }
 
+static double plan_total(const struct ctx *c, const int *assign)
+{
+    return c->p->overlap && c->nd > 1 ? simulate(c, assign) : evaluate(c, assign, NULL);
+}
+
+/* A placement that mixes devices must beat the best one-device placement
+ * (each node on d where d can run it and nothing wants another device) by
+ * params->single_margin, else that one is taken: a mixed plan predicted a
+ * little faster is, within the predictions' error, as likely slower.
+ * alt: n work entries. True when it replaced assign. */
+static bool prefer_one_device(const struct ctx *c, int *assign, int *alt)
+{
+    const double mixed = plan_total(c, assign);
+    double best = INFINITY;
+    int best_d = -1;
+    for (int d = 0; d < c->nd; d++) {
+        bool differs = false;
+        for (int i = 0; i < c->n; i++) {
+            alt[i] = isnan(C(c, i, d)) ? assign[i] : d;
+            differs |= alt[i] != assign[i];
+        }
+        double v = differs ? plan_total(c, alt) : INFINITY;
+        if (v < best) {
+            best = v;
+            best_d = d;
+        }
+    }
+    if (best_d < 0 || !(best <= mixed * (1 + c->p->single_margin))) return false;
+    for (int i = 0; i < c->n; i++) assign[i] = isnan(C(c, i, best_d)) ? assign[i] : best_d;
+    return true;
+}
+
 static enum het_status place_once(struct ctx *c, struct het_plan *out, int *assign, het_error *err)
 {
-    if (c->p->policy == HET_PLAN_ALTERNATE) {
-        out->method = "alternate";
-        return plan_alternate(c, assign, err);
+    if (c->pol->sequential) {
+        out->method = c->pol->name;
+        return plan_sequential(c, assign, err);
     }
     enum het_status st = restrict_to_wanted(c, err);
     if (st != HET_OK) return st;
     out->method = "dp";
     if (isnan(plan_dp(c, assign, err))) return HET_ERR_NOMEM;
-    if (!c->p->overlap || c->nd < 2) return HET_OK;
+    if (c->nd < 2 || (!c->p->overlap && !(c->p->single_margin > 0))) return HET_OK;
     int *alt = malloc((size_t)c->n * sizeof *alt);
     if (!alt) return het_error_set(err, HET_ERR_NOMEM, "plan: out of memory");
-    plan_list(c, alt);
-    if (simulate(c, alt) < simulate(c, assign) - 1e-9) {
-        memcpy(assign, alt, (size_t)c->n * sizeof *alt);
-        out->method = "list";
+    if (c->p->overlap) {
+        plan_list(c, alt);
+        if (simulate(c, alt) < simulate(c, assign) - 1e-9) {
+            memcpy(assign, alt, (size_t)c->n * sizeof *alt);
+            out->method = "list";
+        }
     }
+    if (c->p->single_margin > 0 && prefer_one_device(c, assign, alt)) out->method = "one device";
     free(alt);
     return HET_OK;
 }
@@ -683,8 +728,7 @@ static void node_kl(struct ctx *c)
     const struct het_sensitivity *s = a->sens;
     const int ng = s ? s->n_groups : 0;
     const double dflt = a->node_kl > 0 ? a->node_kl : HET_PLAN_DEFAULT_NODE_KL;
-    const enum het_plan_policy pol = c->p->policy;
-    const bool explicit_single = pol == HET_PLAN_SINGLE && c->lossy[c->p->single];
+    const bool explicit_lossy = c->pol->takes_device && c->lossy[c->p->policy_device]; /* asked for by name */
     int count[HET_SENSITIVITY_MAX] = { 0 };
     for (int i = 0; i < c->n; i++) {
         c->group[i] = -1;
@@ -697,7 +741,7 @@ static void node_kl(struct ctx *c)
                 c->group[i] = (int16_t)k;
                 count[k]++;
             }
-        c->cand[i] = !(c->flags[i] & HET_PLAN_PINNED) && pol != HET_PLAN_ALTERNATE && !explicit_single &&
+        c->cand[i] = !(c->flags[i] & HET_PLAN_PINNED) && c->pol->honours_budget && !explicit_lossy &&
                      capable(c, i, false);
     }
     for (int i = 0; i < c->n; i++)
@@ -707,7 +751,7 @@ static void node_kl(struct ctx *c)
 static bool budget_active(const struct ctx *c)
 {
     const struct het_plan_accuracy *a = c->p->accuracy;
-    if (!a || !(a->budget_kl >= 0) || c->p->policy == HET_PLAN_ALTERNATE) return false;
+    if (!a || !(a->budget_kl >= 0) || !c->pol->honours_budget) return false;
     for (int d = 0; d < c->nd; d++)
         if (c->lossy[d]) return true;
     return false;

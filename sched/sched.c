@@ -46,9 +46,10 @@ static enum het_status check_params(const struct het_sched_params *params, het_e
     if (params->n_devices < 1 || params->n_devices > HET_MAX_DEVICES)
         return het_error_set(err, HET_ERR_INVALID, "sched: need 1..%d devices, got %d", HET_MAX_DEVICES,
                              params->n_devices);
-    if (params->policy == HET_POLICY_SINGLE && (params->single < 0 || params->single >= params->n_devices))
-        return het_error_set(err, HET_ERR_INVALID, "sched: single-device policy names device %d of %d",
-                             params->single, params->n_devices);
+    if (params->policy && params->policy->takes_device &&
+        (params->policy_device < 0 || params->policy_device >= params->n_devices))
+        return het_error_set(err, HET_ERR_INVALID, "sched: policy %s names device %d of %d", params->policy->name,
+                             params->policy_device, params->n_devices);
     if (params->n_pins < 0 || params->n_pins > HET_SCHED_MAX_PINS || (params->n_pins && !params->pins))
         return het_error_set(err, HET_ERR_INVALID, "sched: %d pins (at most %d)", params->n_pins, HET_SCHED_MAX_PINS);
     for (int i = 0; i < params->n_pins; i++)
@@ -280,16 +281,6 @@ static bool supports_cb(void *user, int d, const struct het_tensor *node)
     return het_device_supports_op(s->devices[d], node);
 }
 
-static enum het_plan_policy plan_policy(enum het_policy_kind k)
-{
-    switch (k) {
-    case HET_POLICY_FIRST:     return HET_PLAN_FIRST;
-    case HET_POLICY_SINGLE:    return HET_PLAN_SINGLE;
-    case HET_POLICY_ALTERNATE: return HET_PLAN_ALTERNATE;
-    default:                   return HET_PLAN_FASTEST;
-    }
-}
-
 static void log_fallbacks(het_sched *s, const het_graph *g, const struct het_plan *plan)
 {
     for (int i = 0; i < plan->n_nodes; i++) {
@@ -308,12 +299,13 @@ static enum het_status build_plan(het_sched *s, const het_graph *g, struct het_p
     struct het_plan_device devs[HET_MAX_DEVICES];
     for (int i = 0; i < s->n_devices; i++)
         devs[i] = (struct het_plan_device){ s->devices[i]->name, s->profiles[i], (s->disabled >> i & 1u) != 0 };
-    int single = s->params.single;
-    enum het_plan_policy pol = plan_policy(s->params.policy);
-    if (pol == HET_PLAN_SINGLE && (s->disabled >> single & 1u)) pol = HET_PLAN_FASTEST; /* its device failed */
+    const struct het_policy *pol = s->params.policy ? s->params.policy : &het_policy_fastest;
+    int dev = s->params.policy_device;
+    if (pol->takes_device && (s->disabled >> dev & 1u)) pol = &het_policy_fastest; /* its device failed */
     struct het_plan_params pp = {
         .devices = devs, .n_devices = s->n_devices, .supports = supports_cb, .supports_user = s,
-        .policy = pol, .single = single, .pins = s->pins, .n_pins = s->params.n_pins,
+        .policy = pol, .policy_device = dev, .single_margin = HET_SCHED_SINGLE_MARGIN,
+        .pins = s->pins, .n_pins = s->params.n_pins,
         .strict = strict, .overlap = s->params.overlap && !s->measure, .accuracy = s->params.accuracy,
     };
     double t0 = het_now_us();

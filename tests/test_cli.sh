@@ -136,4 +136,14 @@ grep -q -- '--parallel N .*default 4' "$tmp/help" && ok || bad "serve --help: --
 grep -q -- '--system TEXT .*default: none' "$tmp/help" && ok || bad "chat --help: --system without placeholder/default"
 "$hetrun" --version | grep -q '^hetrun [0-9][0-9.]* (libhet [0-9][0-9.]*)$' && ok || bad "hetrun --version: $("$hetrun" --version 2>&1)"
 
+# what-if: a reference machine's simulated devices only, labelled unmeasured
+"$hetrun" plan -m "$model" --profile ryzen-ai-7040 --phase prefill --batch 16 --json >"$tmp/wi.json" 2>/dev/null
+python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sim={d['name'] for d in j['devices'] if d['simulated']}
+sys.exit(0 if j['what_if'] == 'ryzen-ai-7040' and sim == {'zen4','radeon780m','xdna1'} and
+    all(n['device'] in sim for n in j['nodes']) and
+    all('what-if ryzen-ai-7040 (unmeasured)' in d['profile'] for d in j['devices'] if d['simulated']) else 1)" \
+    "$tmp/wi.json" && ok || bad "plan --profile ryzen-ai-7040: not a plan over the what-if devices alone"
+"$hetrun" plan -m "$model" --profile ryzen-ai-7040 >"$tmp/wi.txt" 2>&1
+grep -q "simulated (unmeasured) figures" "$tmp/wi.txt" && ok || bad "plan --profile ryzen-ai-7040 does not say what is simulated"
+
 finish

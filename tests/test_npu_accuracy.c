@@ -69,8 +69,8 @@ static bool side_open(struct side *s, const char *path, bool with_npu, int n_ctx
     if (!s->dev[s->n_dev - 1] || !s->dev[0]) return false;
     /* with the NPU: every matmul pinned to it; what it cannot run falls back to the CPU */
     struct het_plan_pin pin = { "mul_mat", 1 };
-    struct het_sched_params sp = { .devices = s->dev, .n_devices = s->n_dev, .policy = HET_POLICY_SINGLE,
-                                   .single = 0, .pins = &pin, .n_pins = with_npu };
+    struct het_sched_params sp = { .devices = s->dev, .n_devices = s->n_dev, .policy = &het_policy_single,
+                                   .policy_device = 0, .pins = &pin, .n_pins = with_npu };
     s->sched = het_sched_init(&sp, &err);
     CHECK(s->sched != NULL, "sched: %s", err.msg);
     if (!s->sched) return false;

@@ -77,7 +77,7 @@ static bool rig_open(struct rig *r, bool online)
     r->model = het_model_load(het_test_source("models/stories260K.gguf"), &err);
     CHECK(r->model != NULL, "load: %s", err.msg);
     if (!r->model || !make_profiles(r)) return false;
-    struct het_sched_params sp = { .devices = r->dev, .n_devices = 2, .policy = HET_POLICY_FASTEST,
+    struct het_sched_params sp = { .devices = r->dev, .n_devices = 2, .policy = &het_policy_fastest,
                                    .profiles = (const het_profile *const *)r->prof, .online = online };
     r->sched = het_sched_init(&sp, &err);
     CHECK(r->sched != NULL, "sched: %s", err.msg);

@@ -296,8 +296,8 @@ static void test_pins_and_policies(void)
     CHECK(plan.n_fallbacks == 0, "routing by the fastest policy is not a fallback");
 
     /* single:cpu, and no device at all */
-    f.pp.policy = HET_PLAN_SINGLE;
-    f.pp.single = 0;
+    f.pp.policy = &het_policy_single;
+    f.pp.policy_device = 0;
     CHECK(het_plan_build(&f.pp, g, &plan, &err) == HET_OK && plan.n_splits == 1 && plan.nodes[0].device == 0,
           "single: one split on the cpu");
     f.sup.mask[0] &= ~(1u << HET_OP_RMS_NORM);
@@ -306,11 +306,11 @@ static void test_pins_and_policies(void)
     f.sup.mask[0] = f.sup.mask[1] = ~0u;
 
     /* alternate: a change of device at every node */
-    f.pp.policy = HET_PLAN_ALTERNATE;
+    f.pp.policy = &het_policy_alternate;
     CHECK(het_plan_build(&f.pp, g, &plan, &err) == HET_OK && plan.n_splits == 3 && plan.nodes[0].device == 0 &&
           plan.nodes[1].device == 1 && plan.nodes[2].device == 0, "alternate: 3 splits");
     /* disabled devices are never planned on */
-    f.pp.policy = HET_PLAN_FASTEST;
+    f.pp.policy = &het_policy_fastest;
     f.dev[1].disabled = true;
     CHECK(het_plan_build(&f.pp, g, &plan, &err) == HET_OK && plan.n_splits == 1 && plan.nodes[0].device == 0,
           "a disabled device is skipped");
@@ -344,10 +344,122 @@ static void test_overlap(void)
           "with overlap the branches run on both devices");
     CHECK(over.total_us < 0.7 * serial.total_us, "overlap predicted faster: %g vs %g", over.total_us,
           serial.total_us);
+    /* the same two devices on the CPU's cores (lavapipe beside the CPU): one
+     * resource, so running both at once earns nothing */
+    for (int d = 0; d < 2; d++) {
+        het_profile *p = (het_profile *)f.dev[d].profile;
+        struct het_profile_device_costs dc;
+        het_profile_get_device_costs(p, &dc);
+        dc.shares_cpu_cores = true;
+        het_profile_set_device_costs(p, &dc);
+    }
+    struct het_plan shared = { 0 };
+    CHECK(het_plan_build(&f.pp, g, &shared, &err) == HET_OK, "plan: %s", err.msg);
+    CHECK(shared.total_us >= serial.total_us * (1 - 1e-9), "no overlap credit on shared cores: %g vs serial %g",
+          shared.total_us, serial.total_us);
+    het_plan_free(&shared);
     het_plan_free(&serial);
     het_plan_free(&over);
     het_graph_free(g);
     fixture_free(&f);
+}
+
+/* The what-if ryzen-ai-7040 on the Qwen3-0.6B-shaped graph. What its figures
+ * imply, not a measurement: prefill's matmuls go to the 780M (8.3 TFLOPS
+ * against the CPU's 845 GFLOP/s on the same memory) and the NPU (150 us a
+ * dispatch, 2 TOP/s) wins nothing in either phase. (Decode is printed, not
+ * checked: the roofline's half rate at M = 8 makes the CPU's GEMV compute
+ * bound, which is the weak point of these figures.) */
+static bool what_if_supports(void *user, int d, const struct het_tensor *node)
+{
+    het_profile *const *p = user;
+    return het_profile_has_model(p[d], node);
+}
+
+static void test_what_if(void)
+{
+    het_profile *p[3] = { NULL };
+    int n = 0;
+    het_error err = { 0 };
+    CHECK(het_profile_what_if("ryzen-ai-7040", p, 3, &n, &err) == HET_OK && n == 3, "ryzen-ai-7040: %s", err.msg);
+    if (n != 3) return;
+    int k = 0;
+    CHECK(het_profile_what_if("ryzen-ai-9999", p, 3, &k, &err) == HET_ERR_INVALID && k == 0, "unknown machine");
+    CHECK(het_profile_what_if_desc("ryzen-ai-7040") && !het_profile_what_if_desc("x") &&
+          !strcmp(het_profile_what_if_name(0), "ryzen-ai-7040"), "names and descriptions");
+    struct het_profile_device_costs dc[3];
+    struct het_plan_device dev[3];
+    for (int d = 0; d < 3; d++) {
+        CHECK(!het_profile_is_measured(p[d]) && strstr(het_profile_label(p[d]), "what-if ryzen-ai-7040 (unmeasured)"),
+              "label '%s'", het_profile_label(p[d]));
+        het_profile_get_device_costs(p[d], &dc[d]);
+        dev[d] = (struct het_plan_device){ het_profile_device_name(p[d]), p[d], false };
+    }
+    CHECK(dc[0].shares_cpu_cores && !dc[0].async && dc[1].async && !dc[1].shares_cpu_cores, "cpu and igpu caps");
+    CHECK(dc[2].lossy && !dc[2].async && dc[2].kernel_switch_us == 2000, "the NPU: lossy, synchronous, 2 ms switch");
+    struct het_plan_params pp = { .devices = dev, .n_devices = 3, .supports = what_if_supports, .supports_user = p };
+    for (int phase = 0; phase < 2; phase++) {
+        het_graph *g = het_test_qwen3_graph(phase ? 128 : 1);
+        struct het_plan plan = { 0 };
+        CHECK(het_plan_build(&pp, g, &plan, &err) == HET_OK, "plan: %s", err.msg);
+        int mm = 0, per[3] = { 0 };
+        for (int i = 0; i < plan.n_nodes; i++) {
+            if (het_graph_node(g, i)->op != HET_OP_MUL_MAT) continue;
+            mm++;
+            per[plan.nodes[i].device]++;
+        }
+        printf("what-if ryzen-ai-7040 %s: %d matmuls: zen4 %d, radeon780m %d, xdna1 %d; predicted %.0f us\n",
+               phase ? "prefill 128" : "decode", mm, per[0], per[1], per[2], plan.total_us);
+        CHECK(per[2] == 0, "the NPU wins no matmul");
+        if (phase) CHECK(per[1] == mm, "prefill: every matmul on the 780M (%d of %d)", per[1], mm);
+        het_plan_free(&plan);
+        het_graph_free(g);
+    }
+    for (int d = 0; d < 3; d++) het_profile_free(p[d]);
+}
+
+/* the policies' table, their names, and what each wants of a node */
+static void test_policy_table(void)
+{
+    int n = 0;
+    for (; het_policies[n]; n++) {
+        const struct het_policy *p = het_policies[n];
+        CHECK(p->name && *p->name && p->description && *p->description && p->wanted, "policy %d complete", n);
+        CHECK(het_policy_find(p->name) == p, "find %s", p->name);
+    }
+    CHECK(n == 4, "four policies, got %d", n);
+    const char *names[2] = { "cpu", "vulkan0" };
+    const struct het_policy *p = NULL;
+    int d = 7;
+    het_error err = { 0 };
+    CHECK(het_policy_from_name(NULL, names, 2, &p, &d, &err) == HET_OK && p == &het_policy_fastest && d == -1,
+          "no policy named: fastest");
+    CHECK(het_policy_from_name("single:vulkan", names, 2, &p, &d, &err) == HET_OK && p == &het_policy_single && d == 1,
+          "single:vulkan is vulkan0 (%d)", d);
+    CHECK(het_policy_from_name("first", names, 2, &p, &d, &err) == HET_OK && p == &het_policy_first && d == -1, "first");
+    CHECK(het_policy_from_name("single", names, 2, &p, &d, &err) == HET_ERR_INVALID && strstr(err.msg, "single:DEV"),
+          "single needs a device: %s", err.msg);
+    CHECK(het_policy_from_name("fastest:cpu", names, 2, &p, &d, &err) == HET_ERR_INVALID &&
+          strstr(err.msg, "takes no device"), "fastest takes none: %s", err.msg);
+    CHECK(het_policy_from_name("single:npu", names, 2, &p, &d, &err) == HET_ERR_INVALID && strstr(err.msg, "npu"),
+          "single:npu not in the set: %s", err.msg);
+    CHECK(het_policy_from_name("bogus", names, 2, &p, &d, &err) == HET_ERR_INVALID &&
+          strstr(err.msg, "fastest, first, single:DEV, alternate"), "unknown names the table: %s", err.msg);
+    double both[2] = { 5, 1 }, gpu_only[2] = { NAN, 1 };
+    bool off[2] = { false, false };
+    struct het_policy_ctx c = { .n_devices = 2, .device = -1, .cost = both, .disabled = off, .prev = -1 };
+    CHECK(het_policy_fastest.wanted(&c) == -1, "fastest wants no device");
+    CHECK(het_policy_first.wanted(&c) == 0, "first: the first device");
+    c.cost = gpu_only;
+    CHECK(het_policy_first.wanted(&c) == 1, "first: the first device that can run it");
+    c.device = 1;
+    CHECK(het_policy_single.wanted(&c) == 1, "single: its device");
+    c.prev = 0;
+    CHECK(het_policy_alternate.wanted(&c) == 1, "alternate: the next device");
+    c.prev = 1;
+    CHECK(het_policy_alternate.wanted(&c) == 0, "alternate: round robin");
+    off[0] = true;
+    CHECK(het_policy_alternate.wanted(&c) == 1, "alternate: skips a disabled device");
 }
 
 /* ---------------------------------------------------------------------------
@@ -411,6 +523,8 @@ int main(void)
     test_handoff_keeps_chain();
     test_dp_vs_brute_force();
     test_pins_and_policies();
+    test_policy_table();
+    test_what_if();
     test_overlap();
     test_unmeasured();
     test_plan_time();

@@ -199,14 +199,14 @@ static void test_budget(void)
     f.pp.n_pins = 0;
 
     /* single:npu is explicit too; alternate ignores the budget */
-    f.pp.policy = HET_PLAN_SINGLE;
-    f.pp.single = 1;
+    f.pp.policy = &het_policy_single;
+    f.pp.policy_device = 1;
     plan_with(&f, g, 0, &plan, got, sizeof got);
     CHECK(!strcmp(got, "a.0 b.0 c.0 a.1 b.1 c.1 d.0") && plan.n_kept == 0, "single:npu, budget 0: '%s'", got);
-    f.pp.single = 0;
+    f.pp.policy_device = 0;
     plan_with(&f, g, 0, &plan, got, sizeof got);
     CHECK(!strcmp(got, ""), "single:cpu: '%s'", got);
-    f.pp.policy = HET_PLAN_FASTEST;
+    f.pp.policy = &het_policy_fastest;
 
     het_plan_free(&plan);
     het_graph_free(g);
@@ -222,7 +222,7 @@ static void test_first_policy(void)
     int npu = 0;
     f.pp.supports = supports_npu_matmul;
     f.pp.supports_user = &npu;
-    f.pp.policy = HET_PLAN_FIRST;
+    f.pp.policy = &het_policy_first;
     het_graph *g = groups_graph();
     struct het_plan plan = { 0 };
     char got[256];

@@ -82,7 +82,7 @@ struct run {
 };
 
 /* Devices are the caller's. pool NULL: the classic set-up (mapped weights). */
-static bool run_open(struct run *r, const char *path, het_pool *pool, enum het_policy_kind policy, het_error *err)
+static bool run_open(struct run *r, const char *path, het_pool *pool, const struct het_policy *policy, het_error *err)
 {
     r->pool = pool;
     r->model = het_model_load_into(path, pool, err);
@@ -157,7 +157,7 @@ static void check_split_run(const char *path, enum second kind, const int32_t *r
     struct run r = { .devs = { cpu, second }, .n_devs = 2 };
     if (!pool || !cpu || !second) goto out;
     int32_t got[N_GEN];
-    bool ok = run_open(&r, path, pool, HET_POLICY_ALTERNATE, &err);
+    bool ok = run_open(&r, path, pool, &het_policy_alternate, &err);
     CHECK(ok, "pooled run: %s", err.msg);
     ok = ok && generate(&r, prompt, N_PROMPT, N_GEN, got, &err);
     CHECK(ok, "pooled generate: %s", err.msg);
@@ -218,7 +218,7 @@ static void test_model_split(const char *path)
     het_error err = { 0 };
     int32_t ref[N_GEN];
     struct run r = { .devs = { het_cpu_device_init(1, &err) }, .n_devs = 1 };
-    bool ok = r.devs[0] && run_open(&r, path, NULL, HET_POLICY_FIRST, &err) &&
+    bool ok = r.devs[0] && run_open(&r, path, NULL, &het_policy_first, &err) &&
               generate(&r, prompt, N_PROMPT, N_GEN, ref, &err);
     CHECK(ok, "reference run: %s", err.msg);
     run_close(&r);
@@ -277,7 +277,7 @@ static void test_handoff(het_device *second, bool expect_copies)
     het_test_fill_normal(ws, HN, 1.0f);
 
     het_device *devs[2] = { cpu, second };
-    struct het_sched_params sp = { .devices = devs, .n_devices = 2, .policy = HET_POLICY_ALTERNATE, .pool = pool };
+    struct het_sched_params sp = { .devices = devs, .n_devices = 2, .policy = &het_policy_alternate, .pool = pool };
     het_sched *s = het_sched_init(&sp, &err);
     CHECK(s != NULL, "sched: %s", err.msg);
     uint64_t c0[2], s0[2], c1[2], s1[2];
@@ -448,7 +448,7 @@ static void test_exhausted(const char *path, enum second kind)
     r.model = het_model_load_into(path, pool, &err);
     CHECK(r.model != NULL, "load: %s", err.msg);
     if (!r.model) goto out;
-    struct het_sched_params sp = { .devices = r.devs, .n_devices = 2, .policy = HET_POLICY_ALTERNATE, .pool = pool };
+    struct het_sched_params sp = { .devices = r.devs, .n_devices = 2, .policy = &het_policy_alternate, .pool = pool };
     r.sched = het_sched_init(&sp, &err);
     CHECK(r.sched && het_model_prepare(r.model, r.sched, &err) == HET_OK, "sched: %s", err.msg);
     if (!r.sched) goto close;

@@ -127,7 +127,7 @@ static void test_placement(void)
     float *unused;
 
     /* single:fake0 — silu falls back to fake1, counted */
-    struct het_sched_params p = { .devices = devs, .n_devices = 2, .policy = HET_POLICY_SINGLE, .single = 0 };
+    struct het_sched_params p = { .devices = devs, .n_devices = 2, .policy = &het_policy_single, .policy_device = 0 };
     het_sched *s = het_sched_init(&p, &err);
     het_graph *g = chain_graph(&unused);
     CHECK(het_sched_alloc_graph(s, g, &err) == HET_OK, "alloc: %s", err.msg);
@@ -157,7 +157,7 @@ static void test_placement(void)
     f0.mask = ~0u;
     f0.n_ran = f1.n_ran = 0;
     p.strict = false;
-    p.policy = HET_POLICY_ALTERNATE;
+    p.policy = &het_policy_alternate;
     s = het_sched_init(&p, &err);
     forget_storage(g);
     CHECK(het_sched_alloc_graph(s, g, &err) == HET_OK, "alloc");
@@ -168,7 +168,7 @@ static void test_placement(void)
 
     /* no device supports it: a clear error */
     f0.mask = f1.mask = 1u << HET_OP_ADD;
-    p.policy = HET_POLICY_FIRST;
+    p.policy = &het_policy_first;
     s = het_sched_init(&p, &err);
     forget_storage(g);
     CHECK(het_sched_alloc_graph(s, g, &err) == HET_OK, "alloc");
@@ -266,7 +266,7 @@ static void test_recovery(void)
     het_error err = { 0 };
     int lines = 0;
     float *unused;
-    struct het_sched_params p = { .devices = devs, .n_devices = 2, .policy = HET_POLICY_SINGLE, .single = 1,
+    struct het_sched_params p = { .devices = devs, .n_devices = 2, .policy = &het_policy_single, .policy_device = 1,
                                   .strict = true, .log = count_log, .log_user = &lines };
     het_sched *s = het_sched_init(&p, &err);
     het_graph *g = chain_graph(&unused);

@@ -35,6 +35,7 @@ struct planrun {
     het_profile        *prof[MAXD];          /* opened devices, then simulated ones      */
     const char         *names[MAXD];
     int                 n_real, n_dev;
+    const char         *what_if;             /* --profile names a what-if machine: only its devices are planned on */
     struct het_plan_pin pins[HET_SCHED_MAX_PINS];
     int                 n_pins;
     struct het_plan     plan;                /* the plan printed                          */
@@ -93,9 +94,11 @@ static bool setup(struct planrun *r)
 {
     struct hr_opts so = r->o; /* the budget is applied below, to plan's own scheduler */
     so.plan.accuracy_budget = so.plan.sensitivity = NULL;
+    r->what_if = hr_profile_what_if(r->po.profile);
+    if (r->what_if) so.plan.profile = "default"; /* the devices here only build the graph: no calibration */
     if (!hr_session_open(&r->s, &so, false)) return false;
     r->n_real = r->s.n_devices;
-    if (!hr_profiles_for(r->s.devices, r->n_real, &r->po, r->prof)) return false;
+    if (!hr_profiles_for(r->s.devices, r->n_real, &so.plan, r->prof)) return false;
     r->n_dev = r->n_real + hr_profiles_extra(&r->po, r->s.devices, r->n_real, r->prof + r->n_real, MAXD - r->n_real);
     for (int i = 0; i < r->n_dev; i++) r->names[i] = het_profile_device_name(r->prof[i]);
     if (r->po.measure && r->n_dev > r->n_real) {
@@ -143,15 +146,15 @@ static bool sim_supports(void *user, int d, const struct het_tensor *node)
 static bool simulate(struct planrun *r, het_error *err)
 {
     struct het_plan_device devs[MAXD];
-    for (int i = 0; i < r->n_dev; i++) devs[i] = (struct het_plan_device){ r->names[i], r->prof[i], false };
+    for (int i = 0; i < r->n_dev; i++) /* a what-if plan leaves the devices here out */
+        devs[i] = (struct het_plan_device){ r->names[i], r->prof[i], r->what_if && i < r->n_real };
     struct sim_support sup = { r->sched, r->n_real, r->prof };
-    struct het_sched_params sp = { 0 };
-    if (!hr_policy_parse(r->o.policy, r->s.devices, r->s.n_devices, &sp)) return false;
+    const struct het_policy *pol = NULL;
+    int pol_dev = -1;
+    if (het_policy_from_name(r->o.policy, r->names, r->n_dev, &pol, &pol_dev, err) != HET_OK) return false;
     struct het_plan_params pp = {
         .devices = devs, .n_devices = r->n_dev, .supports = sim_supports, .supports_user = &sup,
-        .policy = sp.policy == HET_POLICY_FIRST ? HET_PLAN_FIRST : sp.policy == HET_POLICY_SINGLE ? HET_PLAN_SINGLE
-                : sp.policy == HET_POLICY_ALTERNATE ? HET_PLAN_ALTERNATE : HET_PLAN_FASTEST,
-        .single = sp.single, .pins = r->pins, .n_pins = r->n_pins, .strict = r->o.strict, .overlap = r->po.overlap,
+        .policy = pol, .policy_device = pol_dev, .single_margin = HET_SCHED_SINGLE_MARGIN, .pins = r->pins, .n_pins = r->n_pins, .strict = r->o.strict, .overlap = r->po.overlap,
         .accuracy = r->want_acc ? &r->acc.pa : NULL,
     };
     double t0 = hr_now_ms();
@@ -365,6 +368,31 @@ static void rests_on_text(const struct planrun *r, int i, char *buf, size_t size
         snprintf(buf + o, size > o ? size - o : 0, " x%.2g%s", hs.factor, hs.borrowed ? "~" : "");
 }
 
+/* What a what-if plan simulates: every figure of its devices, and where the work went. */
+static void print_what_if(const struct planrun *r)
+{
+    printf("what-if %s: %s\n  simulated (unmeasured) figures, from published specifications and the seeds:\n",
+           r->what_if, het_profile_what_if_desc(r->what_if));
+    for (int d = r->n_real; d < r->n_dev; d++) {
+        struct het_profile_device_costs dc;
+        het_profile_get_device_costs(r->prof[d], &dc);
+        printf("    %-10s roofline %.1f GB/s, %.0f GFLOP/s; split %.0f us, kernel switch %.0f us; %s%s%s\n",
+               r->names[d], dc.peak_gbps, dc.peak_gflops, dc.split_us, dc.kernel_switch_us,
+               dc.async ? "async" : "synchronous", dc.lossy ? ", lossy" : "",
+               dc.shares_cpu_cores ? ", on the CPU's cores" : "");
+        printf("               %s\n", het_profile_label(r->prof[d]));
+    }
+    double us[MAXD] = { 0 };
+    int count[MAXD] = { 0 };
+    for (int i = 0; i < r->plan.n_nodes; i++) {
+        us[r->plan.nodes[i].device] += r->plan.nodes[i].pred_us + r->plan.nodes[i].enter_us;
+        count[r->plan.nodes[i].device]++;
+    }
+    printf("  split:");
+    for (int d = r->n_real; d < r->n_dev; d++)
+        printf(" %s %d nodes %.0f us%s", r->names[d], count[d], us[d], d + 1 < r->n_dev ? ";" : "\n");
+}
+
 static void print_header(const struct planrun *r)
 {
     const struct het_model_config *c = het_model_get_config(r->s.model);
@@ -374,6 +402,10 @@ static void print_header(const struct planrun *r)
            r->n_tok == 1 ? "" : "s", r->past, r->o.policy ? r->o.policy : "fastest", r->plan.method,
            r->plan_us / 1e3, r->plan.n_nodes, r->plan.n_splits);
     for (int d = 0; d < r->n_dev; d++) {
+        if (r->what_if && d < r->n_real) {
+            printf("  device %-8s (here; builds the graph, not planned on)\n", r->names[d]);
+            continue;
+        }
         printf("  device %-8s %s%s\n           %s\n", r->names[d], d >= r->n_real ? "(simulated) " : "",
                het_profile_label(r->prof[d]), het_profile_device_desc(r->prof[d]));
         int nh = het_profile_n_history(r->prof[d]), applied = 0;
@@ -386,6 +418,7 @@ static void print_header(const struct planrun *r)
             printf("           learned while running: %llu observations in %d shape buckets, %d correcting the fit\n",
                    (unsigned long long)het_profile_n_observations(r->prof[d]), nh, applied);
     }
+    if (r->what_if) print_what_if(r);
 }
 
 static void print_nodes(const struct planrun *r)
@@ -525,6 +558,9 @@ static void print_json(const struct planrun *r)
     hr_json_str(r->o.policy ? r->o.policy : "fastest");
     printf(",\"method\":\"%s\",\"plan_us\":", r->plan.method);
     hr_json_num(r->plan_us, "%.3f");
+    printf(",\"what_if\":");
+    if (r->what_if) hr_json_str(r->what_if);
+    else printf("null");
     printf(",\"devices\":[");
     for (int d = 0; d < r->n_dev; d++) {
         printf("%s{\"name\":", d ? "," : "");

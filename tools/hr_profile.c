@@ -89,6 +89,18 @@ int hr_profiles_extra(const struct hr_plan_opts *po, het_device *const *devs, in
     return k;
 }
 
+const char *hr_profile_what_if(const char *list)
+{
+    if (!list) return NULL;
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", list);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+        for (int i = 0; het_profile_what_if_name(i); i++)
+            if (!strcmp(tok, het_profile_what_if_name(i))) return het_profile_what_if_name(i);
+    return NULL;
+}
+
 bool hr_policy_parse(const char *spec, het_device *const *devs, int n, struct het_sched_params *sp)
 {
     het_error err = { 0 };

@@ -54,6 +54,8 @@ void hr_progress(void *user, double fraction, const char *what);
 bool hr_profiles_for(het_device *const *devs, int n, const struct hr_plan_opts *po, het_profile **out);
 /* Profiles from --profile files that match none of devs (simulation). */
 int  hr_profiles_extra(const struct hr_plan_opts *po, het_device *const *devs, int n, het_profile **out, int max);
+/* The what-if machine --profile names (het_profile_what_if), or NULL. */
+const char *hr_profile_what_if(const char *list);
 
 /* "fastest" | "first" | "single:DEV" | "alternate" onto params (devices named). */
 bool hr_policy_parse(const char *spec, het_device *const *devs, int n, struct het_sched_params *sp);

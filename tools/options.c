@@ -88,7 +88,7 @@ static const struct flag flags[] = {
     { "--phase",        K_STR,   F(plan.phase),  0, 0,   "plan: prefill | decode (default decode)" },
     { "--past",         K_INT,   F(plan.past),   0, 1 << 20, "plan: decode: tokens already in the cache (default 128)" },
     { "--measure",      K_BOOL,  F(plan.measure), 0, 0,  "plan: run the plan and add measured us per node and in total" },
-    { "--profile",      K_STR,   F(plan.profile), 0, 0,  "profile file(s), comma-separated; devices not present are simulated;"
+    { "--profile",      K_STR,   F(plan.profile), 0, 0,  "profile file(s) or a what-if machine (ryzen-ai-7040), comma-separated; devices not present are simulated;"
                                                          " 'default': unmeasured defaults, no calibration (also HET_CALIBRATE=0)" },
     { "--pin",          K_STR,   F(plan.pin),    0, 0,   "PATTERN=DEVICE[,...]: glob on node or op name" },
     { "--overlap",      K_BOOL,  F(plan.overlap), 0, 0,  "overlap independent splits on different devices" },

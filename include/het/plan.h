@@ -48,12 +48,41 @@ extern "C" {
 
 #define HET_PLAN_MAX_DEVICES 8
 
-enum het_plan_policy {
-    HET_PLAN_FASTEST = 0, /* minimise predicted time (default)                          */
-    HET_PLAN_FIRST,       /* first device (in set order) that supports the node          */
-    HET_PLAN_SINGLE,      /* everything on one device; others only by (flagged) fallback */
-    HET_PLAN_ALTERNATE,   /* change device at every split (exercises hand-offs)          */
+/* ---------------------------------------------------------------------------
+ * Placement policies (sched/policy_*.c, one file each): which device each
+ * node wants before the planner places the rest by predicted time. A node
+ * its wanted device cannot run is a fallback (HET_PLAN_FALLBACK); a pin
+ * overrides the policy. */
+
+/* What a policy sees of one node. */
+struct het_policy_ctx {
+    int           n_devices;
+    int           device;    /* the device a NAME:DEV policy names, else -1          */
+    const double *cost;      /* [n_devices] predicted µs of the node; NAN: cannot run */
+    const bool   *disabled;  /* [n_devices] excluded devices                          */
+    int           prev;      /* device of the previous node (sequential policies), -1 */
 };
+
+struct het_policy {
+    const char *name;         /* "fastest", "first", "single", "alternate"          */
+    const char *description;  /* one line                                            */
+    /* the device the node wants, or -1 for any (placed by predicted time) */
+    int       (*wanted)(const struct het_policy_ctx *ctx);
+    bool        takes_device;   /* named NAME:DEV (single)                           */
+    bool        sequential;     /* wanted() depends on the previous node's placement:
+                                   nodes are placed one by one, nothing optimised    */
+    bool        honours_budget; /* the accuracy budget may keep its nodes off lossy devices */
+};
+
+extern const struct het_policy het_policy_fastest, het_policy_first, het_policy_single, het_policy_alternate;
+/* Every policy, NULL-terminated (sched/policies.c). */
+extern const struct het_policy *const het_policies[];
+/* The policy called name, or NULL. */
+const struct het_policy *het_policy_find(const char *name);
+/* "NAME" or "NAME:DEV" (DEV: a device name or a prefix of one, as pins):
+ * *policy and *device (-1 when the policy takes none). NULL or "": fastest. */
+enum het_status het_policy_from_name(const char *spec, const char *const *dev_names, int n_devices,
+                                 const struct het_policy **policy, int *device, het_error *err);
 
 /* --pin PATTERN=DEVICE: nodes whose name or op name matches the glob run on device. */
 struct het_plan_pin {
@@ -114,8 +143,8 @@ struct het_plan_params {
     bool (*supports)(void *user, int device, const struct het_tensor *node);
     void *supports_user;
     const struct het_handoff_table *handoffs; /* NULL: from the profiles                     */
-    enum het_plan_policy          policy;
-    int                           single;     /* HET_PLAN_SINGLE: device index               */
+    const struct het_policy      *policy;     /* NULL: het_policy_fastest                     */
+    int                           policy_device; /* a NAME:DEV policy's device index          */
     const struct het_plan_pin    *pins;
     int                           n_pins;
     bool                          strict;     /* a fallback (pin/single not honoured) is an error */
@@ -123,6 +152,9 @@ struct het_plan_params {
     /* (optional) predict the KL of the placement and, with a budget, cap lossy devices */
     const struct het_plan_accuracy *accuracy;
     uint32_t                      lossy_mask; /* bit d: device d approximates (beside NPU profiles) */
+    /* a placement mixing devices is kept only when predicted faster than the
+     * best one-device placement by this fraction (0: the optimum, always) */
+    double                        single_margin;
 };
 
 enum het_plan_node_flag {

@@ -290,6 +290,15 @@ struct het_npu_profile;
 het_profile *het_profile_from_npu(const struct het_npu_profile *np, const char *dev_name, const char *dev_desc,
                                   het_error *err);
 
+/* What-if machines (policy/profile_what_if.c): profiles of hardware het is
+ * for but that is not here ("ryzen-ai-7040": Zen 4 CPU, Radeon 780M, XDNA1
+ * NPU), built from published figures and the seeds' measurements, labelled
+ * "what-if NAME (unmeasured): <figures>". Up to max profiles into out (owned
+ * by the caller); HET_ERR_INVALID for an unknown name. */
+enum het_status het_profile_what_if(const char *machine, het_profile **out, int max, int *n, het_error *err);
+const char     *het_profile_what_if_desc(const char *machine); /* one line; NULL: no such machine   */
+const char     *het_profile_what_if_name(int i);               /* the i-th machine, NULL past the end */
+
 /* ---------------------------------------------------------------------------
  * Calibration (policy/calibrate.c): microbenchmarks through the device
  * vtable, exactly as the scheduler runs splits.                             */

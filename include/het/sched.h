@@ -44,20 +44,19 @@ extern "C" {
 
 typedef struct het_sched het_sched;
 
-enum het_policy_kind {
-    HET_POLICY_FASTEST = 0, /* minimise predicted time from the profiles (default)          */
-    HET_POLICY_FIRST,       /* each node on the first device (in set order) that supports it */
-    HET_POLICY_SINGLE,      /* everything on one device; others only by (counted) fallback   */
-    HET_POLICY_ALTERNATE,   /* change device at every split (testing the hand-offs)          */
-};
-
 #define HET_SCHED_MAX_PINS 16
+/* The scheduler keeps a plan that mixes devices only when it is predicted
+ * 5% faster than the best one-device plan (het_plan_params.single_margin):
+ * a judgement, not a measurement. Calibrated predictions err by several
+ * percent (bench/policy_quality.sh checks them to 15%), so a smaller
+ * predicted gain is as likely a loss. */
+#define HET_SCHED_SINGLE_MARGIN 0.05
 
 struct het_sched_params {
     het_device *const   *devices;     /* priority order: earlier is preferred        */
     int                  n_devices;
-    enum het_policy_kind policy;
-    int                  single;      /* HET_POLICY_SINGLE: index into devices       */
+    const struct het_policy *policy;  /* het_policies[] (het/plan.h); NULL: fastest */
+    int                  policy_device; /* a NAME:DEV policy's device: index into devices */
     bool                 strict;      /* a fallback is an error                       */
     /* (optional) cost models per device (not owned; must outlive the
      * scheduler). NULL array or entries: that device's unmeasured default. */

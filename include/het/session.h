@@ -132,8 +132,8 @@ enum het_status het_session_devices_open(const struct het_session_params *p, con
                                          het_device **out, int max, int *n, struct het_device_candidate *cands,
                                          int *n_cands, het_error *err);
 
-/* "fastest" (NULL) | "first" | "single:DEV" | "alternate" onto sp (the
- * devices named). */
+/* A policy name (het_policies[], het/plan.h: "fastest" (NULL), "first",
+ * "single:DEV", "alternate") onto sp->policy and sp->policy_device. */
 enum het_status het_policy_parse(const char *spec, het_device *const *devs, int n, struct het_sched_params *sp,
                                  het_error *err);
 
