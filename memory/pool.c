@@ -29,6 +29,7 @@ struct het_pool {
     size_t   peak;
     uint64_t total_allocs, failed_allocs, n_syncs, copied_bytes, n_copies;
     long     fault_left;            /* allocations still allowed; < 0: no fault armed */
+    size_t   handed_hi;             /* end of the highest slice ever handed out: above it no page was touched */
     bool     skipped[HET_POOL_BACKING_COUNT];
     char     skip_reason[HET_POOL_BACKING_COUNT][sizeof ((het_error *)0)->msg];
 };
@@ -228,10 +229,36 @@ enum het_status het_pool_alloc(het_pool *pool, size_t size, size_t align, struct
         if (pool->fault_left > 0) pool->fault_left--;
         pool->total_allocs++;
         if (pool->sa.used > pool->peak) pool->peak = pool->sa.used;
+        if (out->offset + out->size > pool->handed_hi) pool->handed_hi = out->offset + out->size;
     } else {
         pool->failed_allocs++;
     }
     pthread_mutex_unlock(&pool->mu);
+    return st;
+}
+
+enum het_status het_pool_alloc_zeroed(het_pool *pool, size_t size, size_t align, struct het_slice *out,
+                                      het_error *err)
+{
+    pthread_mutex_lock(&pool->mu);
+    const size_t fresh_from = pool->handed_hi;
+    pthread_mutex_unlock(&pool->mu);
+    enum het_status st = het_pool_alloc(pool, size, align, out, err);
+    if (st != HET_OK) return st;
+    /* A memfd's pages (the udmabuf's too) read as zero until first written:
+     * a slice wholly above every slice handed out before is untouched. (The
+     * check is conservative when another thread allocates meanwhile.) */
+    const enum het_pool_backing b = het_pool_backing(pool);
+    if ((b == HET_POOL_BACKING_MEMFD || b == HET_POOL_BACKING_UDMABUF) && out->offset >= fresh_from) return HET_OK;
+    st = het_pool_sync_begin(pool, *out, HET_POOL_SYNC_WRITE, err);
+    if (st == HET_OK) {
+        memset(het_pool_ptr(pool, out->offset), 0, out->size);
+        st = het_pool_sync_end(pool, *out, HET_POOL_SYNC_WRITE, err);
+    }
+    if (st != HET_OK) {
+        het_pool_release(pool, *out, NULL);
+        out->offset = out->size = 0;
+    }
     return st;
 }
 

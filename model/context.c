@@ -46,18 +46,13 @@ static enum het_status seq_init(het_context *ctx, struct het_seq_state *s, bool 
     het_tensor_init(&s->kv_v, type, 4, ne);
     size_t one = (het_nbytes(&s->kv_k) + 4095) & ~(size_t)4095;
     if (ctx->pool) {
-        enum het_status st = het_pool_alloc(ctx->pool, 2 * one, 0, &s->slice, err);
+        /* zeroed without touching a page when the slice is fresh memfd memory */
+        enum het_status st = het_pool_alloc_zeroed(ctx->pool, 2 * one, 0, &s->slice, err);
         if (st != HET_OK) {
             if (err) het_error_prefix(err, "context: KV cache (n_ctx %d)", ctx->n_ctx);
             return st;
         }
         s->mem = het_pool_ptr(ctx->pool, s->slice.offset);
-        st = het_pool_sync_begin(ctx->pool, s->slice, HET_POOL_SYNC_WRITE, err);
-        if (st == HET_OK) {
-            memset(s->mem, 0, 2 * one);
-            st = het_pool_sync_end(ctx->pool, s->slice, HET_POOL_SYNC_WRITE, err);
-        }
-        if (st != HET_OK) return st;
     } else {
         s->mem = aligned_alloc(4096, 2 * one);
         if (!s->mem)

@@ -691,6 +691,8 @@ uint64_t    het_gguf_data_offset(const het_gguf *g) { return g->data_offset; }
 int64_t     het_gguf_n_kv(const het_gguf *g) { return g->n_kv; }
 int64_t     het_gguf_n_tensors(const het_gguf *g) { return g->n_tensors; }
 
+bool het_gguf_internal_is_mapped(const het_gguf *g) { return g->mapped; }
+
 const void *het_gguf_file_data(const het_gguf *g, size_t *size)
 {
     if (size) *size = g->size;

@@ -6,6 +6,7 @@
 #ifndef HET_MODEL_GGUF_INTERNAL_H
 #define HET_MODEL_GGUF_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,5 +29,9 @@ const char *het_gguf_internal_str(const het_gguf *g, int64_t k, size_t *len);
 const void *het_gguf_internal_arr(const het_gguf *g, int64_t k);
 /* Element i of key k's string array, NULL if k is not one or i is out of range. */
 const char *het_gguf_internal_arr_str(const het_gguf *g, int64_t k, int64_t i, size_t *len);
+
+/* True when the tensor data is a read-only mmap of the file (het_gguf_open),
+ * false for a caller's buffer (het_gguf_open_memory). */
+bool het_gguf_internal_is_mapped(const het_gguf *g);
 
 #endif /* HET_MODEL_GGUF_INTERNAL_H */

@@ -6,6 +6,7 @@
  * exact shape here, so graph building and kernels can trust them; a bad
  * file is one error line naming the tensor or key.
  */
+#include "model/gguf_internal.h"
 #include "model/model_impl.h"
 #include "sched/device_impl.h"
 
@@ -309,10 +310,29 @@ size_t het_model_weight_bytes(const het_model *m) { return m->weight_bytes; }
 int het_model_n_weights(const het_model *m) { return m->n_weights; }
 struct het_tensor *het_model_weight(const het_model *m, int i) { return &m->weights[i]; }
 
+/* May a device that repacks a weight drop its pages from the file mapping?
+ * Only when the weights are used from our own read-only mapping (never a
+ * pool slice or a caller's buffer, whose pages DONTNEED would discard) and
+ * every device of the run keeps its own copy of what it multiplies: the CPU
+ * (panels) and the NPU (tiles). A device that reads weights in place (Vulkan
+ * imports the mapping) keeps every page wanted. */
+static bool weights_droppable(const struct het_model *m, het_sched *s)
+{
+    if (m->pool || !het_gguf_internal_is_mapped(m->gguf)) return false;
+    for (int d = 0; d < het_sched_n_devices(s); d++)
+        if (!het_device_get_caps(het_sched_device(s, d))->repacks_weights) return false;
+    return true;
+}
+
 enum het_status het_model_prepare(het_model *m, het_sched *s, het_error *err)
 {
     struct het_tensor *ptrs[m->n_weights > 0 ? m->n_weights : 1];
-    for (int i = 0; i < m->n_weights; i++) ptrs[i] = &m->weights[i];
+    const bool droppable = weights_droppable(m, s);
+    for (int i = 0; i < m->n_weights; i++) {
+        ptrs[i] = &m->weights[i];
+        if (droppable) m->weights[i].flags |= HET_TENSOR_FLAG_DROPPABLE;
+        else m->weights[i].flags &= ~(uint32_t)HET_TENSOR_FLAG_DROPPABLE;
+    }
     for (int d = 0; d < het_sched_n_devices(s); d++) {
         het_device *dev = het_sched_device(s, d);
         enum het_status st = het_device_prepare_weights(dev, ptrs, m->n_weights, err);

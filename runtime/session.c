@@ -127,7 +127,8 @@ static enum het_status open_pool(het_session *s, het_error *err)
     pp.size = s->p.pool_bytes ? s->p.pool_bytes : e.total;
     s->pool = het_pool_init(&pp, err);
     if (!s->pool) return err ? err->status : HET_ERR_NOMEM;
-    return het_model_place_in_pool(s->model, s->pool, err);
+    /* the weights stay in the file's mapping unless asked (memory/README.md) */
+    return s->p.weights_in_pool ? het_model_place_in_pool(s->model, s->pool, err) : HET_OK;
 }
 
 /* ---------------------------------------------------------------------------
@@ -200,7 +201,7 @@ het_session *het_session_open_core(const struct het_session_params *p, het_error
     bool ok = (s->model = het_model_load(p->model_path, err)) != NULL;
     ok = ok && open_devices(s, err) == HET_OK && open_pool(s, err) == HET_OK && make_sched(s, err) == HET_OK;
     if (ok && !het_model_pool(s->model)) {
-        /* no pool: the weights are used in place from the mapped file */
+        /* the weights are used in place from the mapped file */
         size_t size = 0;
         const void *base = het_gguf_file_data(het_model_gguf(s->model), &size);
         ok = het_sched_register_memory(s->sched, (void *)base, size, 0 /* weights */, err) == HET_OK;

@@ -10,9 +10,12 @@
 #include "het/pool.h"
 #include "sched/clock.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 het_device *het_device_new(const struct het_device_i *iface, enum het_device_kind kind, const char *name,
                            void *context)
@@ -137,6 +140,19 @@ void het_device_unregister_pool(het_device *dev, struct het_pool *pool)
 }
 
 const char *het_device_pool_import(const het_device *dev) { return dev->pool_import; }
+
+size_t het_device_drop_weight_pages(het_device *dev, const struct het_tensor *t)
+{
+    if (!(t->flags & HET_TENSOR_FLAG_DROPPABLE) || !t->data || t->view_src) return 0;
+    const long ps = sysconf(_SC_PAGESIZE);
+    const uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096;
+    /* whole pages only: a page shared with a neighbouring tensor stays */
+    const uintptr_t lo = ((uintptr_t)t->data + page - 1) & ~(page - 1);
+    const uintptr_t hi = ((uintptr_t)t->data + het_nbytes(t)) & ~(page - 1);
+    if (hi <= lo || madvise((void *)lo, hi - lo, MADV_DONTNEED) != 0) return 0;
+    dev->stats.dropped_bytes += hi - lo;
+    return hi - lo;
+}
 
 bool het_device_uses_host_mapping(const het_device *dev) { return dev->caps.host_mapped; }
 

@@ -121,4 +121,12 @@ struct het_profile *het_device_default_profile(const het_device *dev, het_error 
 het_device *het_device_new(const struct het_device_i *iface, enum het_device_kind kind, const char *name,
                            void *context);
 
+/* After a device has copied weight t into its own layout: when t is
+ * HET_TENSOR_FLAG_DROPPABLE, give the whole pages of its bytes in the file
+ * mapping back to the kernel (madvise DONTNEED; they stay in the page cache
+ * and fault back in from the file if anything reads them again) and count
+ * them in dev->stats.dropped_bytes. Returns the bytes dropped (0 when t is
+ * not droppable). */
+size_t het_device_drop_weight_pages(het_device *dev, const struct het_tensor *t);
+
 #endif /* HET_DEVICE_IMPL_H */

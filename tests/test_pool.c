@@ -482,6 +482,40 @@ static void test_memfd_pages(void)
     het_pool_free(pool);
 }
 
+/* het_pool_alloc_zeroed: a fresh slice reads as zero and no page of it was
+ * touched (the memfd's block count does not move); a slice that reuses
+ * written memory is cleared. */
+static void test_alloc_zeroed(void)
+{
+    het_pool *pool = memfd_pool(16 * MIB);
+    if (!pool) return;
+    het_error err = { 0 };
+    struct het_slice a, b, c;
+    CHECK(het_pool_alloc(pool, 1 * MIB, 0, &a, &err) == HET_OK, "alloc: %s", err.msg);
+    memset(het_pool_ptr(pool, a.offset), 0x5a, a.size);
+    struct stat st0, st1;
+    CHECK(fstat(het_pool_fd(pool), &st0) == 0, "fstat");
+    CHECK(het_pool_alloc_zeroed(pool, 4 * MIB, 0, &b, &err) == HET_OK, "zeroed fresh: %s", err.msg);
+    CHECK(fstat(het_pool_fd(pool), &st1) == 0 && st1.st_blocks == st0.st_blocks,
+          "a fresh zeroed slice touches no page (%lld -> %lld blocks)", (long long)st0.st_blocks,
+          (long long)st1.st_blocks);
+    const unsigned char *pb = het_pool_ptr(pool, b.offset);
+    size_t nz = 0;
+    for (size_t i = 0; i < b.size; i += 4093) nz += pb[i] != 0;
+    CHECK(nz == 0 && b.offset >= a.offset + a.size, "fresh slice reads zero (%zu nonzero samples)", nz);
+    CHECK(het_pool_release(pool, a, &err) == HET_OK, "release");
+    CHECK(het_pool_alloc_zeroed(pool, 512 * 1024, 0, &c, &err) == HET_OK, "zeroed reuse: %s", err.msg);
+    const unsigned char *pc = het_pool_ptr(pool, c.offset);
+    nz = 0;
+    for (size_t i = 0; i < c.size; i++) nz += pc[i] != 0;
+    CHECK(c.offset == a.offset && nz == 0, "a slice over written memory is cleared (offset %zu, %zu nonzero bytes)",
+          c.offset, nz);
+    het_pool_set_fault(pool, 0);
+    struct het_slice d = { 1, 1 };
+    CHECK(het_pool_alloc_zeroed(pool, 4096, 0, &d, &err) == HET_ERR_NOMEM && d.size == 0, "refusal passed on");
+    het_pool_free(pool);
+}
+
 /* A dma-buf backing that exists on this machine gets the same checks plus
  * real DMA_BUF_IOCTL_SYNC calls; one that does not is reported. */
 static void test_dmabuf_backing(enum het_pool_backing b)
@@ -588,6 +622,7 @@ int main(void)
     test_forced_backings();
     test_npu_provider();
     test_memfd_pages();
+    test_alloc_zeroed();
     test_dmabuf_backing(HET_POOL_BACKING_DMAHEAP);
     test_dmabuf_backing(HET_POOL_BACKING_UDMABUF);
     test_parse_order();

@@ -4,7 +4,8 @@
 # sizes, peak scratch against the naive sum and the bytes copied between
 # devices (0 for CPU + Vulkan in alternation); `hetrun devices` names the
 # backing; HET_POOL / HET_POOL_MB choose backing and size, and their errors
-# are one clear line.
+# are one clear line. The weights stay in the model file's mapping unless
+# HET_WEIGHTS=pool copies them in (the same text either way).
 set -uo pipefail
 hetrun="${HET_HETRUN:?}"
 src="${HET_SOURCE_DIR:-.}"
@@ -41,7 +42,7 @@ if command -v jq >/dev/null || command -v python3 >/dev/null; then
     check "pool_backing is a backing ($backing)" grep -qE '^(memfd|dma-heap|udmabuf|amdxdna)' <<<"$backing"
     check "copied_bytes is 0 ($copied)" [ "$copied" = 0 ]
     check "peak scratch $peak below the naive sum $naive" [ "$peak" -gt 0 -a "$peak" -lt "$naive" ]
-    check "weights in the pool ($weights_in)" [ "$weights_in" = pool ]
+    check "weights left in the mapped file ($weights_in)" [ "$weights_in" = "mapped file" ]
 else
     echo "no jq or python3: JSON members checked by pattern"
     check "json members" grep -q '"pool_backing":"[a-z].*"copied_bytes":0,"scratch_peak_bytes":[1-9]' <<<"$json"
@@ -51,6 +52,11 @@ fi
 check "text stats: pool line" grep -q '^pool [0-9.]* [KMG]iB at .*granule' "$tmp/err"
 check "text stats: zero copies" grep -q '^copied between devices: 0 bytes' "$tmp/err"
 check "text stats: scratch peak vs naive" grep -q '^scratch: peak .* vs .* naive sum' "$tmp/err"
+
+HET_WEIGHTS=pool "$hetrun" "${run[@]}" --devices "$devices" --policy alternate --stats=json >"$tmp/out" 2>"$tmp/err"
+check "HET_WEIGHTS=pool runs, same text" cmp -s "$tmp/ref" "$tmp/out"
+check "HET_WEIGHTS=pool: weights in the pool, nothing copied between devices" \
+    grep -q '"copied_bytes":0,.*"weights_in":"pool"' "$tmp/err"
 
 HET_POOL=off "$hetrun" "${run[@]}" --devices "$devices" --policy alternate --stats=json >"$tmp/out" 2>"$tmp/err"
 check "HET_POOL=off runs, same text" cmp -s "$tmp/ref" "$tmp/out"
@@ -66,7 +72,9 @@ expect_error() {
 }
 expect_error "HET_POOL: pool backing list \"bogus\"" HET_POOL=bogus
 expect_error "HET_POOL_MB=\"x\" is not a size" HET_POOL_MB=x
-expect_error "weights (.*bytes).*HET_POOL_MB" HET_POOL_MB=1
+expect_error "weights (.*bytes).*HET_POOL_MB" HET_POOL_MB=1 HET_WEIGHTS=pool
+expect_error "KV cache .*do not fit" HET_POOL_MB=1
+expect_error "HET_WEIGHTS=\"bogus\" is neither mapped nor pool" HET_WEIGHTS=bogus
 [ -e /dev/udmabuf ] || expect_error "^hetrun run: pool: udmabuf: /dev/udmabuf" HET_POOL=udmabuf
 
 finish

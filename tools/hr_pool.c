@@ -3,8 +3,9 @@
  * it and --stats reports it. The library sizes and creates the pool
  * (het/session.h; het_model_pool_estimate); HET_POOL picks the backings to
  * try ("auto", the default, or a list such as "memfd" or "dmaheap,memfd";
- * "off" runs without a pool, the weights then being used from the mapped
- * file) and HET_POOL_MB overrides the size.
+ * "off" runs without a pool) and HET_POOL_MB overrides the size. The weights
+ * stay in the model file's mapping; HET_WEIGHTS=pool copies them into the
+ * pool instead (the earlier behaviour, for comparison).
  */
 #include "tools/hetrun.h"
 
@@ -35,6 +36,12 @@ bool hr_pool_params(const struct hr_opts *o, struct het_session_params *p)
         }
         p->pool_bytes = (size_t)v << 20;
     }
+    const char *w = getenv("HET_WEIGHTS");
+    if (w && *w && strcmp(w, "mapped") && strcmp(w, "pool")) {
+        hr_error(o, "HET_WEIGHTS=\"%s\" is neither mapped nor pool", w);
+        return false;
+    }
+    p->weights_in_pool = w && !strcmp(w, "pool");
     return true;
 }
 

@@ -225,8 +225,15 @@ void hr_print_stats(const struct hr_session *s, const struct hr_opts *o)
         return;
     }
     hr_pool_print_stats(s, stderr);
-    fprintf(stderr, "memory: weights %.2f MiB (%s), KV cache %.2f MiB\n", het_model_weight_bytes(s->model) / 1048576.0,
-            het_model_pool(s->model) ? "pool slice" : "mapped file", kv / 1048576.0);
+    uint64_t dropped = 0; /* at load, so not relative to stats_base */
+    for (int i = 0; i < s->n_devices; i++) {
+        struct het_device_stats ds;
+        het_device_get_stats(s->devices[i], &ds);
+        dropped += ds.dropped_bytes;
+    }
+    fprintf(stderr, "memory: weights %.2f MiB (%s; %.2f MiB of its pages dropped after repacking), KV cache %.2f MiB\n",
+            het_model_weight_bytes(s->model) / 1048576.0, het_model_pool(s->model) ? "pool slice" : "mapped file",
+            dropped / 1048576.0, kv / 1048576.0);
     fprintf(stderr, "scratch: peak %.3f MiB with lifetime reuse vs %.3f MiB naive sum (reserved %.3f MiB)\n",
             ss.scratch_peak_bytes / 1048576.0, ss.scratch_naive_bytes / 1048576.0, ss.scratch_reserved / 1048576.0);
     fprintf(stderr, "copied between devices: %llu bytes; hand-offs: %llu; fallbacks: %llu\n",

@@ -144,7 +144,7 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
  * would be ~25x slower than the panels). An embedding table with a separate
  * output matrix is only gathered from. */
 static bool cpu_should_pack(const struct cpu_context *c, const struct het_tensor *t, size_t size,
-                            struct het_tensor *const *w, int n)
+                            struct het_tensor *const *w, int n, bool lean)
 {
     if (c->f32_act) return false; /* the F32 path reads the weights as stored */
     const bool embd = !strcmp(t->name, "token_embd.weight");
@@ -152,8 +152,26 @@ static bool cpu_should_pack(const struct cpu_context *c, const struct het_tensor
         for (int i = 0; i < n; i++)
             if (!strcmp(w[i]->name, "output.weight")) return false;
     }
-    const bool big = embd || !strcmp(t->name, "output.weight");
+    const bool big = lean || embd || !strcmp(t->name, "output.weight");
     return !big || size <= het_nbytes(t) + het_nbytes(t) / 16 + 4096 || !het_cpu_gemv_is_simd(t->type, c->isa);
+}
+
+/* Larger panel forms (AVX-512 Q4_0 4/3 of the file's bytes, K-quants about
+ * twice) are resident memory the model file does not have. When all of
+ * them together would add more than an eighth of the weights' bytes, the
+ * weights are lean: larger forms are made only for types no SIMD kernel
+ * streams as stored, so a large model's footprint stays near its file's. */
+static bool cpu_lean_weights(const struct cpu_context *c, struct het_tensor *const *w, int n)
+{
+    size_t total = 0, extra = 0;
+    for (int i = 0; i < n; i++) {
+        const struct het_tensor *t = w[i];
+        total += het_nbytes(t);
+        if (t->ne[1] <= 1 || t->extra) continue;
+        size_t size = het_cpu_mul_mat_repack_size(t, c->isa);
+        if (size > het_nbytes(t) && cpu_should_pack(c, t, size, w, n, false)) extra += size - het_nbytes(t);
+    }
+    return extra > total / 8;
 }
 
 /* Room for one weight's panels: a pool slice when a pool is registered. */
@@ -195,11 +213,12 @@ static enum het_status cpu_register_pool(het_device *dev, het_pool *pool, het_er
 static enum het_status cpu_prepare_weights(het_device *dev, struct het_tensor *const *w, int n, het_error *err)
 {
     struct cpu_context *c = dev->context;
+    const bool lean = cpu_lean_weights(c, w, n);
     for (int i = 0; i < n; i++) {
         struct het_tensor *t = w[i];
         if (t->ne[1] <= 1 || t->extra) continue;
         size_t size = het_cpu_mul_mat_repack_size(t, c->isa);
-        if (!size || !cpu_should_pack(c, t, size, w, n)) continue;
+        if (!size || !cpu_should_pack(c, t, size, w, n, lean)) continue;
         if (c->n_packed == c->cap_packed) {
             int cap = c->cap_packed ? 2 * c->cap_packed : 64;
             void **np = realloc(c->packed, (size_t)cap * sizeof *np);
@@ -225,6 +244,7 @@ static enum het_status cpu_prepare_weights(het_device *dev, struct het_tensor *c
         c->packed[c->n_packed++] = buf;
         c->packed_bytes += size;
         t->extra = buf;
+        het_device_drop_weight_pages(dev, t); /* the panels replace the file's pages */
     }
     return HET_OK;
 }

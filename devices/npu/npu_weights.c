@@ -187,8 +187,12 @@ static enum het_status repack_into(struct npu_ctx *c, struct het_tensor *w, stru
 {
     enum het_status st = store_alloc(c, r, err);
     if (st == HET_OK) st = het_npu_repack(&r->d, r->src, w->nb, r->data, err);
-    if (st == HET_OK) c->stats.repacked_tensors++;
-    else het_error_prefix(err, "'%s'", w->name);
+    if (st == HET_OK) {
+        c->stats.repacked_tensors++;
+        if (c->dev) het_device_drop_weight_pages(c->dev, w);   /* the tiles replace the file's pages */
+    } else {
+        het_error_prefix(err, "'%s'", w->name);
+    }
     return st;
 }
 

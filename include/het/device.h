@@ -72,6 +72,7 @@ struct het_device_stats {
     uint64_t n_nodes;        /* nodes run                                    */
     uint64_t copied_bytes;   /* bytes copied because memory was not shared   */
     double   busy_us;        /* wall time spent in run+sync, microseconds    */
+    uint64_t dropped_bytes;  /* weight pages of the file mapping given back after repacking */
 };
 void het_device_get_stats(const het_device *dev, struct het_device_stats *out);
 /* How the device reaches the memory pool it holds: "dma-buf import",

@@ -69,6 +69,11 @@ enum het_tensor_flag {
     HET_TENSOR_FLAG_OUTPUT = 1u << 1, /* read by the caller after compute         */
     HET_TENSOR_FLAG_WEIGHT = 1u << 2, /* model parameter (read-only)              */
     HET_TENSOR_FLAG_STATE  = 1u << 3, /* persistent between graphs (KV cache)     */
+    /* weight whose bytes lie in a clean read-only file mapping that no device
+     * of the run reads in place: a device that keeps its own copy (repacked
+     * panels, tiles) may drop those pages; a later read faults them back in
+     * from the file (set by het_model_prepare) */
+    HET_TENSOR_FLAG_DROPPABLE = 1u << 4,
 };
 
 struct het_tensor {

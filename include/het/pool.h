@@ -122,6 +122,12 @@ void      het_pool_free(het_pool *pool);   /* NULL is a no-op */
  * On any error *out is {0, 0} and the pool is unchanged. */
 enum het_status het_pool_alloc(het_pool *pool, size_t size, size_t align, struct het_slice *out,
                                het_error *err);
+/* het_pool_alloc, then every byte of the slice reads as zero: a memfd or
+ * udmabuf slice that no earlier slice overlapped is zero already (its pages
+ * have never been written, so none is touched now); any other is cleared
+ * with memset inside a WRITE sync bracket. */
+enum het_status het_pool_alloc_zeroed(het_pool *pool, size_t size, size_t align, struct het_slice *out,
+                                      het_error *err);
 /* Give a slice back; neighbouring free blocks are merged. HET_ERR_INVALID
  * (pool unchanged) when slice is not a live slice of this pool (double
  * release, wrong size). */

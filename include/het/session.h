@@ -6,7 +6,8 @@
  *   2. the devices of a spec list ("cpu", "cpu,vulkan", "vulkan:1", "npu:emulate");
  *   3. the memory pool every device imports, sized for the model, the context
  *      length and the number of sequences (het_model_pool_estimate); the
- *      weights move into it;
+ *      weights stay in the file's mapping, registered with every device
+ *      beside the pool (weights_in_pool copies them in);
  *   4. with more than one device, a cost profile per device
  *      (het_profiles_acquire: --profile files, the cache, the NPU's cost
  *      model, or a quick first-use calibration, stored for next time);
@@ -79,6 +80,9 @@ struct het_session_params {
     const char *pool_backings;   /* "auto" (NULL), an order ("dmaheap,memfd"), or "off":
                                     weights used from the mapped file, no pool            */
     size_t      pool_bytes;      /* 0: het_model_pool_estimate                              */
+    bool        weights_in_pool; /* copy the weights into the pool; false (the default):
+                                    leave them in the file's mapping, never copied, and
+                                    let repacking devices give its pages back           */
     /* contexts (what the pool is sized for; the context opened with open_context) */
     int32_t     n_ctx;           /* tokens per sequence (0: min(train context, 4096))     */
     int32_t     n_parallel;      /* sequences (0: 1)                                       */
