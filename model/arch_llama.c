@@ -1,6 +1,7 @@
 /*
- * arch_llama.c — the forward pass of the llama family (llama, qwen2, qwen3)
- * as a het graph, readable top to bottom.
+ * arch_llama.c — the forward pass of the llama family (llama, qwen2, qwen3,
+ * and qwen2moe / qwen3moe, whose FFN is arch_moe.c's) as a het graph,
+ * readable top to bottom.
  *
  * The three architectures differ in small ways, written where they apply:
  * qwen2 adds biases to q/k/v; qwen3 normalises q and k per head (RMS norm
@@ -129,7 +130,7 @@ struct het_tensor *het_arch_llama_build(const struct het_model *m, het_graph *g,
         x = het_add(g, h, x);
         /* feed-forward block with residual */
         h = norm(g, x, L->ffn_norm, c->rms_eps);
-        h = feed_forward(g, L, h);
+        h = L->ffn_gate_inp ? het_arch_moe_ffn(m, g, L, h, il) : feed_forward(g, L, h);
         x = het_add(g, h, x);
         het_tensor_set_name(x, "x.%d", il);
     }

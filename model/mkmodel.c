@@ -1,5 +1,6 @@
 /*
- * mkmodel.c — random-weight GGUF models in the llama / qwen2 / qwen3 layouts.
+ * mkmodel.c — random-weight GGUF models in the llama / qwen2 / qwen3 /
+ * qwen2moe / qwen3moe layouts.
  *
  * The model is described as a plan (one entry per tensor: name, GGUF shape,
  * storage type, initialiser), the keys go into a het_gguf_writer, and the
@@ -31,17 +32,26 @@
 
 static const struct het_mkmodel_preset presets[] = {
     { "tiny", "qwen3", 2, 64, 4, 2, 16, 192, 4096, 1e6f, 1e-6f, true, "models/synthetic/vocab-qwen3.gguf",
-      "Qwen3 layout, 2 layers, n_embd 64 (as synthetic/qwen3-tiny-*.gguf)" },
+      "Qwen3 layout, 2 layers, n_embd 64 (as synthetic/qwen3-tiny-*.gguf)", 0, 0, 0, 0 },
     { "llama-tiny", "llama", 2, 64, 4, 2, 16, 192, 4096, 1e4f, 1e-5f, false,
-      "models/vocab/ggml-vocab-llama-spm.gguf", "Llama layout, 2 layers, n_embd 64 (as synthetic/llama-tiny-*.gguf)" },
+      "models/vocab/ggml-vocab-llama-spm.gguf", "Llama layout, 2 layers, n_embd 64 (as synthetic/llama-tiny-*.gguf)", 0, 0, 0, 0 },
     { "qwen3-0.6b", "qwen3", 28, 1024, 16, 8, 128, 3072, 40960, 1e6f, 1e-6f, true,
-      "models/synthetic/vocab-qwen3.gguf", "Qwen3-0.6B shape (~0.6B parameters)" },
+      "models/synthetic/vocab-qwen3.gguf", "Qwen3-0.6B shape (~0.6B parameters)", 0, 0, 0, 0 },
     { "qwen3-1.7b", "qwen3", 28, 2048, 16, 8, 128, 6144, 40960, 1e6f, 1e-6f, true,
-      "models/synthetic/vocab-qwen3.gguf", "Qwen3-1.7B shape (~1.7B parameters)" },
+      "models/synthetic/vocab-qwen3.gguf", "Qwen3-1.7B shape (~1.7B parameters)", 0, 0, 0, 0 },
     { "qwen2.5-0.5b", "qwen2", 24, 896, 14, 2, 64, 4864, 32768, 1e6f, 1e-6f, true,
-      "models/synthetic/vocab-qwen3.gguf", "Qwen2.5-0.5B shape (q/k/v biases)" },
+      "models/synthetic/vocab-qwen3.gguf", "Qwen2.5-0.5B shape (q/k/v biases)", 0, 0, 0, 0 },
     { "tinyllama-1.1b", "llama", 22, 2048, 32, 4, 64, 5632, 2048, 1e4f, 1e-5f, false,
-      "models/vocab/ggml-vocab-llama-spm.gguf", "TinyLlama-1.1B shape, Llama-2 SPM vocabulary" },
+      "models/vocab/ggml-vocab-llama-spm.gguf", "TinyLlama-1.1B shape, Llama-2 SPM vocabulary", 0, 0, 0, 0 },
+    { "qwen3moe-tiny", "qwen3moe", 2, 64, 4, 2, 16, 192, 4096, 1e6f, 1e-6f, true,
+      "models/synthetic/vocab-qwen3.gguf", "Qwen3-MoE layout, 2 layers, n_embd 64, 8 experts of 64, top-2",
+      8, 2, 64, 0 },
+    { "qwen2moe-tiny", "qwen2moe", 2, 64, 4, 2, 16, 192, 4096, 1e6f, 1e-6f, true,
+      "models/synthetic/vocab-qwen3.gguf", "Qwen2-MoE layout, 2 layers, n_embd 64, 8 experts of 64, top-2, "
+      "shared expert of 128", 8, 2, 64, 128 },
+    { "qwen3-30b-a3b", "qwen3moe", 48, 2048, 32, 4, 128, 6144, 40960, 1e6f, 1e-6f, false,
+      "models/synthetic/vocab-qwen3.gguf", "Qwen3-30B-A3B shape (128 experts of 768, top-8; ~30B parameters)",
+      128, 8, 768, 0 },
 };
 
 int het_mkmodel_n_presets(void) { return (int)(sizeof presets / sizeof presets[0]); }
@@ -84,6 +94,10 @@ bool het_mkmodel_params_preset(struct het_mkmodel_params *p, const char *name)
     p->rope_base = s->rope_base;
     p->rms_eps   = s->rms_eps;
     p->tied      = s->tied;
+    p->n_expert      = s->n_expert;
+    p->n_expert_used = s->n_expert_used;
+    p->n_ff_exp      = s->n_ff_exp;
+    p->n_ff_shexp    = s->n_ff_shexp;
     return true;
 }
 
@@ -95,7 +109,7 @@ struct spec {
     char           name[MK_MAX_NAME];
     enum het_type  type;
     int            n_dims;
-    int64_t        ne[2];
+    int64_t        ne[3];      /* ne[2]: experts of a 3-D expert tensor, else 1 */
     enum init_kind init;
 };
 
@@ -174,10 +188,25 @@ static bool add(struct plan *pl, const char *name, enum het_type type, int n_dim
     s->n_dims = n_dims;
     s->ne[0] = ne0;
     s->ne[1] = n_dims > 1 ? ne1 : 1;
+    s->ne[2] = 1;
     s->init = init;
     pl->n_params += ne0 * s->ne[1];
     return true;
 }
+
+/* a 3-D expert tensor (ne0, ne1, n_expert): n_expert matrices one after the other */
+static bool add_experts(struct plan *pl, int il, const char *what, enum het_type type, int64_t ne0, int64_t ne1)
+{
+    char name[MK_MAX_NAME];
+    snprintf(name, sizeof name, "blk.%d.%s", il, what);
+    if (!add(pl, name, type, 3, ne0, ne1, INIT_GAUSS)) return false;
+    struct spec *s = &pl->t[pl->n - 1];
+    s->ne[2] = pl->p->n_expert;
+    pl->n_params += ne0 * ne1 * (s->ne[2] - 1);
+    return true;
+}
+
+static bool is_moe(const char *arch) { return !strcmp(arch, "qwen2moe") || !strcmp(arch, "qwen3moe"); }
 
 static bool add_blk(struct plan *pl, int il, const char *what, enum het_type type, int n_dims, int64_t ne0,
                     int64_t ne1, enum init_kind init)
@@ -205,7 +234,8 @@ static bool add_layer(struct plan *pl, int il)
     const struct het_mkmodel_params *p = pl->p;
     const int64_t E = p->n_embd, q = (int64_t)p->n_head * pl->head_dim, kv = (int64_t)p->n_head_kv * pl->head_dim;
     const enum het_type w = p->type, f32 = HET_TYPE_F32;
-    bool qwen2 = strcmp(p->arch, "qwen2") == 0, qwen3 = strcmp(p->arch, "qwen3") == 0;
+    bool qwen2 = !strcmp(p->arch, "qwen2") || !strcmp(p->arch, "qwen2moe");
+    bool qwen3 = !strcmp(p->arch, "qwen3") || !strcmp(p->arch, "qwen3moe");
     bool ok = add_blk(pl, il, "attn_norm.weight", f32, 1, E, 1, INIT_ONES) &&
               add_blk(pl, il, "attn_q.weight", w, 2, E, q, INIT_GAUSS) &&
               add_blk(pl, il, "attn_k.weight", w, 2, E, kv, INIT_GAUSS) &&
@@ -218,8 +248,21 @@ static bool add_layer(struct plan *pl, int il)
     if (ok && qwen3)
         ok = add_blk(pl, il, "attn_q_norm.weight", f32, 1, pl->head_dim, 1, INIT_ONES) &&
              add_blk(pl, il, "attn_k_norm.weight", f32, 1, pl->head_dim, 1, INIT_ONES);
-    return ok && add_blk(pl, il, "ffn_norm.weight", f32, 1, E, 1, INIT_ONES) &&
-           add_blk(pl, il, "ffn_gate.weight", w, 2, E, p->n_ff, INIT_GAUSS) &&
+    ok = ok && add_blk(pl, il, "ffn_norm.weight", f32, 1, E, 1, INIT_ONES);
+    if (ok && is_moe(p->arch)) {
+        /* the router stays f32 as llama.cpp's converter writes it */
+        ok = add_blk(pl, il, "ffn_gate_inp.weight", f32, 2, E, p->n_expert, INIT_GAUSS) &&
+             add_experts(pl, il, "ffn_gate_exps.weight", w, E, p->n_ff_exp) &&
+             add_experts(pl, il, "ffn_up_exps.weight", w, E, p->n_ff_exp) &&
+             add_experts(pl, il, "ffn_down_exps.weight", w, p->n_ff_exp, E);
+        if (ok && p->n_ff_shexp > 0)
+            ok = add_blk(pl, il, "ffn_gate_inp_shexp.weight", f32, 1, E, 1, INIT_GAUSS) &&
+                 add_blk(pl, il, "ffn_gate_shexp.weight", w, 2, E, p->n_ff_shexp, INIT_GAUSS) &&
+                 add_blk(pl, il, "ffn_up_shexp.weight", w, 2, E, p->n_ff_shexp, INIT_GAUSS) &&
+                 add_blk(pl, il, "ffn_down_shexp.weight", w, 2, p->n_ff_shexp, E, INIT_GAUSS);
+        return ok;
+    }
+    return ok && add_blk(pl, il, "ffn_gate.weight", w, 2, E, p->n_ff, INIT_GAUSS) &&
            add_blk(pl, il, "ffn_up.weight", w, 2, E, p->n_ff, INIT_GAUSS) &&
            add_blk(pl, il, "ffn_down.weight", w, 2, p->n_ff, E, INIT_GAUSS);
 }
@@ -274,7 +317,7 @@ struct fill_ctx {
 
 static int fill_rows(const struct spec *s, unsigned char *dst, uint64_t seed, int n_threads)
 {
-    const int64_t ne0 = s->ne[0], rows = s->ne[1];
+    const int64_t ne0 = s->ne[0], rows = s->ne[1] * s->ne[2];
     const size_t row_bytes = het_type_row_size(s->type, ne0);
     const uint64_t tseed = splitmix64(seed ^ name_hash(s->name));
     const float std = (float)(1.0 / sqrt((double)ne0));
@@ -372,8 +415,19 @@ static enum het_status set_keys(het_gguf_writer *w, const struct plan *pl)
         { "rope.freq_base", p->rope_base },
         { "attention.layer_norm_rms_epsilon", p->rms_eps },
     };
+    const struct { const char *key; int v; } moe[] = {
+        { "expert_count", p->n_expert },
+        { "expert_used_count", p->n_expert_used },
+        { "expert_feed_forward_length", p->n_ff_exp },
+        { "expert_shared_feed_forward_length", p->n_ff_shexp },
+    };
     char key[128];
     enum het_status st = set_general(w, p);
+    for (size_t i = 0; st == HET_OK && is_moe(p->arch) && i < sizeof moe / sizeof moe[0]; i++) {
+        if (moe[i].v <= 0) continue;
+        snprintf(key, sizeof key, "%s.%s", p->arch, moe[i].key);
+        st = het_gguf_writer_set_u32(w, key, (uint32_t)moe[i].v);
+    }
     for (size_t i = 0; st == HET_OK && i < sizeof u32s / sizeof u32s[0]; i++) {
         snprintf(key, sizeof key, "%s.%s", p->arch, u32s[i].key);
         st = het_gguf_writer_set_u32(w, key, u32s[i].v);
@@ -409,9 +463,18 @@ static enum het_status copy_vocab(het_gguf_writer *w, struct plan *pl, het_error
 static enum het_status check_params(const struct het_mkmodel_params *p, int *head_dim, het_error *err)
 {
     if (!p || !p->path) return het_error_set(err, HET_ERR_INVALID, "mkmodel: no output path");
-    if (!p->arch || (strcmp(p->arch, "llama") && strcmp(p->arch, "qwen2") && strcmp(p->arch, "qwen3")))
-        return het_error_set(err, HET_ERR_INVALID, "mkmodel: arch '%s' is not llama, qwen2 or qwen3",
+    if (!p->arch || (strcmp(p->arch, "llama") && strcmp(p->arch, "qwen2") && strcmp(p->arch, "qwen3") &&
+                     !is_moe(p->arch)))
+        return het_error_set(err, HET_ERR_INVALID, "mkmodel: arch '%s' is not llama, qwen2, qwen3, qwen2moe or qwen3moe",
                              p->arch ? p->arch : "(null)");
+    if (is_moe(p->arch) && (p->n_expert < 1 || p->n_expert > 1024 || p->n_expert_used < 1 ||
+                            p->n_expert_used > p->n_expert || p->n_ff_exp < 1 || p->n_ff_shexp < 0 ||
+                            (!strcmp(p->arch, "qwen2moe") && p->n_ff_shexp < 1)))
+        return het_error_set(err, HET_ERR_INVALID, "mkmodel: %s needs 1 <= n_expert_used <= n_expert <= 1024 and "
+                             "n_ff_exp >= 1 (qwen2moe: n_ff_shexp >= 1): got %d, %d, %d, %d", p->arch,
+                             p->n_expert_used, p->n_expert, p->n_ff_exp, p->n_ff_shexp);
+    if (!is_moe(p->arch) && (p->n_expert || p->n_expert_used || p->n_ff_exp || p->n_ff_shexp))
+        return het_error_set(err, HET_ERR_INVALID, "mkmodel: expert settings given for the dense arch '%s'", p->arch);
     if (p->n_layer < 1 || p->n_layer > 1000 || p->n_embd < 1 || p->n_head < 1 || p->n_head_kv < 1 ||
         p->n_ff < 1 || p->n_ctx < 1 || p->head_dim < 0)
         return het_error_set(err, HET_ERR_INVALID,

@@ -18,6 +18,8 @@ static const char *const arch_names[HET_ARCH_COUNT] = {
     [HET_ARCH_LLAMA] = "llama",
     [HET_ARCH_QWEN2] = "qwen2",
     [HET_ARCH_QWEN3] = "qwen3",
+    [HET_ARCH_QWEN2MOE] = "qwen2moe",
+    [HET_ARCH_QWEN3MOE] = "qwen3moe",
 };
 
 const char *het_arch_name(enum het_arch arch)
@@ -55,6 +57,43 @@ static enum het_status need_int(const het_gguf *g, const char *arch, const char 
     return HET_OK;
 }
 
+/* Expert counts and widths, with llama.cpp's fallbacks (llama-model.cpp,
+ * models/qwen{2,3}moe.cpp): both counts required in 1..1024 with k <= E;
+ * expert width n_ff / k when absent; the shared expert's width n_ff. */
+static enum het_status load_moe_config(struct het_model_config *c, const het_gguf *g, const char *arch,
+                                       het_error *err)
+{
+    enum het_status st;
+    if ((st = need_int(g, arch, "expert_count", &c->n_expert, 1024, err)) ||
+        (st = need_int(g, arch, "expert_used_count", &c->n_expert_used, 1024, err)))
+        return st;
+    if (c->n_expert_used > c->n_expert)
+        return het_error_set(err, HET_ERR_FORMAT, "model: %s.expert_used_count = %d exceeds expert_count = %d", arch,
+                             c->n_expert_used, c->n_expert);
+    int64_t v;
+    if (get_arch_int(g, arch, "expert_feed_forward_length", &v)) {
+        if ((st = need_int(g, arch, "expert_feed_forward_length", &c->n_ff_exp, 1 << 22, err))) return st;
+    } else {
+        c->n_ff_exp = c->n_ff / c->n_expert_used;
+    }
+    if (c->n_ff_exp <= 0)
+        return het_error_set(err, HET_ERR_FORMAT, "model: %s: no expert_feed_forward_length and feed_forward_length "
+                             "%d / %d experts used is 0", arch, c->n_ff, c->n_expert_used);
+    if (c->arch == HET_ARCH_QWEN2MOE) {
+        if (get_arch_int(g, arch, "expert_shared_feed_forward_length", &v)) {
+            if ((st = need_int(g, arch, "expert_shared_feed_forward_length", &c->n_ff_shexp, 1 << 22, err)))
+                return st;
+        } else {
+            c->n_ff_shexp = c->n_ff;
+        }
+        if (c->n_ff_shexp <= 0)
+            return het_error_set(err, HET_ERR_FORMAT, "model: %s: no expert_shared_feed_forward_length and no "
+                                 "feed_forward_length for the shared expert", arch);
+    }
+    c->expert_norm = c->arch == HET_ARCH_QWEN3MOE;
+    return HET_OK;
+}
+
 static enum het_status load_config(struct het_model_config *c, const het_gguf *g, het_error *err)
 {
     const char *arch = het_gguf_get_str(g, "general.architecture");
@@ -65,15 +104,21 @@ static enum het_status load_config(struct het_model_config *c, const het_gguf *g
         if (!strcmp(arch, arch_names[a])) c->arch = (enum het_arch)a;
     if (c->arch == HET_ARCH_COUNT)
         return het_error_set(err, HET_ERR_UNSUPPORTED,
-                             "model: unsupported architecture '%s' (supported: llama, qwen2, qwen3)", arch);
+                             "model: unsupported architecture '%s' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe)",
+                             arch);
 
     enum het_status st;
+    int64_t v;
+    const bool moe = het_arch_is_moe(c->arch);
+    /* a MoE file may leave the dense width out when it gives the expert width */
+    const bool ff_optional = moe && !get_arch_int(g, arch, "feed_forward_length", &v) &&
+                             get_arch_int(g, arch, "expert_feed_forward_length", &v);
     if ((st = need_int(g, arch, "embedding_length", &c->n_embd, 1 << 20, err)) ||
         (st = need_int(g, arch, "block_count", &c->n_layer, 4096, err)) ||
-        (st = need_int(g, arch, "feed_forward_length", &c->n_ff, 1 << 22, err)) ||
+        (!ff_optional && (st = need_int(g, arch, "feed_forward_length", &c->n_ff, 1 << 22, err))) ||
         (st = need_int(g, arch, "attention.head_count", &c->n_head, 1 << 16, err)))
         return st;
-    int64_t v;
+    if (moe && (st = load_moe_config(c, g, arch, err)) != HET_OK) return st;
     c->n_head_kv = get_arch_int(g, arch, "attention.head_count_kv", &v) ? (int32_t)v : c->n_head;
     if (c->n_head_kv <= 0 || c->n_head % c->n_head_kv)
         return het_error_set(err, HET_ERR_FORMAT, "model: %s.attention.head_count_kv = %d does not divide %d heads",
@@ -139,12 +184,31 @@ static enum het_status bind(struct het_model *m, struct het_tensor **out, const 
     return HET_OK;
 }
 
+/* A 3-D expert tensor (ne0, ne1, n_expert), each expert one contiguous block. */
+static enum het_status bind_experts(struct het_model *m, struct het_tensor **out, const char *name, int64_t ne0,
+                                    int64_t ne1, het_error *err)
+{
+    struct het_tensor *t = find_weight(m, name);
+    *out = t;
+    if (!t) return het_error_set(err, HET_ERR_FORMAT, "model: missing tensor '%s'", name);
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != m->cfg.n_expert || t->ne[3] != 1)
+        return het_error_set(err, HET_ERR_FORMAT,
+                             "model: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %d]", name,
+                             (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+                             (long long)ne0, (long long)ne1, m->cfg.n_expert);
+    if (!het_type_get_traits(t->type)->can_compute)
+        return het_error_set(err, HET_ERR_UNSUPPORTED, "model: tensor '%s' has unsupported type %s", name,
+                             het_type_name(t->type));
+    return HET_OK;
+}
+
 static enum het_status bind_layer(struct het_model *m, int il, het_error *err)
 {
     const struct het_model_config *c = &m->cfg;
     struct het_layer *L = &m->layers[il];
     const int64_t q_dim = (int64_t)c->n_head * c->head_dim, kv_dim = (int64_t)c->n_head_kv * c->head_dim;
-    const bool qwen2 = c->arch == HET_ARCH_QWEN2, qwen3 = c->arch == HET_ARCH_QWEN3;
+    const bool qwen2 = het_arch_has_qkv_bias(c->arch), qwen3 = het_arch_has_qk_norm(c->arch);
+    const bool moe = het_arch_is_moe(c->arch), shexp = c->n_ff_shexp > 0;
     char n[96];
     enum het_status st;
 #define BIND(field, suffix, ne0, ne1, req)                                   \
@@ -161,10 +225,27 @@ static enum het_status bind_layer(struct het_model *m, int il, het_error *err)
     BIND(q_norm, "attn_q_norm.weight", c->head_dim, 0, qwen3);
     BIND(k_norm, "attn_k_norm.weight", c->head_dim, 0, qwen3);
     BIND(ffn_norm, "ffn_norm.weight", c->n_embd, 0, true);
-    BIND(w_gate, "ffn_gate.weight", c->n_embd, c->n_ff, true);
-    BIND(w_up, "ffn_up.weight", c->n_embd, c->n_ff, true);
-    BIND(w_down, "ffn_down.weight", c->n_ff, c->n_embd, true);
+    if (!moe) {
+        BIND(w_gate, "ffn_gate.weight", c->n_embd, c->n_ff, true);
+        BIND(w_up, "ffn_up.weight", c->n_embd, c->n_ff, true);
+        BIND(w_down, "ffn_down.weight", c->n_ff, c->n_embd, true);
+        return HET_OK;
+    }
+    BIND(ffn_gate_inp, "ffn_gate_inp.weight", c->n_embd, c->n_expert, true);
+    if (shexp) {
+        BIND(ffn_gate_inp_shexp, "ffn_gate_inp_shexp.weight", c->n_embd, 0, true);
+        BIND(ffn_gate_shexp, "ffn_gate_shexp.weight", c->n_embd, c->n_ff_shexp, true);
+        BIND(ffn_up_shexp, "ffn_up_shexp.weight", c->n_embd, c->n_ff_shexp, true);
+        BIND(ffn_down_shexp, "ffn_down_shexp.weight", c->n_ff_shexp, c->n_embd, true);
+    }
 #undef BIND
+#define BIND3(field, suffix, ne0, ne1)                                       \
+    snprintf(n, sizeof n, "blk.%d.%s", il, suffix);                        \
+    if ((st = bind_experts(m, &L->field, n, ne0, ne1, err)) != HET_OK) return st;
+    BIND3(ffn_gate_exps, "ffn_gate_exps.weight", c->n_embd, c->n_ff_exp);
+    BIND3(ffn_up_exps, "ffn_up_exps.weight", c->n_embd, c->n_ff_exp);
+    BIND3(ffn_down_exps, "ffn_down_exps.weight", c->n_ff_exp, c->n_embd);
+#undef BIND3
     return HET_OK;
 }
 

@@ -20,6 +20,15 @@ struct het_layer {
     struct het_tensor *w_gate;      /* (n_embd, n_ff)                    */
     struct het_tensor *w_up;        /* (n_embd, n_ff)                    */
     struct het_tensor *w_down;      /* (n_ff, n_embd)                    */
+    /* mixture of experts (qwen2moe, qwen3moe; the dense FFN above is NULL) */
+    struct het_tensor *ffn_gate_inp;   /* router (n_embd, n_expert)              */
+    struct het_tensor *ffn_gate_exps;  /* (n_embd, n_ff_exp, n_expert)           */
+    struct het_tensor *ffn_up_exps;    /* (n_embd, n_ff_exp, n_expert)           */
+    struct het_tensor *ffn_down_exps;  /* (n_ff_exp, n_embd, n_expert)           */
+    struct het_tensor *ffn_gate_inp_shexp; /* qwen2moe shared-expert gate (n_embd) */
+    struct het_tensor *ffn_gate_shexp; /* (n_embd, n_ff_shexp)                   */
+    struct het_tensor *ffn_up_shexp;   /* (n_embd, n_ff_shexp)                   */
+    struct het_tensor *ffn_down_shexp; /* (n_ff_shexp, n_embd)                   */
 };
 
 struct het_model {
@@ -54,5 +63,15 @@ struct het_arch_seq {
 struct het_tensor *het_arch_llama_build(const struct het_model *m, het_graph *g, const struct het_arch_seq *seqs,
                                         int32_t n_seq, int32_t n_tok, bool all_logits, struct het_tensor **tokens,
                                         struct het_tensor **pos, struct het_tensor **out_rows);
+
+/* The MoE feed-forward block of layer L over x (n_embd, n_tok) (arch_moe.c):
+ * routing as llama.cpp's build_moe_ffn, plus the shared expert when L has
+ * one. Returns (n_embd, n_tok) or NULL (the graph's status says why). */
+struct het_tensor *het_arch_moe_ffn(const struct het_model *m, het_graph *g, const struct het_layer *L,
+                                    struct het_tensor *x, int il);
+/* arch families */
+static inline bool het_arch_is_moe(enum het_arch a) { return a == HET_ARCH_QWEN2MOE || a == HET_ARCH_QWEN3MOE; }
+static inline bool het_arch_has_qkv_bias(enum het_arch a) { return a == HET_ARCH_QWEN2 || a == HET_ARCH_QWEN2MOE; }
+static inline bool het_arch_has_qk_norm(enum het_arch a) { return a == HET_ARCH_QWEN3 || a == HET_ARCH_QWEN3MOE; }
 
 #endif /* HET_MODEL_IMPL_H */

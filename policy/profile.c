@@ -19,9 +19,9 @@
 static const char *const class_names[HET_OPCLASS_COUNT] = {
     [HET_OPCLASS_MATMUL] = "matmul", [HET_OPCLASS_ATTN] = "attn",         [HET_OPCLASS_NORM] = "norm",
     [HET_OPCLASS_ROPE] = "rope",     [HET_OPCLASS_SOFTMAX] = "softmax",   [HET_OPCLASS_ELTWISE] = "eltwise",
-    [HET_OPCLASS_COPY] = "copy",
+    [HET_OPCLASS_COPY] = "copy",     [HET_OPCLASS_MOE] = "moe",
 };
-_Static_assert(HET_OPCLASS_COUNT == 7, "class_names needs updating");
+_Static_assert(HET_OPCLASS_COUNT == 8, "class_names needs updating");
 
 const char *het_op_class_name(enum het_op_class c)
 {
@@ -112,7 +112,7 @@ void het_op_cost_of(const struct het_tensor *n, struct het_op_cost *c)
         return;
     case HET_OP_MUL_MAT: c->cls = HET_OPCLASS_MATMUL; cost_mul_mat(n, c); return;
     case HET_OP_ATTN:    c->cls = HET_OPCLASS_ATTN; cost_attn(n, c); return;
-    case HET_OP_MUL_MAT_ID: c->cls = HET_OPCLASS_MATMUL; cost_mul_mat_id(n, c); return;
+    case HET_OP_MUL_MAT_ID: c->cls = HET_OPCLASS_MOE; cost_mul_mat_id(n, c); return;
     case HET_OP_TOP_K:   c->cls = HET_OPCLASS_SOFTMAX; c->flops = (double)het_nelements(n->src[0]) * 4;
                          c->bytes = in0 + out; return;
     case HET_OP_SUM_ROWS: c->cls = HET_OPCLASS_NORM; c->flops = (double)het_nelements(n->src[0]);
@@ -382,12 +382,22 @@ bool het_profile_model_at(const het_profile *p, int i, enum het_op_class *cls, e
 /* ---------------------------------------------------------------------------
  * prediction                                                                */
 
+/* The model that predicts (cls, wtype): its own, or for moe without one
+ * (profiles calibrated before the class existed) the matmul model, whose
+ * features mean the same per expert GEMM. */
+static const struct het_profile_model *model_for(const het_profile *p, enum het_op_class cls, enum het_type wtype)
+{
+    const struct het_profile_model *m = het_profile_model_get(p, cls, wtype);
+    if ((!m || !m->has_fit) && cls == HET_OPCLASS_MOE) m = het_profile_model_get(p, HET_OPCLASS_MATMUL, wtype);
+    return m;
+}
+
 /* Predictions are the fit's (or the roofline's) times the factor learned
  * online for the node's bucket (history.c; 1 until observations say otherwise). */
 double het_profile_predict_cost(const het_profile *p, const struct het_op_cost *c)
 {
     if (c->cls == HET_OPCLASS_NONE) return 0;
-    const struct het_profile_model *m = het_profile_model_get(p, c->cls, c->wtype);
+    const struct het_profile_model *m = model_for(p, c->cls, c->wtype);
     if (!m || !m->has_fit) return NAN;
     return het_cost_fit_eval(&m->fit, c) * het_profile_history_factor(p, c);
 }
@@ -404,7 +414,8 @@ bool het_profile_has_model(const het_profile *p, const struct het_tensor *node)
     struct het_op_cost c;
     het_op_cost_of(node, &c);
     if (c.cls == HET_OPCLASS_NONE) return true;
-    return het_profile_get_fit(p, c.cls, c.wtype, NULL);
+    const struct het_profile_model *m = model_for(p, c.cls, c.wtype);
+    return m && m->has_fit;
 }
 
 double het_profile_predict_roofline(const het_profile *p, const struct het_op_cost *c)
@@ -492,7 +503,9 @@ het_profile *het_profile_from_roofline(const char *dev_name, const char *dev_des
         enum het_type types[] = { HET_TYPE_F32, HET_TYPE_F16, HET_TYPE_BF16, HET_TYPE_Q8_0, HET_TYPE_Q4_0,
                                   HET_TYPE_Q4_1, HET_TYPE_Q5_0, HET_TYPE_Q5_1, HET_TYPE_Q2_K, HET_TYPE_Q3_K,
                                   HET_TYPE_Q4_K, HET_TYPE_Q5_K, HET_TYPE_Q6_K };
-        int nt = c == HET_OPCLASS_MATMUL ? (int)(sizeof types / sizeof types[0]) : c == HET_OPCLASS_ATTN ? 2 : 1;
+        if (kind == HET_DEVICE_NPU && c == HET_OPCLASS_MOE) f.t0_us = 150;
+        const bool per_type = c == HET_OPCLASS_MATMUL || c == HET_OPCLASS_MOE;
+        int nt = per_type ? (int)(sizeof types / sizeof types[0]) : c == HET_OPCLASS_ATTN ? 2 : 1;
         for (int t = 0; t < nt; t++)
             if (het_profile_set_fit(p, (enum het_op_class)c, types[t], &f, NULL) != HET_OK) {
                 het_profile_free(p);

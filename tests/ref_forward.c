@@ -12,6 +12,8 @@
 
 struct ref_layer {
     float *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *q_norm, *k_norm, *ffn_norm, *w_gate, *w_up, *w_down;
+    /* mixture of experts: router, experts (n_expert consecutive matrices), shared expert */
+    float *router, *gate_exps, *up_exps, *down_exps, *gate_inp_sh, *gate_sh, *up_sh, *down_sh;
 };
 
 struct ref_model {
@@ -45,6 +47,9 @@ struct ref_model *ref_model_init(const het_model *m)
         d->wo = deq(s->wo); d->bq = deq(s->bq); d->bk = deq(s->bk); d->bv = deq(s->bv);
         d->q_norm = deq(s->q_norm); d->k_norm = deq(s->k_norm); d->ffn_norm = deq(s->ffn_norm);
         d->w_gate = deq(s->w_gate); d->w_up = deq(s->w_up); d->w_down = deq(s->w_down);
+        d->router = deq(s->ffn_gate_inp); d->gate_exps = deq(s->ffn_gate_exps); d->up_exps = deq(s->ffn_up_exps);
+        d->down_exps = deq(s->ffn_down_exps); d->gate_inp_sh = deq(s->ffn_gate_inp_shexp);
+        d->gate_sh = deq(s->ffn_gate_shexp); d->up_sh = deq(s->ffn_up_shexp); d->down_sh = deq(s->ffn_down_shexp);
     }
     return r;
 }
@@ -55,7 +60,8 @@ void ref_model_free(struct ref_model *r)
     for (int l = 0; l < r->c.n_layer; l++) {
         struct ref_layer *d = &r->L[l];
         float *p[] = { d->attn_norm, d->wq, d->wk, d->wv, d->wo, d->bq, d->bk, d->bv, d->q_norm, d->k_norm,
-                       d->ffn_norm, d->w_gate, d->w_up, d->w_down };
+                       d->ffn_norm, d->w_gate, d->w_up, d->w_down, d->router, d->gate_exps, d->up_exps,
+                       d->down_exps, d->gate_inp_sh, d->gate_sh, d->up_sh, d->down_sh };
         for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     }
     free(r->L);
@@ -96,6 +102,61 @@ static void rope(float *v, int head_dim, int n_rot, int pos, const struct het_mo
         v[b] = (float)(x0 * sn + x1 * cs);
     }
     (void)head_dim;
+}
+
+/* y = w_down(silu(w_gate x) * w_up x), widths n_embd -> F -> n_embd */
+static void swiglu_ffn(float *y, const float *x, const float *wg, const float *wu, const float *wd, int E, int F)
+{
+    float *g = malloc(sizeof(float) * (size_t)F), *u = malloc(sizeof(float) * (size_t)F);
+    matmul(g, x, wg, E, F);
+    matmul(u, x, wu, E, F);
+    for (int i = 0; i < F; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    matmul(y, g, wd, F, E);
+    free(g);
+    free(u);
+}
+
+/* The MoE block as llama.cpp computes it: softmax over the router logits,
+ * the k largest (ties: lower index), their probabilities (renormalised for
+ * qwen3moe), the weighted sum of the experts; qwen2moe adds the shared
+ * expert gated by sigmoid(w_sh . x). */
+static void moe_ffn(float *y, const float *x, const struct ref_layer *L, const struct het_model_config *c)
+{
+    const int E = c->n_embd, NE = c->n_expert, k = c->n_expert_used, F = c->n_ff_exp;
+    float *p = malloc(sizeof(float) * (size_t)NE), *ye = malloc(sizeof(float) * (size_t)E);
+    bool *used = calloc((size_t)NE, 1);
+    matmul(p, x, L->router, E, NE);
+    double mx = -1e300, sum = 0;
+    for (int e = 0; e < NE; e++) mx = p[e] > mx ? p[e] : mx;
+    for (int e = 0; e < NE; e++) sum += exp((double)p[e] - mx);
+    for (int e = 0; e < NE; e++) p[e] = (float)(exp((double)p[e] - mx) / sum);
+    int sel[1024];
+    double wsum = 0;
+    for (int s = 0; s < k; s++) {
+        int best = -1;
+        for (int e = 0; e < NE; e++)
+            if (!used[e] && (best < 0 || p[e] > p[best])) best = e;
+        used[best] = true;
+        sel[s] = best;
+        wsum += p[best];
+    }
+    for (int i = 0; i < E; i++) y[i] = 0;
+    for (int s = 0; s < k; s++) {
+        const size_t e = (size_t)sel[s];
+        swiglu_ffn(ye, x, L->gate_exps + e * F * E, L->up_exps + e * F * E, L->down_exps + e * E * F, E, F);
+        const double w = c->expert_norm ? p[e] / wsum : p[e];
+        for (int i = 0; i < E; i++) y[i] += (float)(w * ye[i]);
+    }
+    if (L->gate_inp_sh) {
+        double gs = 0;
+        for (int i = 0; i < E; i++) gs += (double)L->gate_inp_sh[i] * x[i];
+        gs = 1.0 / (1.0 + exp(-gs));
+        swiglu_ffn(ye, x, L->gate_sh, L->up_sh, L->down_sh, E, c->n_ff_shexp);
+        for (int i = 0; i < E; i++) y[i] += (float)(gs * ye[i]);
+    }
+    free(p);
+    free(ye);
+    free(used);
 }
 
 int ref_forward(struct ref_model *r, const int32_t *tokens, int n, float *out)
@@ -148,8 +209,13 @@ int ref_forward(struct ref_model *r, const int32_t *tokens, int n, float *out)
             }
             matmul(h2, att, L->wo, qd, E);
             for (int i = 0; i < E; i++) x[i] += h2[i];
-            /* ffn: w_down(silu(w_gate x) * w_up x) */
+            /* ffn: w_down(silu(w_gate x) * w_up x), or the experts */
             rmsnorm(h, x, L->ffn_norm, E, c->rms_eps);
+            if (L->router) {
+                moe_ffn(h2, h, L, c);
+                for (int i = 0; i < E; i++) x[i] += h2[i];
+                continue;
+            }
             matmul(g, h, L->w_gate, E, F);
             matmul(u, h, L->w_up, E, F);
             for (int i = 0; i < F; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];

@@ -330,6 +330,12 @@ static void why(const struct planrun *r, int i, char *buf, size_t size)
         o += (size_t)snprintf(buf + o, size > o ? size - o : 0, "%s%s %.1f%s", o ? " | " : "", r->names[d],
                               pn->alt_us[d], d == pn->device ? "*" : "");
     }
+    const struct het_tensor *t = het_graph_node(r->g, i);
+    if (t->op == HET_OP_MUL_MAT_ID) { /* its cost rests on the experts it is expected to read */
+        const double E = (double)t->src[0]->ne[2], k = (double)t->ne[1], T = (double)t->ne[2];
+        o += (size_t)snprintf(buf + o, size > o ? size - o : 0, "; expects %.1f of %.0f experts read (%.0f tok x top-%.0f)",
+                              het_moe_expected_experts(E, k, T), E, T, k);
+    }
     if (pn->flags & HET_PLAN_FALLBACK)
         o += (size_t)snprintf(buf + o, size > o ? size - o : 0, "; fallback: %s cannot run it", r->names[pn->wanted]);
     else if (pn->flags & HET_PLAN_PINNED)

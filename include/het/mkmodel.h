@@ -3,7 +3,7 @@
  *
  * Benchmarks and tests need models of real sizes (Qwen3-0.6B, ...) that are
  * too large to keep as fixtures. het_mkmodel_write() produces one: a llama,
- * qwen2 or qwen3 GGUF with the standard llama.cpp tensor names, keys and
+ * qwen2, qwen3, qwen2moe or qwen3moe GGUF with the standard llama.cpp tensor names, keys and
  * layouts, seeded Gaussian weights (std 1/sqrt(ne0), the input dimension),
  * norm weights 1.0, and the tokenizer.* keys of a tokenizer GGUF so the file
  * tokenizes like the real model. Its output is meaningless text by design.
@@ -55,6 +55,10 @@ struct het_mkmodel_params {
     int         n_threads;   /* 0: OpenMP default                                        */
     het_mkmodel_progress_fn progress;  /* optional */
     void       *progress_user;
+    /* Mixture of experts (arch "qwen2moe" / "qwen3moe"): n_expert experts of
+     * width n_ff_exp, n_expert_used per token; qwen2moe adds a shared expert
+     * of width n_ff_shexp. The expert tensors are 3-D (ne0, ne1, n_expert). */
+    int         n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
 };
 
 /* Filled by het_mkmodel_write on success (optional). */
@@ -76,6 +80,7 @@ struct het_mkmodel_preset {
     bool        tied;
     const char *vocab;       /* suggested tokenizer GGUF, relative to shared/ (hint only) */
     const char *description;
+    int         n_expert, n_expert_used, n_ff_exp, n_ff_shexp; /* MoE presets only */
 };
 
 /* Defaults: arch "llama", type f32, embd_type auto (HET_TYPE_COUNT), seed 42,

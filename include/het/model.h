@@ -29,6 +29,8 @@ enum het_arch {
     HET_ARCH_LLAMA = 0,
     HET_ARCH_QWEN2,
     HET_ARCH_QWEN3,
+    HET_ARCH_QWEN2MOE,  /* qwen2 attention; MoE FFN + a sigmoid-gated shared expert */
+    HET_ARCH_QWEN3MOE,  /* qwen3 attention; MoE FFN, top-k weights renormalised    */
     HET_ARCH_COUNT,
 };
 
@@ -49,6 +51,15 @@ struct het_model_config {
     float         rope_scale;     /* freq_scale = 1 / linear scaling factor   */
     int           rope_mode;      /* enum het_rope_mode                       */
     bool          tied_output;    /* output projection is token_embd          */
+    /* mixture of experts (0 / false for dense architectures) */
+    int32_t       n_expert;       /* <arch>.expert_count                      */
+    int32_t       n_expert_used;  /* <arch>.expert_used_count (k)             */
+    int32_t       n_ff_exp;       /* <arch>.expert_feed_forward_length, else n_ff / k */
+    int32_t       n_ff_shexp;     /* <arch>.expert_shared_feed_forward_length, else n_ff
+                                     (qwen2moe's shared expert; 0 without one) */
+    bool          expert_norm;    /* renormalise the k routing weights to sum 1
+                                     (llama.cpp: true for qwen3moe, false for qwen2moe;
+                                     no GGUF key carries it)                    */
 };
 
 typedef struct het_model het_model;

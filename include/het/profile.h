@@ -46,6 +46,8 @@ enum het_op_class {
     HET_OPCLASS_SOFTMAX,    /* softmax                                             */
     HET_OPCLASS_ELTWISE,    /* add, mul, scale, silu, swiglu                       */
     HET_OPCLASS_COPY,       /* cpy, cont, get_rows                                 */
+    HET_OPCLASS_MOE,        /* mul_mat_id (experts), one model per weight type;
+                               a profile without one predicts with its matmul model */
     HET_OPCLASS_COUNT,
     HET_OPCLASS_NONE = -1,  /* views and leaves: no work                           */
 };
@@ -67,7 +69,10 @@ struct het_op_cost {
 /* Describe node (any op). cls is HET_OPCLASS_NONE for views and leaves. */
 void het_op_cost_of(const struct het_tensor *node, struct het_op_cost *out);
 /* Expected distinct experts hit when T tokens each pick k of E uniformly:
- * E * (1 - (1 - k/E)^T). mul_mat_id's cost uses it for the experts read. */
+ * E * (1 - (1 - k/E)^T) (k for one token). Which experts a mul_mat_id
+ * reads depends on the router's output, unknown when planning, so its cost
+ * (class moe) uses this count: bytes = hit experts' weights + activations,
+ * flops = 2·K·N·k·T, M = k·T / hit (columns per expert GEMM). */
 double het_moe_expected_experts(double E, double k, double T);
 
 /* One measurement: the node's features and its median time. */
