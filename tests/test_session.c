@@ -33,8 +33,8 @@ static void test_open_and_generate(const char *path)
           "the CPU alone");
     CHECK(het_session_profile(s, 0) == NULL, "one device needs no profile");
     CHECK(het_session_budget(s) == NULL, "no budget asked for");
-    CHECK(het_session_pool(s) != NULL && het_model_pool(het_session_model(s)) == het_session_pool(s),
-          "the weights are in the session's pool");
+    CHECK(het_session_pool(s) != NULL && het_model_pool(het_session_model(s)) == NULL,
+          "the session has a pool and the weights stay in the file mapping");
     het_model *m = het_session_model(s);
     het_context *ctx = het_session_context(s);
     const int32_t n_vocab = het_model_get_config(m)->n_vocab;
@@ -63,6 +63,15 @@ static void test_open_and_generate(const char *path)
     het_context_free(own);
     free(ids);
     het_session_close(s);
+    /* asked for, the weights are copied into the session's pool */
+    p.weights_in_pool = true;
+    s = het_session_open(&p, &err);
+    CHECK(s != NULL, "open with weights_in_pool: %s", err.msg);
+    if (s) {
+        CHECK(het_session_pool(s) != NULL && het_model_pool(het_session_model(s)) == het_session_pool(s),
+              "weights_in_pool: the weights are in the session's pool");
+        het_session_close(s);
+    }
 }
 
 static void expect_error(const struct het_session_params *p, enum het_status st, const char *needle)
