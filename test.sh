@@ -32,7 +32,7 @@ cmake --build build-asan -j"$jobs" >/dev/null
 # stack leaks 128 bytes inside a module the loader unloads at vkDestroyInstance,
 # which LeakSanitizer can neither attribute nor suppress. ASan and UBSan still
 # check them; every other test also checks leaks (suppressions in tests/lsan.supp).
-vk_tests="vulkan|pool_devices|placement|accuracy_cli|reference|online"
+vk_tests="vulkan|pool_devices|placement|accuracy_cli|reference|online|mapped_weights|install"
 # Not run under the sanitizers: test_serve_load asserts the server's RSS returns
 # to its baseline, which ASan's quarantine prevents; test_pool_cli counts
 # stderr lines, which sanitizer reports change. Both run in the stage above.
