@@ -149,7 +149,7 @@ static enum het_status make_sched(het_session *s, het_error *err)
 {
     struct het_sched_params sp = {
         .devices = s->devices, .n_devices = s->n_devices, .strict = s->p.strict, .overlap = s->p.overlap,
-        .log = s->p.log, .log_user = s->p.user, .pool = s->pool,
+        .log = s->p.log, .log_info = s->p.log_info, .log_user = s->p.user, .pool = s->pool,
     };
     enum het_status st = het_policy_parse(s->p.policy, s->devices, s->n_devices, &sp, err);
     if (st != HET_OK) return st;

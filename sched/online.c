@@ -22,9 +22,14 @@
  * follows a device whose speed drifts. When a plan's measured time misses
  * its prediction by more than HET_SCHED_REPLAN_MARGIN for ONLINE_MISSES
  * graphs in a row, its chosen keys are probed at every graph for a while.
- * Probes take at most ONLINE_BUDGET of the graph's own time (at least one
- * probe; while keys are unobserved, at least ONLINE_FLOOR_US: exploring
- * ends after a few dozen probes, and a tiny model's graphs are short).
+ * Probing is paid from a credit: each graph earns ONLINE_BUDGET of its own
+ * time, or ONLINE_EARLY_BUDGET while the plan is unproven (a scheduler's
+ * first ONLINE_EARLY graphs) or known to miss its prediction (it already
+ * loses more than that), and probes run only while the credit is positive
+ * (the last may overdraw it; later graphs repay). So learning never costs a run
+ * more than that share of its time, whatever the graph's size: a tiny
+ * model's 0.1 ms decode graphs explore over more graphs instead of paying
+ * milliseconds each (they did: 16x slower decode for a 24-token run).
  *
  * A history that moves bumps its profile's generation; the next plan
  * lookup sees the change, drops the cached plans and builds new ones
@@ -41,8 +46,10 @@
 
 #define ONLINE_REFRESH 16     /* graphs between refresh probes once explored   */
 #define ONLINE_MISSES  3      /* consecutive misses that trigger re-probing    */
-#define ONLINE_BUDGET  0.25   /* of the graph's time spent probing             */
-#define ONLINE_FLOOR_US 2000  /* while exploring, at least this much per graph */
+#define ONLINE_BUDGET       0.02  /* of each graph's time earned for probing       */
+#define ONLINE_EARLY_BUDGET 0.25  /* ... early on, or while a plan misses          */
+#define ONLINE_EARLY        4     /* graphs a scheduler's plans are unproven       */
+#define ONLINE_CREDIT_MAX   50000 /* µs of credit saved up at most                 */
 #define MAX_CAND       96
 
 struct cand {
@@ -241,14 +248,18 @@ enum het_status het_sched_online_after(het_sched *s, const het_graph *g, struct 
         if (++e->n_missed == ONLINE_MISSES) {
             s->stats.n_plan_misses++;
             e->reprobe = 2 * s->n_devices * HET_OPCLASS_COUNT; /* graphs of refresh probes, then let it be */
-            het_sched_log(s, "a plan keeps missing its predicted time by more than %.0f%%: timing its nodes again",
+            het_sched_info(s, "a plan keeps missing its predicted time by more than %.0f%%: timing its nodes again",
                           100 * HET_SCHED_REPLAN_MARGIN);
         }
     } else {
         e->n_missed = 0;
     }
+    bool early = e->reprobe > 0 || s->n_online_graphs <= ONLINE_EARLY;
+    if (measured_us > 0)
+        s->probe_credit_us = fmin(s->probe_credit_us + (early ? ONLINE_EARLY_BUDGET : ONLINE_BUDGET) * measured_us,
+                                  ONLINE_CREDIT_MAX);
     bool refresh_due = e->reprobe > 0 || s->n_online_graphs % ONLINE_REFRESH == 0;
-    if (e->explored && !refresh_due) return HET_OK;
+    if ((e->explored && !refresh_due) || s->probe_credit_us <= 0) return HET_OK;
 
     struct cand *c = malloc(MAX_CAND * sizeof *c);
     bool *done = calloc(MAX_CAND, sizeof *done);
@@ -269,7 +280,7 @@ enum het_status het_sched_online_after(het_sched *s, const het_graph *g, struct 
         if (e->reprobe > 0) e->reprobe--;
         for (int k = 0; k < n; k++) done[k] = e->reprobe > 0 && !c[k].chosen; /* a miss: the plan's own keys */
     }
-    const double budget = fmax(ONLINE_BUDGET * measured_us, refresh ? 0 : ONLINE_FLOOR_US), t0 = het_now_us();
+    const double budget = s->probe_credit_us, t0 = het_now_us();
     for (int turn = 0;; turn++) {
         if (turn > 0 && (refresh || het_now_us() - t0 > budget)) break;
         /* rejected keys first on odd graphs, chosen ones first on even graphs */
@@ -292,6 +303,7 @@ enum het_status het_sched_online_after(het_sched *s, const het_graph *g, struct 
         done[k] = true;
         if (st != HET_OK) break;
     }
+    s->probe_credit_us -= het_now_us() - t0;
 out:
     free(c);
     free(done);

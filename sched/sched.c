@@ -40,6 +40,17 @@ void het_sched_log(het_sched *s, const char *fmt, ...)
     s->params.log(s->params.log_user, line);
 }
 
+void het_sched_info(het_sched *s, const char *fmt, ...)
+{
+    if (!s->params.log_info) return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    s->params.log_info(s->params.log_user, line);
+}
+
 
 static enum het_status check_params(const struct het_sched_params *params, het_error *err)
 {
@@ -341,7 +352,7 @@ static enum het_status get_plan(het_sched *s, const het_graph *g, const struct h
         s->plan_gen = gen;
         s->stats.n_replans++;
         for (int i = 0; i < HET_PLAN_CACHE; i++) s->cache[i].key = 0;
-        het_sched_log(s, "re-planning: node times observed while running moved the cost model");
+        het_sched_info(s, "re-planning: node times observed while running moved the cost model");
     }
     uint32_t set = s->disabled | (s->measure ? 1u << 31 : 0);
     for (int i = 0; i < HET_PLAN_CACHE; i++)

@@ -62,11 +62,14 @@ struct het_sched {
     bool                 online;         /* params.online, until a probe fails      */
     uint64_t             plan_gen;       /* profile generations the cached plans saw */
     uint64_t             n_online_graphs;
+    double               probe_credit_us; /* probing time earned and not yet spent (online.c) */
     void                *probe_buf;      /* output of probed nodes, registered      */
     size_t               probe_size;
 };
 
 void het_sched_log(het_sched *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* to params.log_info: what online correction decided */
+void het_sched_info(het_sched *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Open (CPU about to read/write pool memory) or close (a device other than
  * the CPU is about to) the CPU access window on the pool: the dma-buf

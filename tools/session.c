@@ -95,6 +95,7 @@ bool hr_session_open(struct hr_session *s, const struct hr_opts *o, bool need_ct
     if (!hr_session_params(o, &p)) return false;
     p.open_context = need_ctx;
     p.log = log_line;
+    p.log_info = o->verbose ? log_line : NULL; /* re-planning is news only to who asked (-v) */
     p.progress = calibration_progress;
     p.user = s;
     hr_progress_init(&s->cal_progress, "calibrating");

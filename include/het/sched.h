@@ -68,8 +68,11 @@ struct het_sched_params {
      * issued in order; a device is waited for only when a later split reads
      * or overwrites memory it is still using) */
     bool                 overlap;
-    /* (optional) log callback for fallbacks and decisions; NULL = silent (counted) */
+    /* (optional) log callback for fallbacks and failed devices; NULL = silent (counted) */
     void (*log)(void *user, const char *line);
+    /* (optional) callback for online correction's notices (a plan missing its
+     * prediction, re-planning); NULL = silent (counted in het_sched_stats) */
+    void (*log_info)(void *user, const char *line);
     void                *log_user;
     /* (optional) the shared memory pool (not owned; must outlive the
      * scheduler and the devices, which may keep repacked weights in it).

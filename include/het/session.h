@@ -91,6 +91,8 @@ struct het_session_params {
     bool        open_context;    /* open het_session_context                                */
     /* (optional) notices: a calibration starting, a measurement taken, fallbacks */
     void      (*log)(void *user, const char *line);
+    /* (optional) online correction's notices: a plan missing its prediction, re-planning */
+    void      (*log_info)(void *user, const char *line);
     /* (optional) progress of a first-use calibration */
     void      (*progress)(void *user, double fraction, const char *what);
     void       *user;
