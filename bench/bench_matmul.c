@@ -246,8 +246,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-s")) min_sec = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "-p")) prepack = atoi(argv[i + 1]) != 0;
         else if (!strcmp(argv[i], "-i")) {
-            if (!strcmp(argv[i + 1], "scalar")) isa = HET_CPU_ISA_SCALAR;
-            else if (!strcmp(argv[i + 1], "avx2")) isa = HET_CPU_ISA_AVX2;
+            for (int lv = HET_CPU_ISA_SCALAR; lv < (int)isa; lv++)
+                if (!strcmp(argv[i + 1], het_cpu_isa_name((enum het_cpu_isa)lv))) isa = (enum het_cpu_isa)lv;
         } else {
             fprintf(stderr, "usage: %s [-t threads] [-T types] [-M m,...] [-s seconds] [-i isa] [-p 0|1]\n", argv[0]);
             return 2;

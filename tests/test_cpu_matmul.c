@@ -310,7 +310,8 @@ static void test_supports(void)
  * values bit for bit, on random blocks (random scales, all codes). */
 static void test_dequant(enum het_cpu_isa best)
 {
-    const struct het_mm_kernels *levels[] = { &het_mm_kernels_avx2, &het_mm_kernels_avx512 };
+    const struct het_mm_kernels *levels[] = { &het_mm_kernels_avx2, &het_mm_kernels_avx512,
+                                              &het_mm_kernels_avx512vnni };
     for (int lv = HET_CPU_ISA_AVX2; lv <= (int)best; lv++) {
         const struct het_mm_kernels *k = levels[lv - HET_CPU_ISA_AVX2];
         for (int t = 0; t < HET_TYPE_COUNT; t++) {

@@ -283,9 +283,8 @@ static const struct het_device_i cpu_iface = {
 static void cpu_describe(het_device *dev)
 {
     const struct cpu_context *c = dev->context;
-    snprintf(dev->desc, sizeof dev->desc, "CPU, %d threads, kernels: %s%s%s%s", c->n_threads,
-             het_cpu_isa_name(c->isa), c->features.avx512_vnni ? " (avx512-vnni)" : "",
-             c->features.avx_vnni ? " (avx-vnni)" : "", c->f32_act ? ", f32 activations" : "");
+    snprintf(dev->desc, sizeof dev->desc, "CPU, %d threads, kernels: %s%s%s", c->n_threads,
+             het_cpu_isa_name(c->isa), c->features.avx_vnni ? " (avx-vnni)" : "", c->f32_act ? ", f32 activations" : "");
 }
 
 het_device *het_cpu_device_init(int n_threads, het_error *err)

@@ -4,8 +4,10 @@
  * Detection reads cpuid and, for the AVX families, xgetbv: an instruction set
  * is usable only when the CPU implements it AND the OS saves its registers
  * (XCR0), otherwise the first ymm/zmm instruction would fault. The chosen
- * level can be lowered (never raised) with HET_CPU_ISA=scalar|avx2|avx512 so
- * tests and benchmarks can compare the kernel families on one machine.
+ * level can be lowered (never raised) with
+ * HET_CPU_ISA=scalar|avx2|avx512|avx512vnni so tests and benchmarks can
+ * compare the kernel families on one machine (avx512 on a VNNI machine: the
+ * AVX-512 kernels without VNNI).
  */
 #include <cpuid.h>
 #include <stdint.h>
@@ -56,12 +58,12 @@ enum het_cpu_isa het_cpu_isa_select(const struct het_cpu_features *f) {
     enum het_cpu_isa best = HET_CPU_ISA_SCALAR;
     if (f->avx2) best = HET_CPU_ISA_AVX2;
     if (f->avx512) best = HET_CPU_ISA_AVX512;
+    if (f->avx512_vnni) best = HET_CPU_ISA_AVX512VNNI;
     const char *env = getenv("HET_CPU_ISA");
     if (env && *env) {
         enum het_cpu_isa cap = best;
-        if (strcmp(env, "scalar") == 0) cap = HET_CPU_ISA_SCALAR;
-        else if (strcmp(env, "avx2") == 0) cap = HET_CPU_ISA_AVX2;
-        else if (strcmp(env, "avx512") == 0) cap = HET_CPU_ISA_AVX512;
+        for (int lv = HET_CPU_ISA_SCALAR; lv < HET_CPU_ISA_COUNT; lv++)
+            if (strcmp(env, het_cpu_isa_name((enum het_cpu_isa)lv)) == 0) cap = (enum het_cpu_isa)lv;
         if (cap < best) best = cap;
     }
     return best;
@@ -72,6 +74,8 @@ const char *het_cpu_isa_name(enum het_cpu_isa isa) {
     case HET_CPU_ISA_SCALAR: return "scalar";
     case HET_CPU_ISA_AVX2:   return "avx2";
     case HET_CPU_ISA_AVX512: return "avx512";
+    case HET_CPU_ISA_AVX512VNNI: return "avx512vnni";
+    case HET_CPU_ISA_COUNT: break;
     }
     return "unknown";
 }

@@ -31,11 +31,16 @@ struct het_cpu_features {
     bool avx512_bf16;
 };
 
-/* Kernel level actually used; lowered by HET_CPU_ISA=scalar|avx2|avx512 for tests. */
+/* Kernel level actually used, chosen once when the device starts; lowered
+ * by HET_CPU_ISA=scalar|avx2|avx512|avx512vnni for tests. Each level has
+ * its own kernel table (quant_dot.h); the levels are ordered, a higher one
+ * able to run everything a lower one does. */
 enum het_cpu_isa {
-    HET_CPU_ISA_SCALAR = 0,
-    HET_CPU_ISA_AVX2   = 1,
-    HET_CPU_ISA_AVX512 = 2,
+    HET_CPU_ISA_SCALAR     = 0,
+    HET_CPU_ISA_AVX2       = 1,
+    HET_CPU_ISA_AVX512     = 2, /* F/BW/VL/DQ; int8 sums by vpmaddubsw + vpmaddwd */
+    HET_CPU_ISA_AVX512VNNI = 3, /* + AVX512-VNNI: int8 sums by vpdpbusd          */
+    HET_CPU_ISA_COUNT
 };
 
 /* How the threads of a parallel region share a node's work (cpu_sync.c).

@@ -103,6 +103,7 @@ struct het_mm_plan {
 static const struct het_mm_kernels *het_mm_level(enum het_cpu_isa isa)
 {
     switch (isa) {
+    case HET_CPU_ISA_AVX512VNNI: return &het_mm_kernels_avx512vnni;
     case HET_CPU_ISA_AVX512: return &het_mm_kernels_avx512;
     case HET_CPU_ISA_AVX2:   return &het_mm_kernels_avx2;
     default:                 return &het_mm_kernels_scalar;
@@ -285,7 +286,7 @@ size_t het_cpu_mul_mat_work_size(const struct het_tensor *node, int nth, bool f3
     /* The ISA is not known here, nor whether the region will really get nth
      * threads: size for the largest need of any level and thread count. */
     size_t need = 0;
-    for (int lv = HET_CPU_ISA_SCALAR; lv <= HET_CPU_ISA_AVX512; lv++) {
+    for (int lv = HET_CPU_ISA_SCALAR; lv < HET_CPU_ISA_COUNT; lv++) {
         for (int t = 1; t <= nth; t++) {
             struct het_mm_plan p;
             het_mm_plan_init(&p, (struct het_tensor *)node, (enum het_cpu_isa)lv, t, f32_act);

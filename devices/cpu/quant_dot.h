@@ -278,7 +278,8 @@ struct het_mm_kernels {
  * matmul.c resolves that. */
 extern const struct het_mm_kernels het_mm_kernels_scalar;
 extern const struct het_mm_kernels het_mm_kernels_avx2;
-extern const struct het_mm_kernels het_mm_kernels_avx512;
+extern const struct het_mm_kernels het_mm_kernels_avx512;     /* without VNNI */
+extern const struct het_mm_kernels het_mm_kernels_avx512vnni; /* the same kernels with VNNI */
 
 /* Scalar reference kernels (also the fallbacks of the SIMD tables). */
 void het_gemv_scalar(enum het_type type, int64_t K, const void *w, const uint8_t *const *a, int nc, float *out);

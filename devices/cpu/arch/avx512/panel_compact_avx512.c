@@ -1,22 +1,27 @@
 /*
  * panel_compact_avx512.c — AVX-512 kernels over the compact panels (Q40,
  * Q80, Q6C, Q4KC at R = 16: the file's bytes, one zmm holds 4 consecutive k
- * of 16 rows, see quant_dot.h) and over the wide panels (32 rows of byte
- * quants) that batch matmuls expand Q40 / Q80 panels into.
+ * of 16 rows, see quant_dot.h), over the wide panels (32 rows of byte
+ * quants) that batch matmuls expand pairs of them into, and over q4_1's
+ * nibble panels (U4N). The AVX-512 levels take every other kind from the
+ * levels below (matmul.c resolves a NULL entry that way).
  *
  * Compact kernels serve decode: every weight byte is read once per token in
  * one forward stream, so each block asks for its lines HET_PF_AHEAD bytes
- * ahead and the arithmetic stays well under the memory time. Integer sums
- * use vpdpbusd (u8 weights x s8 activations -> i32) where the CPU has
- * AVX512-VNNI; otherwise vpmaddubsw + vpmaddwd give the same i32 sums (every
- * u8 operand here is at most 63, so no s16 pair saturates), except for q8_0
- * whose signed weights take |a| x sign(w, a). With VNNI, q8_0 is made
- * unsigned by xor 0x80 (+128) and 128 * sum(a) is taken back off.
+ * ahead and the arithmetic stays well under the memory time. One walker
+ * (het_compact_t) goes over the blocks of a panel for every kind; what
+ * differs per kind is one step, a block's dequantise-and-dot (het_*_blk).
+ * Wide kernels serve prefill the same way: one walker (het_wide_t) with the
+ * kind's offsets and scales, and one expansion walker (het_xexpand_t).
  *
- * Wide kernels serve prefill: 32 rows x 1..4 activation rows per call, the
- * quants already bytes (q8_0 biased to unsigned at expansion when VNNI is
- * there; the K-quants' sub-block scales already multiplied into float
- * per-row scales), so the inner loop is loads, broadcasts and vpdpbusd.
+ * Every walker takes `vnni` as a constant: the AVX-512 kernel table
+ * (matmul_avx512.c) holds one instance of each without VNNI (level
+ * avx512) and one with it (level avx512vnni); the device picks the level
+ * once, at init. With VNNI the integer sums use vpdpbusd (u8 weights x s8
+ * activations -> i32); without it vpmaddubsw + vpmaddwd give the same i32
+ * sums (every u8 operand here is at most 63, so no s16 pair saturates),
+ * except for q8_0, whose signed weights take |a| x sign(w, a). With VNNI,
+ * q8_0 is made unsigned by xor 0x80 (+128) and 128 * sum(a) taken back off.
  * Each kernel computes exactly the formula of het_panel_gemm_scalar.
  */
 #include <immintrin.h>
@@ -64,101 +69,26 @@ HET_INLINE __m512i het_dp(__m512i acc, __m512i u, __m512i s, const bool vnni)
     return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
 }
 
+/* acc + sum of w[j] * a[j] for signed bytes w (q8_0); w biased by +128
+ * (wu = w ^ 0x80) with VNNI, where the caller takes 128 * sum(a) off. */
+HET_INLINE __m512i het_dp_s8(__m512i acc, __m512i w, __m512i wu, const int8_t *qa, const uint8_t *ua,
+                             const bool vnni)
+{
+    const __m512i sa = het_bc4(qa);
+    if (vnni) return _mm512_dpbusd_epi32(acc, wu, sa);
+    /* |a| x (w with the sign of a): no vpsignb on zmm */
+    const __m512i sw = _mm512_mask_sub_epi8(w, _mm512_movepi8_mask(sa), _mm512_setzero_si512(), w);
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(het_bc4(ua), sw), _mm512_set1_epi16(1)));
+}
+
 /* acc + float(isum) * (dw * da) */
 HET_INLINE __m512 het_fscale(__m512 acc, __m512i isum, __m512 dw, float da)
 {
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc);
 }
 
-/* ---- Q40: 16 rows of q4_0 nibbles; isum = sum(q*a) - 8*sum(a) ------------------------ */
-
-HET_INLINE void het_q40_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a,
-                          float *out, size_t ldo, const int NC, const bool vnni)
-{
-    const size_t bs = HET_Q8R_BS;
-    const __m512i m4 = _mm512_set1_epi8(15);
-    __m512 acc[4];
-#pragma GCC unroll 4
-    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < l->nb; b++) {
-        const int64_t gi = b / 4, j = b % 4, len = het_cpanel_len(l, gi);
-        const uint8_t *grp = het_cpanel_grp(l, panel, gi), *pb = grp + 256 * j;
-        const uint8_t *pd = grp + het_cpanel_d_off(l, len) + 32 * j;
-        het_pf(pb, j == 3 ? 6 : 4);
-        __m512i s[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < NC; c++) s[c] = _mm512_set1_epi32(-8 * HET_MT(a[c], bs, b)->sum32);
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; g++) {
-            const __m512i v = _mm512_load_si512((const void *)(pb + 64 * g));
-            const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-#pragma GCC unroll 4
-            for (int c = 0; c < NC; c++) {
-                const int8_t *qa = HET_QA(a[c], bs, b);
-                s[c] = het_dp(s[c], lo, het_bc4(qa + 4 * g), vnni);
-                HET_KEEP(s[c]);
-                s[c] = het_dp(s[c], hi, het_bc4(qa + 16 + 4 * g), vnni);
-                HET_KEEP(s[c]);
-            }
-        }
-        const __m512 dv = het_ld_h16(pd);
-#pragma GCC unroll 4
-        for (int c = 0; c < NC; c++) acc[c] = het_fscale(acc[c], s[c], dv, HET_MT(a[c], bs, b)->d);
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + ldo * (size_t)c, acc[c]);
-}
-
-/* ---- Q80: 16 rows of q8_0 bytes ------------------------------------------------------ */
-
-HET_INLINE void het_q80_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a,
-                          float *out, size_t ldo, const int NC, const bool vnni)
-{
-    const size_t bs = HET_Q8R_BS_ABS;
-    const __m512i bias = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi16(1);
-    __m512 acc[4];
-#pragma GCC unroll 4
-    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < l->nb; b++) {
-        const int64_t gi = b / 4, j = b % 4, len = het_cpanel_len(l, gi);
-        const uint8_t *grp = het_cpanel_grp(l, panel, gi), *pb = grp + 512 * j;
-        const uint8_t *pd = grp + het_cpanel_d_off(l, len) + 32 * j;
-        het_pf(pb, j == 3 ? 10 : 8);
-        __m512i s[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < NC; c++)
-            s[c] = vnni ? _mm512_set1_epi32(-128 * HET_MT(a[c], bs, b)->sum32) : _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) {
-            const __m512i wv = _mm512_load_si512((const void *)(pb + 64 * g));
-            const __m512i wu = _mm512_xor_si512(wv, bias);
-#pragma GCC unroll 4
-            for (int c = 0; c < NC; c++) {
-                const __m512i sa = het_bc4(HET_QA(a[c], bs, b) + 4 * g);
-                if (vnni) {
-                    s[c] = _mm512_dpbusd_epi32(s[c], wu, sa);
-                } else {
-                    /* |a| x (w with the sign of a): no vpsignb on zmm */
-                    const __m512i ua = het_bc4(HET_UA(a[c], bs, b) + 4 * g);
-                    const __m512i sw = _mm512_mask_sub_epi8(wv, _mm512_movepi8_mask(sa), _mm512_setzero_si512(), wv);
-                    s[c] = _mm512_add_epi32(s[c], _mm512_madd_epi16(_mm512_maddubs_epi16(ua, sw), ones));
-                }
-                HET_KEEP(s[c]);
-            }
-        }
-        const __m512 dv = het_ld_h16(pd);
-#pragma GCC unroll 4
-        for (int c = 0; c < NC; c++) acc[c] = het_fscale(acc[c], s[c], dv, HET_MT(a[c], bs, b)->d);
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + ldo * (size_t)c, acc[c]);
-}
-
-/* ---- Q6C: 16 rows of q6_K ---------------------------------------------------------------
- * Groups g / g+4 take their top 2 bits from qh[0] / qh[1] (bits 2g..2g+1
- * moved to bits 4..5; 16-bit shifts are safe because only bits 4..5 of each
- * byte are kept). Each half block sums in i32 from -32 * sum16[h], then the
- * rows' int8 half scales multiply: isum = sc0 * s0 + sc1 * s1. */
+/* q6_K's top 2 bits of group g (of 4) from a qh vector: bits 2g..2g+1
+ * moved to bits 4..5 (16-bit shifts are safe: only bits 4..5 are kept). */
 HET_INLINE __m512i het_q6_hi(__m512i qh, int g)
 {
     const __m512i m30 = _mm512_set1_epi8(0x30);
@@ -170,275 +100,249 @@ HET_INLINE __m512i het_q6_hi(__m512i qh, int g)
     }
 }
 
-HET_INLINE void het_q6c_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a,
-                          float *out, size_t ldo, const int NC, const bool vnni)
+/* Group g's quants of a nibble block (U4N layout: vector g holds groups g
+ * and g+4): *lo = group g, *hi = group g + 4, with q6_K's top bits when
+ * qh (two vectors) is given. */
+HET_INLINE void het_nib_groups(const uint8_t *pb, const __m512i *qh, int g, __m512i *lo, __m512i *hi)
 {
-    const size_t bs = HET_Q8R_BS;
     const __m512i m4 = _mm512_set1_epi8(15);
+    const __m512i v = _mm512_load_si512((const void *)(pb + 64 * g));
+    *lo = _mm512_and_si512(v, m4);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    if (qh) {
+        *lo = _mm512_or_si512(*lo, het_q6_hi(qh[0], g));
+        *hi = _mm512_or_si512(*hi, het_q6_hi(qh[1], g));
+    }
+}
+
+/* One nibble block against NC activation rows: the low groups (k 0..15)
+ * add into s0[c], the high ones (k 16..31) into s1[c] (the same array when
+ * the block has one sum). */
+HET_INLINE void het_nib_dot(const uint8_t *pb, const __m512i *qh, const uint8_t *const *a, int64_t b, __m512i *s0,
+                            __m512i *s1, const int NC, const bool vnni)
+{
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        __m512i lo, hi;
+        het_nib_groups(pb, qh, g, &lo, &hi);
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) {
+            const int8_t *qa = HET_QA(a[c], HET_Q8R_BS, b);
+            s0[c] = het_dp(s0[c], lo, het_bc4(qa + 4 * g), vnni);
+            HET_KEEP(s0[c]);
+            s1[c] = het_dp(s1[c], hi, het_bc4(qa + 16 + 4 * g), vnni);
+            HET_KEEP(s1[c]);
+        }
+    }
+}
+
+/* ---- compact blocks: block j of group grp (len blocks), activation block b ---------- */
+
+/* Q40: d * (sum(q*a) - 8*sum(a)) */
+HET_INLINE void het_q40_blk(const struct het_panel_layout *l, const uint8_t *grp, int64_t j, int64_t len,
+                            const uint8_t *const *a, int64_t b, __m512 *acc, const int NC, const bool vnni)
+{
+    __m512i s[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) s[c] = _mm512_set1_epi32(-8 * HET_MT(a[c], HET_Q8R_BS, b)->sum32);
+    het_nib_dot(grp + 256 * j, NULL, a, b, s, s, NC, vnni);
+    const __m512 dv = het_ld_h16(grp + het_cpanel_d_off(l, len) + 32 * j);
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) acc[c] = het_fscale(acc[c], s[c], dv, HET_MT(a[c], HET_Q8R_BS, b)->d);
+}
+
+/* Q80: d * sum(w*a), w signed */
+HET_INLINE void het_q80_blk(const struct het_panel_layout *l, const uint8_t *grp, int64_t j, int64_t len,
+                            const uint8_t *const *a, int64_t b, __m512 *acc, const int NC, const bool vnni)
+{
+    const size_t bs = HET_Q8R_BS_ABS;
+    const uint8_t *pb = grp + 512 * j;
+    __m512i s[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++)
+        s[c] = vnni ? _mm512_set1_epi32(-128 * HET_MT(a[c], bs, b)->sum32) : _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        const __m512i w = _mm512_load_si512((const void *)(pb + 64 * g));
+        const __m512i wu = _mm512_xor_si512(w, _mm512_set1_epi8((char)0x80));
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) {
+            s[c] = het_dp_s8(s[c], w, wu, HET_QA(a[c], bs, b) + 4 * g, HET_UA(a[c], bs, b) + 4 * g, vnni);
+            HET_KEEP(s[c]);
+        }
+    }
+    const __m512 dv = het_ld_h16(grp + het_cpanel_d_off(l, len) + 32 * j);
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) acc[c] = het_fscale(acc[c], s[c], dv, HET_MT(a[c], bs, b)->d);
+}
+
+/* Q6C: d * (sc_lo * (sum_lo(q*a) - 32*sum16[0]) + sc_hi * (...[1])), the
+ * rows' int8 half scales applied to the i32 half sums. */
+HET_INLINE void het_q6c_blk(const struct het_panel_layout *l, const uint8_t *grp, int64_t j, int64_t len,
+                            const uint8_t *const *a, int64_t b, __m512 *acc, const int NC, const bool vnni)
+{
+    const uint8_t *pb = grp + 384 * j;
+    /* int8 (lo, hi) scale pairs of 16 rows -> i32 lo and hi */
+    const __m512i sc16 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(grp + het_cpanel_sc_off(l, len) + 32 * j)));
+    const __m512i scl = _mm512_srai_epi32(_mm512_slli_epi32(sc16, 16), 16);
+    const __m512i sch = _mm512_srai_epi32(sc16, 16);
+    const __m512i qh[2] = {_mm512_load_si512((const void *)(pb + 256)), _mm512_load_si512((const void *)(pb + 320))};
+    __m512i sl[4], sh[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) {
+        const struct het_q8r_meta *m = HET_MT(a[c], HET_Q8R_BS, b);
+        sl[c] = _mm512_set1_epi32(-32 * m->sum16[0]);
+        sh[c] = _mm512_set1_epi32(-32 * m->sum16[1]);
+    }
+    het_nib_dot(pb, qh, a, b, sl, sh, NC, vnni);
+    const __m512 dv = het_ld_h16(grp + het_cpanel_d_off(l, len) + 32 * (j / 8));
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) {
+        const __m512i i = _mm512_add_epi32(_mm512_mullo_epi32(sl[c], scl), _mm512_mullo_epi32(sh[c], sch));
+        acc[c] = het_fscale(acc[c], i, dv, HET_MT(a[c], HET_Q8R_BS, b)->d);
+    }
+}
+
+/* Q4KC: d*sc*da*sum(q*a) - dmin*m*s */
+HET_INLINE void het_q4kc_blk(const struct het_panel_layout *l, const uint8_t *grp, int64_t j, int64_t len,
+                             const uint8_t *const *a, int64_t b, __m512 *acc, const int NC, const bool vnni)
+{
+    __m512i s[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) s[c] = _mm512_setzero_si512();
+    het_nib_dot(grp + 256 * j, NULL, a, b, s, s, NC, vnni);
+    const uint8_t *scm = grp + het_cpanel_sc_off(l, len) + 32 * j, *pd = grp + het_cpanel_d_off(l, len);
+    const __m512 dsc = _mm512_mul_ps(het_ld_h16(pd), het_ld_u8f(scm));
+    const __m512 dm = _mm512_mul_ps(het_ld_h16(pd + 32), het_ld_u8f(scm + 16));
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) {
+        const struct het_q8r_meta *m = HET_MT(a[c], HET_Q8R_BS, b);
+        acc[c] = het_fscale(acc[c], s[c], dsc, m->d);
+        acc[c] = _mm512_fnmadd_ps(dm, _mm512_set1_ps(m->s), acc[c]);
+    }
+}
+
+/* Quant bytes of one block of 16 rows, per compact kind. */
+HET_INLINE size_t het_cblk_bytes(enum het_panel_kind kind)
+{
+    return kind == HET_PANEL_Q80 ? 512 : kind == HET_PANEL_Q6C ? 384 : 256;
+}
+
+/* The compact walker: every block of one panel against NC activation rows,
+ * out[c*ldo + r]. */
+HET_INLINE void het_compact_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a,
+                              float *out, size_t ldo, const int NC, const enum het_panel_kind kind, const bool vnni)
+{
+    const int64_t G = kind == HET_PANEL_Q6C ? 16 : kind == HET_PANEL_Q4KC ? 8 : 4; /* == l->grp */
+    const size_t blk = het_cblk_bytes(kind);
+    /* lines of a block's quants; the last block also asks for the group's scales */
+    const int pf = (int)(blk / 64), pf_last = (int)((l->grp_bytes - (size_t)G * blk) / 64) + pf;
     __m512 acc[4];
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < l->nb; b++) {
-        const int64_t gi = b / 16, j = b % 16, len = het_cpanel_len(l, gi);
-        const uint8_t *grp = het_cpanel_grp(l, panel, gi), *pb = grp + 384 * j;
-        const uint8_t *psc = grp + het_cpanel_sc_off(l, len) + 32 * j;
-        const uint8_t *pd = grp + het_cpanel_d_off(l, len) + 32 * (j / 8);
-        het_pf(pb, j == 15 ? 15 : 6);
-        /* int8 (lo, hi) scale pairs of 16 rows -> i32 lo and hi */
-        const __m512i sc16 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)psc));
-        const __m512i scl = _mm512_srai_epi32(_mm512_slli_epi32(sc16, 16), 16);
-        const __m512i sch = _mm512_srai_epi32(sc16, 16);
-        const __m512i qh0 = _mm512_load_si512((const void *)(pb + 256));
-        const __m512i qh1 = _mm512_load_si512((const void *)(pb + 320));
-        __m512i sl[4], sh[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < NC; c++) {
-            const struct het_q8r_meta *m = HET_MT(a[c], bs, b);
-            sl[c] = _mm512_set1_epi32(-32 * m->sum16[0]);
-            sh[c] = _mm512_set1_epi32(-32 * m->sum16[1]);
-        }
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; g++) {
-            const __m512i v = _mm512_load_si512((const void *)(pb + 64 * g));
-            const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, m4), het_q6_hi(qh0, g));
-            const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), het_q6_hi(qh1, g));
-#pragma GCC unroll 4
-            for (int c = 0; c < NC; c++) {
-                const int8_t *qa = HET_QA(a[c], bs, b);
-                sl[c] = het_dp(sl[c], lo, het_bc4(qa + 4 * g), vnni);
-                HET_KEEP(sl[c]);
-                sh[c] = het_dp(sh[c], hi, het_bc4(qa + 16 + 4 * g), vnni);
-                HET_KEEP(sh[c]);
-            }
-        }
-        const __m512 dv = het_ld_h16(pd);
-#pragma GCC unroll 4
-        for (int c = 0; c < NC; c++) {
-            const __m512i i = _mm512_add_epi32(_mm512_mullo_epi32(sl[c], scl), _mm512_mullo_epi32(sh[c], sch));
-            acc[c] = het_fscale(acc[c], i, dv, HET_MT(a[c], bs, b)->d);
+        const int64_t gi = b / G, j = b % G, len = het_cpanel_len(l, gi);
+        const uint8_t *grp = het_cpanel_grp(l, panel, gi);
+        het_pf(grp + blk * (size_t)j, j == G - 1 ? pf_last : pf);
+        switch (kind) {
+        case HET_PANEL_Q40: het_q40_blk(l, grp, j, len, a, b, acc, NC, vnni); break;
+        case HET_PANEL_Q80: het_q80_blk(l, grp, j, len, a, b, acc, NC, vnni); break;
+        case HET_PANEL_Q6C: het_q6c_blk(l, grp, j, len, a, b, acc, NC, vnni); break;
+        default:            het_q4kc_blk(l, grp, j, len, a, b, acc, NC, vnni); break;
         }
     }
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + ldo * (size_t)c, acc[c]);
 }
 
-/* ---- Q4KC: 16 rows of q4_K: d*sc*da*sum(q*a) - dmin*m*s ----------------------------- */
+/* ---- U4N (q4_1): nibbles as Q40, per block float d[16] and c[16] -------------------- */
 
-HET_INLINE void het_q4kc_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a,
-                           float *out, size_t ldo, const int NC, const bool vnni)
+/* value d*q + c: acc + d * da * sum(q*a) + c * s */
+HET_INLINE void het_u4n_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a,
+                          float *out, const int NC, const bool vnni)
 {
-    const size_t bs = HET_Q8R_BS;
-    const __m512i m4 = _mm512_set1_epi8(15);
     __m512 acc[4];
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
-    const int64_t ng = (l->nb + l->grp - 1) / l->grp;
-    for (int64_t gi = 0; gi < ng; gi++) {
-        const int64_t len = het_cpanel_len(l, gi);
-        const uint8_t *grp = het_cpanel_grp(l, panel, gi);
-        const uint8_t *scm = grp + het_cpanel_sc_off(l, len);
-        const uint8_t *pd = grp + het_cpanel_d_off(l, len);
-        const __m512 dv = het_ld_h16(pd), mv = het_ld_h16(pd + 32);
-        for (int64_t j = 0; j < len; j++) {
-            const int64_t b = gi * l->grp + j;
-            const uint8_t *pb = grp + 256 * j;
-            het_pf(pb, j == len - 1 ? 9 : 4);
-            __m512i s[4];
+    const uint8_t *pb = panel;
+    for (int64_t b = 0; b < l->nb; b++, pb += l->blk_bytes) {
+        __m512i s[4];
 #pragma GCC unroll 4
-            for (int c = 0; c < NC; c++) s[c] = _mm512_setzero_si512();
+        for (int c = 0; c < NC; c++) s[c] = _mm512_setzero_si512();
+        het_nib_dot(pb, NULL, a, b, s, s, NC, vnni);
+        const __m512 dv = _mm512_load_ps((const void *)(pb + l->off_d));
+        const __m512 cv = _mm512_load_ps((const void *)(pb + l->off_c));
 #pragma GCC unroll 4
-            for (int g = 0; g < 4; g++) {
-                const __m512i v = _mm512_load_si512((const void *)(pb + 64 * g));
-                const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        for (int c = 0; c < NC; c++) {
+            const struct het_q8r_meta *m = HET_MT(a[c], HET_Q8R_BS, b);
+            acc[c] = het_fscale(acc[c], s[c], dv, m->d);
+            acc[c] = _mm512_fmadd_ps(cv, _mm512_set1_ps(m->s), acc[c]);
+        }
+    }
 #pragma GCC unroll 4
-                for (int c = 0; c < NC; c++) {
-                    const int8_t *qa = HET_QA(a[c], bs, b);
-                    s[c] = het_dp(s[c], lo, het_bc4(qa + 4 * g), vnni);
-                    HET_KEEP(s[c]);
-                    s[c] = het_dp(s[c], hi, het_bc4(qa + 16 + 4 * g), vnni);
-                    HET_KEEP(s[c]);
+    for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
+}
+
+/* ---- expansion to wide panels (32 rows) ---------------------------------------------
+ * Wide block: q[8][32][4] (group g: rows 0..15 from p0, then 16..31 from
+ * p1), then float scales per row: d[32] (Q40, Q80), d*sc[32] and
+ * -(dmin*m)[32] (Q4KC), d*sc_half[2][32] (Q6C). Nibble quants become bytes
+ * (0..15, Q6C 0..63; offsets go through the activation sums in the
+ * kernel); Q80 quants stay signed, or become w + 128 (xor 0x80) with VNNI. */
+
+HET_INLINE void het_xexpand_t(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,
+                              int64_t b1, void *dst, const enum het_panel_kind kind, const bool vnni)
+{
+    const size_t blk = het_cblk_bytes(kind), xblk = het_xpanel_kind_blk_bytes(kind, 16);
+    uint8_t *x = dst;
+    const uint8_t *src[2] = {p0, p1};
+    for (int64_t b = b0; b < b1; b++, x += xblk) {
+        const int64_t gi = b / l->grp, j = b % l->grp, len = het_cpanel_len(l, gi);
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *grp = src[h] ? het_cpanel_grp(l, src[h], gi) : NULL;
+            const uint8_t *pb = grp ? grp + blk * (size_t)j : NULL;
+            float *f = (float *)(void *)(x + 1024) + 16 * h; /* scale vector i at f + 32 * i */
+            if (kind == HET_PANEL_Q80) {
+                const __m512i bias = _mm512_set1_epi8(vnni ? (char)0x80 : 0);
+                for (int g = 0; g < 8; g++) {
+                    const __m512i v = pb ? _mm512_load_si512((const void *)(pb + 64 * g)) : _mm512_setzero_si512();
+                    _mm512_store_si512((void *)(x + 128 * g + 64 * h), _mm512_xor_si512(v, bias));
+                }
+            } else {
+                __m512i qh[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+                if (pb && kind == HET_PANEL_Q6C) {
+                    qh[0] = _mm512_load_si512((const void *)(pb + 256));
+                    qh[1] = _mm512_load_si512((const void *)(pb + 320));
+                }
+                static const uint8_t zero[256] __attribute__((aligned(64)));
+                for (int g = 0; g < 4; g++) {
+                    __m512i lo, hi;
+                    het_nib_groups(pb ? pb : zero, kind == HET_PANEL_Q6C ? qh : NULL, g, &lo, &hi);
+                    _mm512_store_si512((void *)(x + 128 * g + 64 * h), lo);
+                    _mm512_store_si512((void *)(x + 128 * (g + 4) + 64 * h), hi);
                 }
             }
-            const __m512 dsc = _mm512_mul_ps(dv, het_ld_u8f(scm + 32 * j));
-            const __m512 dm = _mm512_mul_ps(mv, het_ld_u8f(scm + 32 * j + 16));
-#pragma GCC unroll 4
-            for (int c = 0; c < NC; c++) {
-                const struct het_q8r_meta *m = HET_MT(a[c], bs, b);
-                acc[c] = het_fscale(acc[c], s[c], dsc, m->d);
-                acc[c] = _mm512_fnmadd_ps(dm, _mm512_set1_ps(m->s), acc[c]);
-            }
-        }
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + ldo * (size_t)c, acc[c]);
-}
-
-/* ---- entry points: NC constant per instance, VNNI chosen per call ---------------------- */
-
-#define HET_NC_SWITCH(body, l, panel, a, out, ldo, nc, vnni)                                 \
-    switch (nc) {                                                                           \
-    case 1: vnni ? body(l, panel, a, out, ldo, 1, true) : body(l, panel, a, out, ldo, 1, false); break; \
-    case 2: vnni ? body(l, panel, a, out, ldo, 2, true) : body(l, panel, a, out, ldo, 2, false); break; \
-    case 3: vnni ? body(l, panel, a, out, ldo, 3, true) : body(l, panel, a, out, ldo, 3, false); break; \
-    default: vnni ? body(l, panel, a, out, ldo, 4, true) : body(l, panel, a, out, ldo, 4, false); break; \
-    }
-
-#define HET_COMPACT_ENTRY(name, body)                                                                   \
-    void name(const struct het_panel_layout *l, const void *panel, const uint8_t *const *a, int nc,     \
-              float *out)                                                                               \
-    {                                                                                                   \
-        const bool vnni = __builtin_cpu_supports("avx512vnni");                                        \
-        HET_NC_SWITCH(body, l, (const uint8_t *)panel, a, out, 16, nc, vnni)                           \
-    }
-
-/* np consecutive full panels in one call (decode: results straight to dst). */
-#define HET_COMPACT_RUN(name, body)                                                                     \
-    void name(const struct het_panel_layout *l, const void *panel, size_t stride, int64_t np,           \
-              const uint8_t *const *a, int nc, float *out, size_t ldo)                                  \
-    {                                                                                                   \
-        const bool vnni = __builtin_cpu_supports("avx512vnni");                                        \
-        const uint8_t *pp = panel;                                                                      \
-        for (int64_t i = 0; i < np; i++)                                                                \
-            HET_NC_SWITCH(body, l, pp + (size_t)i * stride, a, out + 16 * i, ldo, nc, vnni)            \
-    }
-
-HET_COMPACT_ENTRY(het_panel_q40_avx512, het_q40_t)
-HET_COMPACT_ENTRY(het_panel_q80_avx512, het_q80_t)
-HET_COMPACT_ENTRY(het_panel_q6c_avx512, het_q6c_t)
-HET_COMPACT_ENTRY(het_panel_q4kc_avx512, het_q4kc_t)
-HET_COMPACT_RUN(het_panels_q40_avx512, het_q40_t)
-HET_COMPACT_RUN(het_panels_q80_avx512, het_q80_t)
-HET_COMPACT_RUN(het_panels_q6c_avx512, het_q6c_t)
-HET_COMPACT_RUN(het_panels_q4kc_avx512, het_q4kc_t)
-
-/* ---- expansion to wide panels (32 rows) ---------------------------------------------------
- * Wide block: q[8][32][4] (group g: rows 0..15 from p0, then 16..31 from
- * p1), then float d[32]. Q40 quants become 0..15 (-8 taken off through
- * sum32 in the kernel); Q80 quants stay signed, or become w + 128 (xor
- * 0x80) when the kernel will use VNNI. */
-
-HET_INLINE const uint8_t *het_x_block(const struct het_panel_layout *l, const uint8_t *p, int64_t b,
-                                      const uint8_t **d)
-{
-    const int64_t gi = b / 4, j = b % 4;
-    const uint8_t *grp = het_cpanel_grp(l, p, gi);
-    *d = grp + het_cpanel_d_off(l, het_cpanel_len(l, gi)) + 32 * j;
-    return grp + l->blk_bytes * (size_t)j;
-}
-
-void het_xexpand_q40_avx512(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0, int64_t b1,
-                            void *dst)
-{
-    const __m512i m4 = _mm512_set1_epi8(15);
-    uint8_t *x = dst;
-    const uint8_t *src[2] = {p0, p1};
-    for (int64_t b = b0; b < b1; b++, x += het_xpanel_blk_bytes(16)) {
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *pd = NULL, *q = src[h] ? het_x_block(l, src[h], b, &pd) : NULL;
-            for (int g = 0; g < 4; g++) {
-                __m512i v = _mm512_setzero_si512();
-                if (q) v = _mm512_load_si512((const void *)(q + 64 * g));
-                _mm512_store_si512((void *)(x + 128 * g + 64 * h), _mm512_and_si512(v, m4));
-                _mm512_store_si512((void *)(x + 128 * (g + 4) + 64 * h),
-                                   _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
-            }
-            _mm512_store_ps((void *)(x + 1024 + 64 * h), q ? het_ld_h16(pd) : _mm512_setzero_ps());
-        }
-    }
-}
-
-void het_xexpand_q80_avx512(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0, int64_t b1,
-                            void *dst)
-{
-    const __m512i bias = _mm512_set1_epi8(__builtin_cpu_supports("avx512vnni") ? (char)0x80 : 0);
-    uint8_t *x = dst;
-    const uint8_t *src[2] = {p0, p1};
-    for (int64_t b = b0; b < b1; b++, x += het_xpanel_blk_bytes(16)) {
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *pd = NULL, *q = src[h] ? het_x_block(l, src[h], b, &pd) : NULL;
-            for (int g = 0; g < 8; g++) {
-                __m512i v = _mm512_setzero_si512();
-                if (q) v = _mm512_load_si512((const void *)(q + 64 * g));
-                _mm512_store_si512((void *)(x + 128 * g + 64 * h), _mm512_xor_si512(v, bias));
-            }
-            _mm512_store_ps((void *)(x + 1024 + 64 * h), q ? het_ld_h16(pd) : _mm512_setzero_ps());
-        }
-    }
-}
-
-/* Q4KC: quants as Q40 (0..15); float d*sc and -(dmin*m) per row and block,
- * computed as the compact kernel computes them. */
-void het_xexpand_q4kc_avx512(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,
-                             int64_t b1, void *dst)
-{
-    const __m512i m4 = _mm512_set1_epi8(15);
-    uint8_t *x = dst;
-    const uint8_t *src[2] = {p0, p1};
-    for (int64_t b = b0; b < b1; b++, x += het_xpanel_kind_blk_bytes(HET_PANEL_Q4KC, 16)) {
-        const int64_t gi = b / l->grp, j = b % l->grp, len = het_cpanel_len(l, gi);
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *grp = src[h] ? het_cpanel_grp(l, src[h], gi) : NULL;
-            const uint8_t *q = grp ? grp + 256 * j : NULL;
-            for (int g = 0; g < 4; g++) {
-                __m512i v = _mm512_setzero_si512();
-                if (q) v = _mm512_load_si512((const void *)(q + 64 * g));
-                _mm512_store_si512((void *)(x + 128 * g + 64 * h), _mm512_and_si512(v, m4));
-                _mm512_store_si512((void *)(x + 128 * (g + 4) + 64 * h),
-                                   _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
-            }
-            __m512 dsc = _mm512_setzero_ps(), c = _mm512_setzero_ps();
-            if (grp) {
+            __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+            if (grp && kind == HET_PANEL_Q4KC) {
                 const uint8_t *scm = grp + het_cpanel_sc_off(l, len) + 32 * j, *pd = grp + het_cpanel_d_off(l, len);
-                dsc = _mm512_mul_ps(het_ld_h16(pd), het_ld_u8f(scm));
-                c = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(het_ld_h16(pd + 32), het_ld_u8f(scm + 16)));
-            }
-            _mm512_store_ps((void *)(x + 1024 + 64 * h), dsc);
-            _mm512_store_ps((void *)(x + 1152 + 64 * h), c);
-        }
-    }
-}
-
-/* Q6C: quants 0..63 (groups 0..3 the first half block, 4..7 the second);
- * float d*sc of each half per row and block. */
-void het_xexpand_q6c_avx512(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0, int64_t b1,
-                            void *dst)
-{
-    const __m512i m4 = _mm512_set1_epi8(15);
-    uint8_t *x = dst;
-    const uint8_t *src[2] = {p0, p1};
-    for (int64_t b = b0; b < b1; b++, x += het_xpanel_kind_blk_bytes(HET_PANEL_Q6C, 16)) {
-        const int64_t gi = b / l->grp, j = b % l->grp, len = het_cpanel_len(l, gi);
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *grp = src[h] ? het_cpanel_grp(l, src[h], gi) : NULL;
-            const uint8_t *pb = grp ? grp + 384 * j : NULL;
-            __m512i qh0 = _mm512_setzero_si512(), qh1 = _mm512_setzero_si512();
-            if (pb) {
-                qh0 = _mm512_load_si512((const void *)(pb + 256));
-                qh1 = _mm512_load_si512((const void *)(pb + 320));
-            }
-            for (int g = 0; g < 4; g++) {
-                __m512i v = _mm512_setzero_si512();
-                if (pb) v = _mm512_load_si512((const void *)(pb + 64 * g));
-                _mm512_store_si512((void *)(x + 128 * g + 64 * h),
-                                   _mm512_or_si512(_mm512_and_si512(v, m4), het_q6_hi(qh0, g)));
-                _mm512_store_si512((void *)(x + 128 * (g + 4) + 64 * h),
-                                   _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), het_q6_hi(qh1, g)));
-            }
-            __m512 ds0 = _mm512_setzero_ps(), ds1 = _mm512_setzero_ps();
-            if (grp) {
-                const uint8_t *psc = grp + het_cpanel_sc_off(l, len) + 32 * j;
+                s0 = _mm512_mul_ps(het_ld_h16(pd), het_ld_u8f(scm));
+                s1 = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(het_ld_h16(pd + 32), het_ld_u8f(scm + 16)));
+            } else if (grp && kind == HET_PANEL_Q6C) {
+                const __m512i sc16 =
+                    _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(grp + het_cpanel_sc_off(l, len) + 32 * j)));
                 const __m512 dv = het_ld_h16(grp + het_cpanel_d_off(l, len) + 32 * (j / 8));
-                const __m512i sc16 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)psc));
-                ds0 = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc16, 16), 16)));
-                ds1 = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_srai_epi32(sc16, 16)));
+                s0 = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc16, 16), 16)));
+                s1 = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_srai_epi32(sc16, 16)));
+            } else if (grp) {
+                s0 = het_ld_h16(grp + het_cpanel_d_off(l, len) + 32 * j);
             }
-            _mm512_store_ps((void *)(x + 1024 + 64 * h), ds0);
-            _mm512_store_ps((void *)(x + 1152 + 64 * h), ds1);
+            _mm512_store_ps(f, s0);
+            if (kind == HET_PANEL_Q4KC || kind == HET_PANEL_Q6C) _mm512_store_ps(f + 32, s1);
         }
     }
 }
 
-/* ---- wide kernels: 32 rows x NC (1..4) ------------------------------------------------ */
+/* ---- wide kernels: 32 rows x NC (1..4) ----------------------------------------------- */
 
 HET_INLINE void het_x_store(__m512 acc[2][4], float *out, size_t ldo, bool accumulate, const int NC)
 {
@@ -454,117 +358,51 @@ HET_INLINE void het_x_store(__m512 acc[2][4], float *out, size_t ldo, bool accum
     }
 }
 
-/* S8 == false: unsigned quants 0..15 with the -8 through sum32 (q4_0).
- * S8 == true: q8_0, biased by +128 (VNNI) or signed (sign trick). */
-HET_INLINE void het_xwide_t(int64_t nb, const uint8_t *xp, const uint8_t *const *a, float *out, size_t ldo,
-                            bool accumulate, const int NC, const bool S8, const bool vnni)
+/* The i32 sum a wide block's pass over activation row a starts from: the
+ * kind's offset times the activation sum it applies to (Q6C: per half). */
+HET_INLINE __m512i het_x_start(const struct het_q8r_meta *m, int half, const enum het_panel_kind kind, const bool vnni)
 {
-    const size_t bs = S8 ? HET_Q8R_BS_ABS : HET_Q8R_BS;
-    const int off = S8 ? -128 : -8;
-    const __m512i ones = _mm512_set1_epi16(1);
-    __m512 acc[2][4];
-#pragma GCC unroll 4
-    for (int c = 0; c < NC; c++) acc[0][c] = acc[1][c] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++, xp += het_xpanel_blk_bytes(16)) {
-        __m512i s0[4], s1[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < NC; c++)
-            s0[c] = s1[c] = (S8 && !vnni) ? _mm512_setzero_si512()
-                                          : _mm512_set1_epi32(off * HET_MT(a[c], bs, b)->sum32);
-#pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) {
-            const __m512i w0 = _mm512_load_si512((const void *)(xp + 128 * g));
-            const __m512i w1 = _mm512_load_si512((const void *)(xp + 128 * g + 64));
-#pragma GCC unroll 4
-            for (int c = 0; c < NC; c++) {
-                const __m512i av = het_bc4(HET_QA(a[c], bs, b) + 4 * g);
-                if (S8 && !vnni) {
-                    const __m512i ua = het_bc4(HET_UA(a[c], bs, b) + 4 * g);
-                    const __mmask64 neg = _mm512_movepi8_mask(av);
-                    const __m512i sw0 = _mm512_mask_sub_epi8(w0, neg, _mm512_setzero_si512(), w0);
-                    const __m512i sw1 = _mm512_mask_sub_epi8(w1, neg, _mm512_setzero_si512(), w1);
-                    s0[c] = _mm512_add_epi32(s0[c], _mm512_madd_epi16(_mm512_maddubs_epi16(ua, sw0), ones));
-                    s1[c] = _mm512_add_epi32(s1[c], _mm512_madd_epi16(_mm512_maddubs_epi16(ua, sw1), ones));
-                } else {
-                    s0[c] = het_dp(s0[c], w0, av, vnni);
-                    s1[c] = het_dp(s1[c], w1, av, vnni);
-                }
-                HET_KEEP(s0[c]);
-                HET_KEEP(s1[c]);
-            }
-        }
-        const __m512 d0 = _mm512_load_ps((const void *)(xp + 1024)), d1 = _mm512_load_ps((const void *)(xp + 1088));
-#pragma GCC unroll 4
-        for (int c = 0; c < NC; c++) {
-            const float da = HET_MT(a[c], bs, b)->d;
-            acc[0][c] = het_fscale(acc[0][c], s0[c], d0, da);
-            acc[1][c] = het_fscale(acc[1][c], s1[c], d1, da);
-        }
+    switch (kind) {
+    case HET_PANEL_Q40: return _mm512_set1_epi32(-8 * m->sum32);
+    case HET_PANEL_Q80: return vnni ? _mm512_set1_epi32(-128 * m->sum32) : _mm512_setzero_si512();
+    case HET_PANEL_Q6C: return _mm512_set1_epi32(-32 * m->sum16[half]);
+    default:            return _mm512_setzero_si512();
     }
-    het_x_store(acc, out, ldo, accumulate, NC);
 }
 
-/* Q4KC wide: sum(q*a) from 0, then d*sc*da*sum + (-dmin*m)*s. */
-HET_INLINE void het_xq4k_t(int64_t nb, const uint8_t *xp, const uint8_t *const *a, float *out, size_t ldo,
-                           bool accumulate, const int NC, const bool vnni)
+/* The wide walker: nb expanded blocks of 32 rows against NC activation
+ * rows. Q6C's two half blocks are two passes (scale per half); the other
+ * kinds take all 8 groups in one. */
+HET_INLINE void het_wide_t(int64_t nb, const uint8_t *xp, const uint8_t *const *a, float *out, size_t ldo,
+                           bool accumulate, const int NC, const enum het_panel_kind kind, const bool vnni)
 {
-    const size_t bs = HET_Q8R_BS;
+    const size_t bs = het_q8r_bs_for(kind == HET_PANEL_Q80 ? HET_TYPE_Q8_0 : HET_TYPE_Q4_0);
+    const int passes = kind == HET_PANEL_Q6C ? 2 : 1, gpp = 8 / passes;
     __m512 acc[2][4];
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) acc[0][c] = acc[1][c] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++, xp += het_xpanel_kind_blk_bytes(HET_PANEL_Q4KC, 16)) {
-        __m512i s0[4], s1[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < NC; c++) s0[c] = s1[c] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) {
-            const __m512i w0 = _mm512_load_si512((const void *)(xp + 128 * g));
-            const __m512i w1 = _mm512_load_si512((const void *)(xp + 128 * g + 64));
-#pragma GCC unroll 4
-            for (int c = 0; c < NC; c++) {
-                const __m512i av = het_bc4(HET_QA(a[c], bs, b) + 4 * g);
-                s0[c] = het_dp(s0[c], w0, av, vnni);
-                s1[c] = het_dp(s1[c], w1, av, vnni);
-                HET_KEEP(s0[c]);
-                HET_KEEP(s1[c]);
-            }
-        }
-        const __m512 d0 = _mm512_load_ps((const void *)(xp + 1024)), d1 = _mm512_load_ps((const void *)(xp + 1088));
-        const __m512 c0 = _mm512_load_ps((const void *)(xp + 1152)), c1 = _mm512_load_ps((const void *)(xp + 1216));
-#pragma GCC unroll 4
-        for (int c = 0; c < NC; c++) {
-            const struct het_q8r_meta *m = HET_MT(a[c], bs, b);
-            const __m512 sv = _mm512_set1_ps(m->s);
-            acc[0][c] = _mm512_fmadd_ps(c0, sv, het_fscale(acc[0][c], s0[c], d0, m->d));
-            acc[1][c] = _mm512_fmadd_ps(c1, sv, het_fscale(acc[1][c], s1[c], d1, m->d));
-        }
-    }
-    het_x_store(acc, out, ldo, accumulate, NC);
-}
-
-/* Q6C wide: each half block from -32 * sum16[half], scaled by d*sc_half. */
-HET_INLINE void het_xq6_t(int64_t nb, const uint8_t *xp, const uint8_t *const *a, float *out, size_t ldo,
-                          bool accumulate, const int NC, const bool vnni)
-{
-    const size_t bs = HET_Q8R_BS;
-    __m512 acc[2][4];
-#pragma GCC unroll 4
-    for (int c = 0; c < NC; c++) acc[0][c] = acc[1][c] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++, xp += het_xpanel_kind_blk_bytes(HET_PANEL_Q6C, 16)) {
+    for (int64_t b = 0; b < nb; b++, xp += het_xpanel_kind_blk_bytes(kind, 16)) {
 #pragma GCC unroll 2
-        for (int half = 0; half < 2; half++) {
+        for (int half = 0; half < passes; half++) {
             __m512i s0[4], s1[4];
 #pragma GCC unroll 4
-            for (int c = 0; c < NC; c++) s0[c] = s1[c] = _mm512_set1_epi32(-32 * HET_MT(a[c], bs, b)->sum16[half]);
-#pragma GCC unroll 4
-            for (int g = 4 * half; g < 4 * half + 4; g++) {
+            for (int c = 0; c < NC; c++) s0[c] = s1[c] = het_x_start(HET_MT(a[c], bs, b), half, kind, vnni);
+#pragma GCC unroll 8
+            for (int g = gpp * half; g < gpp * (half + 1); g++) {
                 const __m512i w0 = _mm512_load_si512((const void *)(xp + 128 * g));
                 const __m512i w1 = _mm512_load_si512((const void *)(xp + 128 * g + 64));
 #pragma GCC unroll 4
                 for (int c = 0; c < NC; c++) {
-                    const __m512i av = het_bc4(HET_QA(a[c], bs, b) + 4 * g);
-                    s0[c] = het_dp(s0[c], w0, av, vnni);
-                    s1[c] = het_dp(s1[c], w1, av, vnni);
+                    const int8_t *qa = HET_QA(a[c], bs, b) + 4 * g;
+                    if (kind == HET_PANEL_Q80) {
+                        /* expanded already biased with VNNI: w0, w1 serve as both forms */
+                        s0[c] = het_dp_s8(s0[c], w0, w0, qa, HET_UA(a[c], bs, b) + 4 * g, vnni);
+                        s1[c] = het_dp_s8(s1[c], w1, w1, qa, HET_UA(a[c], bs, b) + 4 * g, vnni);
+                    } else {
+                        const __m512i av = het_bc4(qa);
+                        s0[c] = het_dp(s0[c], w0, av, vnni);
+                        s1[c] = het_dp(s1[c], w1, av, vnni);
+                    }
                     HET_KEEP(s0[c]);
                     HET_KEEP(s1[c]);
                 }
@@ -573,53 +411,74 @@ HET_INLINE void het_xq6_t(int64_t nb, const uint8_t *xp, const uint8_t *const *a
             const __m512 d1 = _mm512_load_ps((const void *)(xp + 1088 + 128 * half));
 #pragma GCC unroll 4
             for (int c = 0; c < NC; c++) {
-                const float da = HET_MT(a[c], bs, b)->d;
-                acc[0][c] = het_fscale(acc[0][c], s0[c], d0, da);
-                acc[1][c] = het_fscale(acc[1][c], s1[c], d1, da);
+                const struct het_q8r_meta *m = HET_MT(a[c], bs, b);
+                acc[0][c] = het_fscale(acc[0][c], s0[c], d0, m->d);
+                acc[1][c] = het_fscale(acc[1][c], s1[c], d1, m->d);
+                if (kind == HET_PANEL_Q4KC) { /* + (-dmin*m) * s */
+                    const __m512 sv = _mm512_set1_ps(m->s);
+                    acc[0][c] = _mm512_fmadd_ps(_mm512_load_ps((const void *)(xp + 1152)), sv, acc[0][c]);
+                    acc[1][c] = _mm512_fmadd_ps(_mm512_load_ps((const void *)(xp + 1216)), sv, acc[1][c]);
+                }
             }
         }
     }
     het_x_store(acc, out, ldo, accumulate, NC);
 }
 
-#define HET_WIDE_KQ_ENTRY(name, body)                                                                       \
-    void name(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out, size_t ldo,   \
-              bool accumulate)                                                                              \
-    {                                                                                                       \
-        (void)R;                                                                                            \
-        const bool vnni = __builtin_cpu_supports("avx512vnni");                                            \
-        switch (nc) {                                                                                       \
-        case 1: vnni ? body(nb, xp, a, out, ldo, accumulate, 1, true)                                       \
-                     : body(nb, xp, a, out, ldo, accumulate, 1, false); break;                              \
-        case 2: vnni ? body(nb, xp, a, out, ldo, accumulate, 2, true)                                       \
-                     : body(nb, xp, a, out, ldo, accumulate, 2, false); break;                              \
-        case 3: vnni ? body(nb, xp, a, out, ldo, accumulate, 3, true)                                       \
-                     : body(nb, xp, a, out, ldo, accumulate, 3, false); break;                              \
-        default: vnni ? body(nb, xp, a, out, ldo, accumulate, 4, true)                                      \
-                      : body(nb, xp, a, out, ldo, accumulate, 4, false); break;                             \
-        }                                                                                                   \
+/* ---- entry points: one instance per (kind, VNNI), NC constant per call ----------------- */
+
+#define HET_NC_CALL(call, kind, vnni)        \
+    switch (nc) {                            \
+    case 1: call(1, kind, vnni); break;      \
+    case 2: call(2, kind, vnni); break;      \
+    case 3: call(3, kind, vnni); break;      \
+    default: call(4, kind, vnni); break;     \
     }
 
-HET_WIDE_KQ_ENTRY(het_xpanel_q4kc_avx512, het_xq4k_t)
-HET_WIDE_KQ_ENTRY(het_xpanel_q6c_avx512, het_xq6_t)
-
-#define HET_WIDE_ENTRY(name, S8)                                                                            \
-    void name(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out, size_t ldo,   \
-              bool accumulate)                                                                              \
-    {                                                                                                       \
-        (void)R;                                                                                            \
-        const bool vnni = __builtin_cpu_supports("avx512vnni");                                            \
-        switch (nc) {                                                                                       \
-        case 1: vnni ? het_xwide_t(nb, xp, a, out, ldo, accumulate, 1, S8, true)                           \
-                     : het_xwide_t(nb, xp, a, out, ldo, accumulate, 1, S8, false); break;                  \
-        case 2: vnni ? het_xwide_t(nb, xp, a, out, ldo, accumulate, 2, S8, true)                           \
-                     : het_xwide_t(nb, xp, a, out, ldo, accumulate, 2, S8, false); break;                  \
-        case 3: vnni ? het_xwide_t(nb, xp, a, out, ldo, accumulate, 3, S8, true)                           \
-                     : het_xwide_t(nb, xp, a, out, ldo, accumulate, 3, S8, false); break;                  \
-        default: vnni ? het_xwide_t(nb, xp, a, out, ldo, accumulate, 4, S8, true)                          \
-                      : het_xwide_t(nb, xp, a, out, ldo, accumulate, 4, S8, false); break;                 \
-        }                                                                                                   \
+#define HET_AVX512_COMPACT_DEFS(name, kind, vnni)                                                             \
+    void het_panel_##name(const struct het_panel_layout *l, const void *panel, const uint8_t *const *a, int nc, \
+                          float *out)                                                                         \
+    {                                                                                                         \
+        HET_NC_CALL(HET_COMPACT_ONE, kind, vnni)                                                                          \
+    }                                                                                                         \
+    void het_panels_##name(const struct het_panel_layout *l, const void *panel, size_t stride, int64_t np,     \
+                           const uint8_t *const *a, int nc, float *out, size_t ldo)                           \
+    {                                                                                                         \
+        HET_NC_CALL(HET_COMPACT_RUN, kind, vnni)                                                                          \
+    }                                                                                                         \
+    void het_xexpand_##name(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,      \
+                            int64_t b1, void *dst)                                                            \
+    {                                                                                                         \
+        het_xexpand_t(l, p0, p1, b0, b1, dst, kind, vnni);                                                    \
+    }                                                                                                         \
+    void het_xpanel_##name(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,     \
+                           size_t ldo, bool accumulate)                                                       \
+    {                                                                                                         \
+        (void)R;                                                                                              \
+        HET_NC_CALL(HET_WIDE_ONE, kind, vnni)                                                                             \
     }
 
-HET_WIDE_ENTRY(het_xpanel_q40_avx512, false)
-HET_WIDE_ENTRY(het_xpanel_q80_avx512, true)
+/* the calls HET_NC_CALL makes, with kind and vnni of the instance */
+#define HET_COMPACT_ONE(N, kind, vnni) het_compact_t(l, panel, a, out, 16, N, kind, vnni)
+#define HET_COMPACT_RUN(N, kind, vnni) \
+    for (int64_t i = 0; i < np; i++) het_compact_t(l, (const uint8_t *)panel + (size_t)i * stride, a, out + 16 * i, ldo, N, kind, vnni)
+#define HET_WIDE_ONE(N, kind, vnni) het_wide_t(nb, xp, a, out, ldo, accumulate, N, kind, vnni)
+
+#define HET_U4N_ONE(N, kind, vnni) het_u4n_t(l, panel, a, out, N, vnni)
+#define HET_AVX512_U4N_DEF(name, vnni)                                                                        \
+    void het_panel_##name(const struct het_panel_layout *l, const void *panel, const uint8_t *const *a, int nc, \
+                          float *out)                                                                         \
+    {                                                                                                         \
+        HET_NC_CALL(HET_U4N_ONE, HET_PANEL_U4N, vnni)                                                         \
+    }
+
+HET_AVX512_U4N_DEF(u4n_avx512, false)
+HET_AVX512_U4N_DEF(u4n_avx512vnni, true)
+HET_AVX512_COMPACT_DEFS(q40_avx512, HET_PANEL_Q40, false)
+HET_AVX512_COMPACT_DEFS(q80_avx512, HET_PANEL_Q80, false)
+HET_AVX512_COMPACT_DEFS(q6c_avx512, HET_PANEL_Q6C, false)
+HET_AVX512_COMPACT_DEFS(q4kc_avx512, HET_PANEL_Q4KC, false)
+HET_AVX512_COMPACT_DEFS(q40_avx512vnni, HET_PANEL_Q40, true)
+HET_AVX512_COMPACT_DEFS(q80_avx512vnni, HET_PANEL_Q80, true)
+HET_AVX512_COMPACT_DEFS(q6c_avx512vnni, HET_PANEL_Q6C, true)
+HET_AVX512_COMPACT_DEFS(q4kc_avx512vnni, HET_PANEL_Q4KC, true)
