@@ -31,6 +31,12 @@
  *                                               dequantised weights in double
  *   attn (F16 and F32 K/V)                    : NMSE <= 1e-9
  *   mul_mat_id (all weight types, strided ids, inputs and outputs): NMSE <= 1e-9
+ *   top_k (ties, -0/+0, NaN, -inf; strided in and out)           : exact indices
+ *   sum_rows (float vs the reference's double)  : atol 1e-6 * n, rtol 1e-5
+ *   moe_sum                                     : atol 1e-5, rtol 1e-5
+ *   a MoE layer in one split (top_k .. moe_sum) : NMSE <= 1e-9
+ * The routing tests also check that their strided case reads differently
+ * from the same bytes taken as dense: a kernel ignoring a stride fails them.
  * Exit 77 only when no Vulkan device exists at all.
  */
 #include "testutil.h"
@@ -837,6 +843,239 @@ static void test_mul_mat_id_all(struct env *e)
 }
 
 /* ------------------------------------------------------------------------ */
+/* expert routing: top_k, sum_rows, moe_sum, and a whole MoE layer          */
+
+/* (va, ia) ranks before (vb, ib) in TOP_K's order: larger first, equal values
+ * by index, NaN after every number (NaNs by index) */
+static bool ref_ranks_before(float va, int64_t ia, float vb, int64_t ib)
+{
+    if (isnan(va) || isnan(vb)) return isnan(vb) && (!isnan(va) || ia < ib);
+    return va > vb || (va == vb && ia < ib);
+}
+
+/* the first k of row (i1, i2, i3) of a in that order, by selection */
+static void ref_top_k(const struct het_tensor *a, int64_t i1, int64_t i2, int64_t i3, int64_t k, int32_t *out)
+{
+    const int64_t n = a->ne[0];
+    for (int64_t j = 0; j < k; j++) {
+        int64_t best = -1;
+        for (int64_t i = 0; i < n; i++) {
+            bool taken = false;
+            for (int64_t q = 0; q < j && !taken; q++) taken = out[q] == i;
+            if (!taken && (best < 0 || ref_ranks_before(t_get(a, i, i1, i2, i3), i, t_get(a, best, i1, i2, i3), best)))
+                best = i;
+        }
+        out[j] = (int32_t)best;
+    }
+}
+
+/* A tensor of t's shape with dense strides over t's first byte: what a
+ * kernel that ignored t's strides would read. */
+static struct het_tensor *t_as_dense(struct env *e, struct het_tensor *t)
+{
+    size_t es = type_elem_bytes(t->type), nb[4] = { es, es * (size_t)t->ne[0], 0, 0 };
+    nb[2] = nb[1] * (size_t)t->ne[1];
+    nb[3] = nb[2] * (size_t)t->ne[2];
+    struct het_tensor *d = t_view(e, t, t->ne, nb, 0, false);
+    d->data = t_addr(t);
+    return d;
+}
+
+/* layout: 0 padded rows in and out; 1 the row along a transposed axis and
+ * the indices written transposed; 2 ties, -0/+0, NaN and -inf in the rows */
+static void test_top_k(struct env *e, int64_t n, int64_t k, int layout)
+{
+    env_reset(e);
+    const int64_t R1 = 5, R2 = 3;
+    struct het_tensor *a, *d;
+    if (layout == 1) {
+        const int64_t ne[4] = { n, R1, R2, 1 };
+        a = t_new_permuted(e, HET_TYPE_F32, ne, (const int[4]){ 1, 0, 2, 3 }); /* n strided, rows contiguous */
+        struct het_tensor *db = t_new_pad(e, HET_TYPE_I32, R1, k, R2, 1, 4);
+        d = t_permute(e, db, 1, 0, 2, 3);
+        d->op = HET_OP_TOP_K;
+        d->src[0] = a;
+        d->type = HET_TYPE_I32;
+    } else {
+        a = t_new_pad(e, HET_TYPE_F32, n, R1, R2, 1, 20);
+        d = t_new_pad(e, HET_TYPE_I32, k, R1, R2, 1, 8);
+        d->op = HET_OP_TOP_K;
+        d->src[0] = a;
+    }
+    t_fill(a, 1.0f);
+    if (layout == 2)
+        FOR_EACH(a, i0, i1, i2, i3) {
+            int64_t c = (i0 * 7 + i1 * 3 + i2) % 9;
+            float v = c < 3 ? 0.5f : c == 3 ? (i0 % 2 ? -0.0f : 0.0f) : c == 4 ? NAN : c == 5 ? -INFINITY
+                    : t_get(a, i0, i1, i2, i3);
+            t_set(a, i0, i1, i2, i3, v);
+        }
+    int32_t *ref = malloc((size_t)(k * R1 * R2) * sizeof *ref), *naive = malloc((size_t)(k * R1 * R2) * sizeof *naive);
+    struct het_tensor *alias = t_as_dense(e, a);
+    for (int64_t i2 = 0; i2 < R2; i2++)
+        for (int64_t i1 = 0; i1 < R1; i1++) {
+            ref_top_k(a, i1, i2, 0, k, ref + (i2 * R1 + i1) * k);
+            ref_top_k(alias, i1, i2, 0, k, naive + (i2 * R1 + i1) * k);
+        }
+    char what[96];
+    snprintf(what, sizeof what, "top_k n=%lld k=%lld %s", (long long)n, (long long)k,
+             layout == 0 ? "padded" : layout == 1 ? "transposed" : "ties/NaN");
+    /* the case tells strides apart: the input read as dense ranks differently */
+    if (layout == 1)
+        CHECK(memcmp(ref, naive, (size_t)(k * R1 * R2) * sizeof *ref) != 0, "[%s] %s: strides not exercised", e->cfg,
+              what);
+    if (run1(e, d, what)) {
+        int64_t bad = 0, first = -1;
+        for (int64_t i2 = 0; i2 < R2; i2++)
+            for (int64_t i1 = 0; i1 < R1; i1++)
+                for (int64_t j = 0; j < k; j++) {
+                    int32_t got;
+                    memcpy(&got, t_ptr(d, j, i1, i2, 0), sizeof got);
+                    if (got != ref[(i2 * R1 + i1) * k + j] && bad++ == 0) first = (i2 * R1 + i1) * k + j;
+                }
+        CHECK(bad == 0, "[%s] %s: %lld of %lld indices differ (first #%lld want %d)", e->cfg, what, (long long)bad,
+              (long long)(k * R1 * R2), (long long)first, first >= 0 ? ref[first] : 0);
+    }
+    free(naive);
+    free(ref);
+}
+
+/* n elements per row (more than a workgroup when large), the input
+ * transposed or padded, the sums written into padded rows */
+static void test_sum_rows(struct env *e, int64_t n, bool transposed)
+{
+    env_reset(e);
+    const int64_t R1 = 7, R2 = 2;
+    struct het_tensor *a;
+    if (transposed) {
+        const int64_t ne[4] = { n, R1, R2, 1 };
+        a = t_new_permuted(e, HET_TYPE_F32, ne, (const int[4]){ 1, 0, 2, 3 });
+    } else {
+        a = t_new_pad(e, HET_TYPE_F32, n, R1, R2, 1, 36);
+    }
+    t_fill(a, 1.0f);
+    struct het_tensor *d = t_new_pad(e, HET_TYPE_F32, 1, R1, R2, 1, 12); /* rows 16 bytes apart */
+    d->op = HET_OP_SUM_ROWS;
+    d->src[0] = a;
+    float *ref = malloc((size_t)(R1 * R2) * sizeof *ref), *naive = malloc((size_t)(R1 * R2) * sizeof *naive);
+    struct het_tensor *alias = t_as_dense(e, a);
+    for (int64_t i2 = 0; i2 < R2; i2++)
+        for (int64_t i1 = 0; i1 < R1; i1++) {
+            double s = 0, sn = 0;
+            for (int64_t i = 0; i < n; i++) {
+                s += t_get(a, i, i1, i2, 0);
+                sn += t_get(alias, i, i1, i2, 0);
+            }
+            ref[i2 * R1 + i1] = (float)s;
+            naive[i2 * R1 + i1] = (float)sn;
+        }
+    char what[64];
+    snprintf(what, sizeof what, "sum_rows n=%lld%s", (long long)n, transposed ? " transposed" : " padded");
+    CHECK(!(het_test_max_abs_diff(ref, naive, (size_t)(R1 * R2)) <= 1e-3), "[%s] %s: strides not exercised", e->cfg, what);
+    /* float sums in another order than the reference's double: a few ulps of
+     * the sum of |x| (about n * 0.8 for unit normals) */
+    if (run1(e, d, what)) check_close(e, what, d, ref, 1e-6 * (double)n, 1e-5);
+    free(naive);
+    free(ref);
+}
+
+/* x (N, k, T) as a permuted view, w (k, T) transposed, dst with padded rows */
+static void test_moe_sum(struct env *e, int64_t N, int64_t k, int64_t T)
+{
+    env_reset(e);
+    const int64_t xne[4] = { N, k, T, 1 };
+    struct het_tensor *x = t_new_permuted(e, HET_TYPE_F32, xne, (const int[4]){ 1, 0, 2, 3 }); /* slots innermost */
+    struct het_tensor *wb = t_new_pad(e, HET_TYPE_F32, T, k, 1, 1, 8);
+    struct het_tensor *w = t_permute(e, wb, 1, 0, 2, 3);
+    t_fill(x, 1.0f);
+    t_fill(wb, 1.0f);
+    struct het_tensor *d = t_new_pad(e, HET_TYPE_F32, N, T, 1, 1, 24);
+    d->op = HET_OP_MOE_SUM;
+    d->src[0] = x;
+    d->src[1] = w;
+    float *ref = malloc((size_t)(N * T) * sizeof *ref), *naive = malloc((size_t)(N * T) * sizeof *naive);
+    struct het_tensor *xa = t_as_dense(e, x), *wa = t_as_dense(e, w);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < N; i++) {
+            double s = 0, sn = 0;
+            for (int64_t q = 0; q < k; q++) {
+                s += (double)t_get(w, q, t, 0, 0) * t_get(x, i, q, t, 0);
+                sn += (double)t_get(wa, q, t, 0, 0) * t_get(xa, i, q, t, 0);
+            }
+            ref[t * N + i] = (float)s;
+            naive[t * N + i] = (float)sn;
+        }
+    char what[64];
+    snprintf(what, sizeof what, "moe_sum N=%lld k=%lld T=%lld", (long long)N, (long long)k, (long long)T);
+    CHECK(!(het_test_max_abs_diff(ref, naive, (size_t)(N * T)) <= 1e-3), "[%s] %s: strides not exercised", e->cfg, what);
+    if (run1(e, d, what)) check_close(e, what, d, ref, 1e-5, 1e-5);
+    free(naive);
+    free(ref);
+}
+
+/* A qwen3moe FFN's routing and experts as one split, as arch_moe.c builds
+ * it: probs (E, T) -> top_k -> get_rows of the chosen probabilities ->
+ * sum_rows -> div (renormalised weights); experts' mul_mat_id reading the
+ * ids top_k just wrote; moe_sum. Nothing returns to the host in between. */
+static void test_moe_layer(struct env *e)
+{
+    env_reset(e);
+    const int64_t E = 11, k = 3, T = 6, K = 96, N = 37;
+    struct het_tensor *probs = t_new_pad(e, HET_TYPE_F32, E, T, 1, 1, 4);
+    FOR_EACH(probs, i0, i1, i2, i3) t_set(probs, i0, i1, i2, i3, het_test_rand_uniform(0.01f, 1.0f));
+    struct het_tensor *sel = t_node(e, HET_OP_TOP_K, HET_TYPE_I32, k, T, 1, 1, probs, NULL, NULL);
+    struct het_tensor *p3 = t_view(e, probs, (const int64_t[4]){ 1, E, T, 1 },
+                                   (const size_t[4]){ 4, 4, probs->nb[1], probs->nb[1] * (size_t)T }, 0, true);
+    struct het_tensor *wk = t_node(e, HET_OP_GET_ROWS, HET_TYPE_F32, 1, k, T, 1, p3, sel, NULL);
+    struct het_tensor *w2 = t_view(e, wk, (const int64_t[4]){ k, T, 1, 1 },
+                                   (const size_t[4]){ 4, wk->nb[2], wk->nb[2] * (size_t)T, wk->nb[2] * (size_t)T },
+                                   0, true);
+    struct het_tensor *sum = t_node(e, HET_OP_SUM_ROWS, HET_TYPE_F32, 1, T, 1, 1, w2, NULL, NULL);
+    struct het_tensor *wn = t_node(e, HET_OP_DIV, HET_TYPE_F32, k, T, 1, 1, w2, sum, NULL);
+    struct het_tensor *ex = t_new(e, HET_TYPE_Q8_0, K, N, E, 1); /* 41 KB: one 64 KiB range (B, C) */
+    fill_weights(ex);
+    struct het_tensor *x = t_new_pad(e, HET_TYPE_F32, K, 1, T, 1, 12);
+    t_fill(x, 1.0f);
+    struct het_tensor *y = t_node(e, HET_OP_MUL_MAT_ID, HET_TYPE_F32, N, k, T, 1, ex, x, sel);
+    struct het_tensor *out = t_node(e, HET_OP_MOE_SUM, HET_TYPE_F32, N, T, 1, 1, y, wn, NULL);
+    /* reference */
+    float *ref = malloc((size_t)(N * T) * sizeof *ref), *row = malloc((size_t)K * sizeof *row);
+    for (int64_t t = 0; t < T; t++) {
+        int32_t ids[8];
+        ref_top_k(probs, t, 0, 0, k, ids);
+        double norm = 0;
+        for (int64_t s = 0; s < k; s++) norm += t_get(probs, ids[s], t, 0, 0);
+        for (int64_t i = 0; i < N; i++) {
+            double acc = 0;
+            for (int64_t s = 0; s < k; s++) {
+                weight_row(ex, i, ids[s], 0, row);
+                double dot = 0;
+                for (int64_t c = 0; c < K; c++) dot += (double)row[c] * t_get(x, c, 0, t, 0);
+                acc += t_get(probs, ids[s], t, 0, 0) / norm * dot;
+            }
+            ref[t * N + i] = (float)acc;
+        }
+    }
+    struct het_tensor *nodes[] = { sel, p3, wk, w2, sum, wn, y, out };
+    if (run_nodes(e, nodes, (int)(sizeof nodes / sizeof nodes[0]), "moe layer")) check_nmse(e, "moe layer", out, ref, 1e-9);
+    free(row);
+    free(ref);
+}
+
+static void test_moe_route_all(struct env *e)
+{
+    test_top_k(e, 37, 5, 0);
+    test_top_k(e, 129, 8, 1);  /* more elements than a workgroup, 30B-A3B's k */
+    test_top_k(e, 45, 45, 2);  /* k = n: the whole order, ties and NaN included */
+    test_top_k(e, 9, 1, 2);
+    test_sum_rows(e, 3, false);
+    test_sum_rows(e, 999, true);
+    test_moe_sum(e, 37, 3, 5);
+    test_moe_sum(e, 130, 8, 2);
+    test_moe_layer(e);
+}
+
+/* ------------------------------------------------------------------------ */
 /* attention                                                                */
 
 struct attn_case {
@@ -1141,6 +1380,7 @@ static void run_suite(struct env *e, bool full)
     test_get_rows(e, HET_TYPE_Q4_0, 11, true, true);
     test_mul_mat_all(e);
     test_mul_mat_id_all(e);
+    test_moe_route_all(e);
     if (full) {
         /* wide enough for several row and column windows at 64 KiB ranges */
         test_mul_mat(e, &(struct mm_case){ HET_TYPE_F16, 512, 300, 70, 1, 1, 1, 1, false, false });

@@ -350,6 +350,9 @@ enum het_status het_vk_encode_node(struct het_vk_ctx *ctx, struct het_tensor *no
     case HET_OP_MUL_MAT:  return het_vk_encode_mul_mat(ctx, node, idx, err);
     case HET_OP_GET_ROWS: return het_vk_encode_get_rows(ctx, node, idx, err);
     case HET_OP_MUL_MAT_ID: return het_vk_encode_mul_mat_id(ctx, node, idx, err);
+    case HET_OP_TOP_K:
+    case HET_OP_SUM_ROWS:
+    case HET_OP_MOE_SUM:  return het_vk_encode_moe_route(ctx, node, idx, err);
     default:
         return het_error_set(err, HET_ERR_UNSUPPORTED, "vulkan: op %d", (int)node->op);
     }

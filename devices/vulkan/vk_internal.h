@@ -74,6 +74,9 @@ enum het_vk_kernel {
     HET_VK_K_ATTN_ROWS,     /* CPU-type devices; variant: head size / 32 - 1, +8 for F16 K/V */
     HET_VK_K_RMS_NORM_ROWS, /* CPU-type devices: one subgroup per row */
     HET_VK_K_MUL_MAT_VEC_ID, /* MUL_MAT_ID, a GEMV per (slot, token); variant: src0 type */
+    HET_VK_K_TOP_K,          /* expert routing (vk_encode_moe.c) */
+    HET_VK_K_SUM_ROWS,
+    HET_VK_K_MOE_SUM,
     HET_VK_K_COUNT
 };
 #define HET_VK_N_TYPES  31 /* HET_TYPE_COUNT: pipeline table width */
@@ -304,6 +307,8 @@ enum het_status het_vk_encode_node(struct het_vk_ctx *ctx, struct het_tensor *no
 enum het_status het_vk_encode_mul_mat(struct het_vk_ctx *ctx, struct het_tensor *node, int idx, het_error *err);
 enum het_status het_vk_encode_get_rows(struct het_vk_ctx *ctx, struct het_tensor *node, int idx, het_error *err);
 enum het_status het_vk_encode_mul_mat_id(struct het_vk_ctx *ctx, struct het_tensor *node, int idx, het_error *err);
+/* TOP_K, SUM_ROWS, MOE_SUM: the routing ops of a mixture-of-experts layer */
+enum het_status het_vk_encode_moe_route(struct het_vk_ctx *ctx, struct het_tensor *node, int idx, het_error *err);
 /* Queue one dispatch of kernel k with groups[3] workgroups; push is copied. */
 enum het_status het_vk_emit(struct het_vk_ctx *ctx, enum het_vk_kernel k, enum het_type variant, int node,
                             const struct het_vk_operand *const ops[HET_VK_N_BIND], const void *push,

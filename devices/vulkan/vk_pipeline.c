@@ -21,6 +21,7 @@
 #include "shaders/copy.spv.h"
 #include "shaders/eltwise.spv.h"
 #include "shaders/get_rows.spv.h"
+#include "shaders/moe_sum.spv.h"
 #include "shaders/mul_mat.spv.h"
 #include "shaders/mul_mat_rows1.spv.h"
 #include "shaders/mul_mat_rowsn.spv.h"
@@ -34,6 +35,9 @@
 #include "shaders/rope.spv.h"
 #include "shaders/softmax.spv.h"
 #include "shaders/softmax_sg.spv.h"
+#include "shaders/sum_rows.spv.h"
+#include "shaders/sum_rows_sg.spv.h"
+#include "shaders/top_k.spv.h"
 
 #include <stdio.h>
 
@@ -70,6 +74,9 @@ static const struct kernel_desc kernels[HET_VK_K_COUNT] = {
     [HET_VK_K_ATTN_ROWS]     = { "attn_rows",     SPV(attn_rows),     { NULL, 0 },     0 /* one subgroup */ },
     [HET_VK_K_RMS_NORM_ROWS] = { "rms_norm_rows", SPV(rms_norm_rows), { NULL, 0 },     0 /* one subgroup */ },
     [HET_VK_K_MUL_MAT_VEC_ID] = { "mul_mat_vec_id", SPV(mul_mat_vec_id), SPV(mul_mat_vec_id_sg), 64 },
+    [HET_VK_K_TOP_K]         = { "top_k",         SPV(top_k),         { NULL, 0 },       64 },
+    [HET_VK_K_SUM_ROWS]      = { "sum_rows",      SPV(sum_rows),      SPV(sum_rows_sg),  64 },
+    [HET_VK_K_MOE_SUM]       = { "moe_sum",       SPV(moe_sum),       { NULL, 0 },       256 },
 };
 
 uint32_t het_vk_kernel_wg(const struct het_vk_ctx *ctx, enum het_vk_kernel k)

@@ -138,6 +138,27 @@ static bool supports_mul_mat_id(const struct het_vk_ctx *ctx, const struct het_t
     return groups <= (uint64_t)ctx->max_groups[0] * ctx->max_groups[1];
 }
 
+/* The routing ops (het/graph.h): TOP_K F32 rows -> I32 (k, rows); SUM_ROWS
+ * F32 rows -> (1, rows); MOE_SUM x (N, k, T), w (k, T) -> (N, T). */
+static bool supports_moe_route(const struct het_vk_ctx *ctx, const struct het_tensor *n)
+{
+    const struct het_tensor *a = n->src[0], *w = n->src[1];
+    if (!f32(a) || !fits(ctx, a) || !fits(ctx, n)) return false;
+    switch (n->op) {
+    case HET_OP_TOP_K:
+        return n->type == HET_TYPE_I32 && n->ne[0] >= 1 && n->ne[0] <= a->ne[0] && n->ne[1] == a->ne[1] &&
+               n->ne[2] == a->ne[2] && n->ne[3] == a->ne[3];
+    case HET_OP_SUM_ROWS:
+        return f32(n) && n->ne[0] == 1 && n->ne[1] == a->ne[1] && n->ne[2] == a->ne[2] && n->ne[3] == a->ne[3];
+    case HET_OP_MOE_SUM:
+        return w && f32(w) && f32(n) && fits(ctx, w) && a->ne[3] == 1 && w->ne[0] == a->ne[1] &&
+               w->ne[1] == a->ne[2] && w->ne[2] == 1 && w->ne[3] == 1 && n->ne[0] == a->ne[0] &&
+               n->ne[1] == a->ne[2] && n->ne[2] == 1 && n->ne[3] == 1;
+    default:
+        return false;
+    }
+}
+
 static bool supports_get_rows(const struct het_vk_ctx *ctx, const struct het_tensor *n)
 {
     const struct het_tensor *a = n->src[0], *ids = n->src[1];
@@ -205,6 +226,9 @@ bool het_vk_supports(const struct het_vk_ctx *ctx, const struct het_tensor *node
     case HET_OP_GET_ROWS: return node->src[0] && node->src[1] && supports_get_rows(ctx, node);
     case HET_OP_MUL_MAT_ID:
         return node->src[0] && node->src[1] && node->src[2] && supports_mul_mat_id(ctx, node);
+    case HET_OP_TOP_K:
+    case HET_OP_SUM_ROWS:
+    case HET_OP_MOE_SUM:  return node->src[0] && supports_moe_route(ctx, node);
     case HET_OP_ADD:
     case HET_OP_MUL:
     case HET_OP_SCALE:

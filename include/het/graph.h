@@ -216,7 +216,7 @@ struct het_tensor *het_mul_mat_id(het_graph *g, struct het_tensor *as, struct he
  * to its first k.) NaN compares below every number. */
 struct het_tensor *het_top_k(het_graph *g, struct het_tensor *a, int k);
 /* sum_rows: a (n, ne1, ne2, ne3) F32 -> (1, ne1, ne2, ne3), each row summed
- * (in double). */
+ * (the CPU in double, Vulkan in float pairwise: equal to float rounding). */
 struct het_tensor *het_sum_rows(het_graph *g, struct het_tensor *a);
 /* div: a / b element-wise, b broadcast over a as for het_add. */
 struct het_tensor *het_div(het_graph *g, struct het_tensor *a, struct het_tensor *b);

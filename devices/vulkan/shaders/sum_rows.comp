@@ -1,0 +1,2 @@
+#version 450
+#include "sum_rows.glsl"
