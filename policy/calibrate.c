@@ -89,33 +89,23 @@ static struct het_tensor *leaf(het_graph *g, enum het_type t, int64_t a, int64_t
     return x;
 }
 
-/* A graph allocated on the device. The CPU repacks weights in
- * prepare_weights and keeps the panels (and pointers to the tensors) until
- * it is freed; the device interface has no way to release them. So a graph
- * with weights gets a CPU device of its own, with the same threads, freed
- * before the graph. */
+/* A graph allocated on the device; closing it releases what the device
+ * made of its weights (a repacking device's panels) before they go. */
 struct bench {
     struct het_mbench mb;
-    het_device *dev, *tmp;
+    het_device *dev;
 };
 
-static enum het_status bench_open(struct cal *c, struct bench *b, het_graph *g, bool weights, het_error *err)
+static enum het_status bench_open(struct cal *c, struct bench *b, het_graph *g, het_error *err)
 {
     memset(b, 0, sizeof *b);
     b->mb.g = g;
     b->dev = c->dev;
-    if (weights && het_device_kind(c->dev) == HET_DEVICE_CPU) {
-        b->tmp = het_cpu_device_init(het_cpu_device_n_threads(c->dev), err);
-        if (!b->tmp) return err ? err->status : HET_ERR_NOMEM;
-        b->dev = b->tmp;
-    }
     return het_mbench_alloc(&b->mb, &b->dev, 1, err); /* after allocation: a device may look at the storage */
 }
 
 static void bench_close(struct bench *b)
 {
-    het_mbench_unregister(&b->mb);
-    het_device_free(b->tmp);
     het_mbench_free(&b->mb);
 }
 
@@ -215,7 +205,7 @@ static enum het_status calibrate_split(struct cal *c, het_error *err)
     for (int i = 0; i < 32; i++) het_scale(g, x, 1.5f);
     struct bench b;
     struct het_mbench_result r1, r32;
-    enum het_status st = bench_open(c, &b, g, false, err);
+    enum het_status st = bench_open(c, &b, g, err);
     if (st == HET_OK && !all_supported(c->dev, g, 0, 32))
         st = het_error_set(err, HET_ERR_UNSUPPORTED, "calibrate: %s cannot run scale", het_device_name(c->dev));
     if (st == HET_OK) st = het_mbench_time_split(c->dev, &b.mb, 0, 1, &c->timing, &r1, err);
@@ -353,7 +343,7 @@ static enum het_status sweep_matmul(struct cal *c, const struct het_calibrate_sh
         at += rm[i];
     }
     struct bench b;
-    enum het_status st = bench_open(c, &b, g, true, err);
+    enum het_status st = bench_open(c, &b, g, err);
     int from = 0;
     het_profile_samples(c->prof, HET_OPCLASS_MATMUL, t, &from);
     double prev_work = 0, prev_us = 0;
@@ -461,7 +451,7 @@ static enum het_status calibrate_small(struct cal *c, het_error *err)
             het_graph *g = small_graph(c, (enum small_op)op, rows[i], 8);
             if (!g) return het_error_set(err, HET_ERR_NOMEM, "calibrate: out of memory");
             struct bench b;
-            enum het_status st = bench_open(c, &b, g, false, err);
+            enum het_status st = bench_open(c, &b, g, err);
             double us = NAN;
             if (st == HET_OK) {
                 struct het_op_cost oc;
@@ -518,7 +508,7 @@ static enum het_status calibrate_attn(struct cal *c, het_error *err)
         het_graph *g = attn_graph(c, m, n_kv, decode ? 4 : 1);
         if (!g) return het_error_set(err, HET_ERR_NOMEM, "calibrate: out of memory");
         struct bench b;
-        enum het_status st = bench_open(c, &b, g, false, err);
+        enum het_status st = bench_open(c, &b, g, err);
         double us = NAN;
         if (st == HET_OK) {
             struct het_op_cost oc;

@@ -119,14 +119,21 @@ static enum het_status fill_leaves(struct het_mbench *mb, het_error *err)
     return HET_OK;
 }
 
-static enum het_status register_all(struct het_mbench *mb, het_device *const *devs, int n_devs, het_error *err)
+/* the graph's weights (at most 256) */
+static int weights_of(const struct het_mbench *mb, struct het_tensor **w)
 {
-    struct het_tensor *w[256];
     int nw = 0;
     for (int i = 0; i < het_graph_n_tensors(mb->g) && nw < 256; i++) {
         struct het_tensor *t = het_graph_tensor(mb->g, i);
         if (t->op == HET_OP_NONE && (t->flags & HET_TENSOR_FLAG_WEIGHT)) w[nw++] = t;
     }
+    return nw;
+}
+
+static enum het_status register_all(struct het_mbench *mb, het_device *const *devs, int n_devs, het_error *err)
+{
+    struct het_tensor *w[256];
+    int nw = weights_of(mb, w);
     for (int d = 0; d < n_devs && d < 2; d++) {
         enum het_status st = het_device_register_memory(devs[d], mb->wmem, mb->wsize, HET_MEMORY_WEIGHTS, err);
         if (st == HET_OK) {
@@ -160,7 +167,10 @@ enum het_status het_mbench_alloc(struct het_mbench *mb, het_device *const *devs,
 
 void het_mbench_unregister(struct het_mbench *mb)
 {
+    struct het_tensor *w[256];
+    int nw = mb->n_reg ? weights_of(mb, w) : 0;
     for (int d = 0; d < mb->n_reg; d++) {
+        het_device_release_weights(mb->reg[d], w, nw); /* a repacking device's copies */
         het_device_unregister_memory(mb->reg[d], mb->wmem);
         het_device_unregister_memory(mb->reg[d], mb->amem);
     }

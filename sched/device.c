@@ -67,6 +67,11 @@ enum het_status het_device_prepare_weights(het_device *dev, struct het_tensor *c
     return dev->iface.prepare_weights(dev, weights, n, err);
 }
 
+void het_device_release_weights(het_device *dev, struct het_tensor *const *weights, int n)
+{
+    if (dev->iface.release_weights) dev->iface.release_weights(dev, weights, n);
+}
+
 /* Forward copies the device made since the last call to its pool's counter. */
 static void forward_copies(het_device *dev)
 {

@@ -78,6 +78,11 @@ struct het_device_i {
      * (err set) on failure. Defaults to a roofline profile from
      * dev->roofline (het_profile_default). */
     struct het_profile *(*default_profile)(const het_device *dev, het_error *err);
+
+    /* (optional) Undo prepare_weights for these tensors (before their memory
+     * goes): free what the device made of them and clear t->extra where it
+     * set it. Defaults to nothing (a device that keeps no layout of its own). */
+    void (*release_weights)(het_device *dev, struct het_tensor *const *weights, int n);
 };
 
 struct het_device {
@@ -101,6 +106,7 @@ bool            het_device_supports_op(het_device *dev, const struct het_tensor 
 enum het_status het_device_register_memory(het_device *dev, void *base, size_t size, enum het_memory_kind kind,
                                            het_error *err);
 void            het_device_unregister_memory(het_device *dev, void *base);
+void            het_device_release_weights(het_device *dev, struct het_tensor *const *weights, int n);
 enum het_status het_device_prepare_weights(het_device *dev, struct het_tensor *const *weights, int n,
                                            het_error *err);
 enum het_status het_device_run_split(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err);

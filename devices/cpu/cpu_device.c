@@ -249,6 +249,24 @@ static enum het_status cpu_prepare_weights(het_device *dev, struct het_tensor *c
     return HET_OK;
 }
 
+/* Free the panels of these weights (a calibration's, before its graph goes). */
+static void cpu_release_weights(het_device *dev, struct het_tensor *const *w, int n)
+{
+    struct cpu_context *c = dev->context;
+    for (int k = 0; k < n; k++)
+        for (int i = 0; i < c->n_packed; i++) {
+            if (c->packed_t[i] != w[k]) continue;
+            if (w[k]->extra == c->packed[i]) w[k]->extra = NULL;
+            panel_free(c, c->packed[i], c->packed_sl[i]);
+            c->packed_bytes -= het_cpu_mul_mat_repack_size(w[k], c->isa);
+            c->n_packed--;
+            c->packed_t[i] = c->packed_t[c->n_packed];
+            c->packed[i] = c->packed[c->n_packed];
+            c->packed_sl[i] = c->packed_sl[c->n_packed];
+            break;
+        }
+}
+
 static void cpu_free(het_device *dev)
 {
     struct cpu_context *c = dev->context;
@@ -276,6 +294,7 @@ static const struct het_device_i cpu_iface = {
     /* .free               = */ cpu_free,
     /* .register_pool      = */ cpu_register_pool,
     /* .default_profile    = */ NULL, /* a roofline from dev->roofline, until calibrated */
+    /* .release_weights    = */ cpu_release_weights,
 };
 
 /* The description names what changes the device's speed and results: it

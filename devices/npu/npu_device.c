@@ -116,6 +116,7 @@ static const struct het_device_i npu_iface = {
     /* .free               = */ npu_free,
     /* .register_pool      = */ npu_register_pool,
     /* .default_profile    = */ npu_default_profile,
+    /* .release_weights    = */ NULL, /* its weight copies live until the device is freed */
 };
 
 /* ---- construction --------------------------------------------------------------- */
