@@ -26,7 +26,9 @@
  * time, or ONLINE_EARLY_BUDGET while the plan is unproven (a scheduler's
  * first ONLINE_EARLY graphs) or known to miss its prediction (it already
  * loses more than that), and probes run only while the credit is positive
- * (the last may overdraw it; later graphs repay). So learning never costs a run
+ * (the last may overdraw it; later graphs repay). What the early rate
+ * earned and a graph did not spend is dropped, so a long first prefill
+ * does not pay for probing during the graphs after it. So learning never costs a run
  * more than that share of its time, whatever the graph's size: a tiny
  * model's 0.1 ms decode graphs explore over more graphs instead of paying
  * milliseconds each (they did: 16x slower decode for a 24-token run).
@@ -49,7 +51,7 @@
 #define ONLINE_BUDGET       0.02  /* of each graph's time earned for probing       */
 #define ONLINE_EARLY_BUDGET 0.25  /* ... early on, or while a plan misses          */
 #define ONLINE_EARLY        4     /* graphs a scheduler's plans are unproven       */
-#define ONLINE_CREDIT_MAX   50000 /* µs of credit saved up at most                 */
+#define ONLINE_CREDIT_MAX   10000 /* µs of credit saved up at most                 */
 #define MAX_CAND       96
 
 struct cand {
@@ -259,7 +261,10 @@ enum het_status het_sched_online_after(het_sched *s, const het_graph *g, struct 
         s->probe_credit_us = fmin(s->probe_credit_us + (early ? ONLINE_EARLY_BUDGET : ONLINE_BUDGET) * measured_us,
                                   ONLINE_CREDIT_MAX);
     bool refresh_due = e->reprobe > 0 || s->n_online_graphs % ONLINE_REFRESH == 0;
-    if ((e->explored && !refresh_due) || s->probe_credit_us <= 0) return HET_OK;
+    if ((e->explored && !refresh_due) || s->probe_credit_us <= 0) {
+        if (early) s->probe_credit_us = fmin(s->probe_credit_us, 0);
+        return HET_OK;
+    }
 
     struct cand *c = malloc(MAX_CAND * sizeof *c);
     bool *done = calloc(MAX_CAND, sizeof *done);
@@ -305,6 +310,7 @@ enum het_status het_sched_online_after(het_sched *s, const het_graph *g, struct 
     }
     s->probe_credit_us -= het_now_us() - t0;
 out:
+    if (early) s->probe_credit_us = fmin(s->probe_credit_us, 0); /* the early rate is not saved up */
     free(c);
     free(done);
     return st;
