@@ -5,7 +5,9 @@
  * in the kernel tables of quant_dot.h (scalar) and arch/<isa>/.
  *
  * Quantised a: phase 1 quantises every row of b to a q8r row in wdata (the
- * threads share the rows: a step of its own). Phase 2 then either
+ * threads share the rows: a step of its own; for a single row, decode,
+ * every thread quantises it itself in its first part of phase 2 and no
+ * step is spent on it). Phase 2 then either
  *   - streams a's rows once through the GEMV kernel (small M: decode), the
  *     threads splitting the N rows; or
  *   - packs R-row panels of a into thread-private scratch and runs the panel
@@ -57,6 +59,13 @@
 /* Fewest weight (or activation) bytes a part of a step should cover: the
  * atomic that hands a part out costs about what streaming ~1 KB does. */
 #define HET_MM_PART_BYTES       (32u << 10)
+/* Up to this many rows of b (decode), every thread quantises them itself
+ * (about a microsecond) instead of the threads sharing a step for it: a
+ * step end less per matmul, where a thread would wait for the one that
+ * quantised (or for it to be scheduled again, on a busy machine). One row,
+ * so that no M needs more scratch than a larger M does (callers such as
+ * matmul_id.c size it for the largest M and for M = 1). */
+#define HET_MM_PRIVATE_ROWS     1
 
 static size_t het_mm_align(size_t x) { return (x + 63) & ~(size_t)63; }
 
@@ -80,7 +89,8 @@ struct het_mm_plan {
     bool    use_panel;
     struct het_q8r_layout ql; /* quantised: activation row layout                  */
     size_t  act_row_bytes;    /* bytes of one prepared b row in wdata (0: none)    */
-    size_t  act_bytes;
+    size_t  act_bytes;        /* all prepared b rows                               */
+    bool    act_private;      /* each thread prepares them itself, in its own copy */
     size_t  thread_bytes;     /* per-thread scratch                                */
     int64_t panel_group;      /* panels packed at once per thread                  */
     struct het_panel_layout pl;
@@ -266,12 +276,19 @@ static void het_mm_plan_init(struct het_mm_plan *p, struct het_tensor *dst, enum
         if (p->a_gather) tb = 2 * het_mm_align((size_t)p->K * sizeof(float));
     }
     p->act_bytes = het_mm_align(p->act_row_bytes * (size_t)rows);
+    p->act_private = p->quantized && rows <= HET_MM_PRIVATE_ROWS;
     p->thread_bytes = tb;
+}
+
+/* Bytes of wdata the prepared b rows take: one copy, or one per thread. */
+static size_t het_mm_act_region(const struct het_mm_plan *p, int nth)
+{
+    return p->act_bytes * (p->act_private ? (size_t)nth : 1);
 }
 
 static size_t het_mm_plan_wsize(const struct het_mm_plan *p, int nth)
 {
-    return p->act_bytes + (size_t)nth * p->thread_bytes;
+    return het_mm_act_region(p, nth) + (size_t)nth * p->thread_bytes;
 }
 
 bool het_cpu_mul_mat_supports(const struct het_tensor *node)
@@ -339,40 +356,64 @@ static int64_t het_mm_parts(const struct het_compute_params *cp, int64_t units, 
 
 static uint8_t *het_mm_thread_scratch(const struct het_mm_plan *p, const struct het_compute_params *cp)
 {
-    return (uint8_t *)cp->wdata + p->act_bytes + (size_t)cp->ith * p->thread_bytes;
+    return (uint8_t *)cp->wdata + het_mm_act_region(p, cp->nth) + (size_t)cp->ith * p->thread_bytes;
 }
 
-/* Phase 1: quantise (or gather) every row of b into wdata. */
+/* This thread's prepared b rows (the shared copy unless act_private). */
+static uint8_t *het_mm_act_base(const struct het_mm_plan *p, const struct het_compute_params *cp)
+{
+    return (uint8_t *)cp->wdata + (p->act_private ? (size_t)cp->ith * p->act_bytes : 0);
+}
+
+/* Quantise (or gather) rows [lo, hi) of b into this thread's act rows. */
+static void het_mm_prepare_rows(const struct het_mm_plan *p, const struct het_compute_params *cp, int64_t lo,
+                                int64_t hi)
+{
+    float *tmp = (float *)het_mm_thread_scratch(p, cp);
+    for (int64_t r = lo; r < hi; r++) {
+        const int64_t m = r % p->M, i2 = (r / p->M) % p->B2, i3 = r / (p->M * p->B2);
+        const float *x = het_mm_b_row(p, m, i2, i3);
+        uint8_t *out = het_mm_act_base(p, cp) + (size_t)r * p->act_row_bytes;
+        if (!p->quantized) {
+            het_mm_gather_f32(x, p->b->nb[0], p->K, (float *)out);
+            continue;
+        }
+        if (p->b_gather) {
+            het_mm_gather_f32(x, p->b->nb[0], p->K, tmp);
+            x = tmp;
+        }
+        p->quantize_fn(x, &p->ql, out);
+    }
+}
+
+/* Phase 1: quantise (or gather) every row of b into wdata, the threads
+ * sharing the rows (not for act_private: see het_mm_own_acts). */
 static void het_mm_prepare(const struct het_mm_plan *p, const struct het_compute_params *cp)
 {
     const int64_t rows = p->M * p->B2 * p->B3;
-    float *tmp = (float *)het_mm_thread_scratch(p, cp);
     const int64_t np = het_cpu_n_parts(cp, rows, (int64_t)(HET_MM_PART_BYTES / ((size_t)p->K * sizeof(float))) + 1);
     for (int64_t k = het_cpu_part_first(cp, np); k < np; k = het_cpu_part_next(cp, np, k)) {
         int64_t lo, hi;
         het_mm_range(rows, k, np, &lo, &hi);
-        for (int64_t r = lo; r < hi; r++) {
-            const int64_t m = r % p->M, i2 = (r / p->M) % p->B2, i3 = r / (p->M * p->B2);
-            const float *x = het_mm_b_row(p, m, i2, i3);
-            uint8_t *out = (uint8_t *)cp->wdata + (size_t)r * p->act_row_bytes;
-            if (!p->quantized) {
-                het_mm_gather_f32(x, p->b->nb[0], p->K, (float *)out);
-                continue;
-            }
-            if (p->b_gather) {
-                het_mm_gather_f32(x, p->b->nb[0], p->K, tmp);
-                x = tmp;
-            }
-            p->quantize_fn(x, &p->ql, out);
-        }
+        het_mm_prepare_rows(p, cp, lo, hi);
     }
+}
+
+/* act_private: at the start of the first part this thread runs (inside a
+ * part, so b is still there: the step cannot have ended), it quantises all
+ * of b's rows into its own copy; *ready then says it has. */
+static void het_mm_own_acts(const struct het_mm_plan *p, const struct het_compute_params *cp, bool *ready)
+{
+    if (!p->act_private || *ready) return;
+    het_mm_prepare_rows(p, cp, 0, p->M * p->B2 * p->B3);
+    *ready = true;
 }
 
 static const uint8_t *het_mm_act(const struct het_mm_plan *p, const struct het_compute_params *cp, int64_t m,
                                  int64_t i2, int64_t i3)
 {
     const int64_t r = m + p->M * (i2 + p->B2 * i3);
-    return (const uint8_t *)cp->wdata + (size_t)r * p->act_row_bytes;
+    return het_mm_act_base(p, cp) + (size_t)r * p->act_row_bytes;
 }
 
 static int64_t het_mm_chunk_rows(size_t row_bytes)
@@ -390,9 +431,11 @@ static void het_mm_gemv(const struct het_mm_plan *p, const struct het_compute_pa
     const int64_t mc = het_mm_chunk_rows(p->act_row_bytes);
     const int64_t rows = nbatch * p->N;
     const int64_t np = het_mm_parts(cp, rows, p->a->nb[1], p->M);
+    bool ready = false;
     for (int64_t k = het_cpu_part_first(cp, np); k < np; k = het_cpu_part_next(cp, np, k)) {
         int64_t lo, hi;
         het_mm_range(rows, k, np, &lo, &hi);
+        het_mm_own_acts(p, cp, &ready);
         for (int64_t m0 = 0; m0 < p->M; m0 += mc) {
             const int64_t m1 = m0 + mc < p->M ? m0 + mc : p->M;
             for (int64_t t = lo; t < hi; t++) {
@@ -519,6 +562,7 @@ static void het_mm_panels(const struct het_mm_plan *p, const struct het_compute_
     const size_t pbytes = het_mm_align(p->pl.bytes);
     const int64_t n_parts = split_m ? het_mm_parts(cp, units, pbytes * (size_t)items, 4)
                                     : het_mm_parts(cp, units, pbytes, p->M);
+    bool ready = false;
     for (int64_t k = het_cpu_part_first(cp, n_parts); k < n_parts; k = het_cpu_part_next(cp, n_parts, k)) {
         int64_t lo = 0, hi = items, mlo = 0, mhi = p->M;
         if (split_m) {
@@ -528,6 +572,7 @@ static void het_mm_panels(const struct het_mm_plan *p, const struct het_compute_
         } else {
             het_mm_range(items, k, n_parts, &lo, &hi);
         }
+        het_mm_own_acts(p, cp, &ready);
         het_mm_panels_part(p, cp, lo, hi, mlo, mhi, split_m);
     }
 }
@@ -744,7 +789,9 @@ enum het_status het_cpu_mul_mat(const struct het_compute_params *cp, struct het_
     het_mm_plan_init(&p, dst, cp->isa, cp->nth, cp->f32_act);
     if (het_mm_plan_wsize(&p, cp->nth) > cp->wsize || (het_mm_plan_wsize(&p, cp->nth) && !cp->wdata))
         return HET_ERR_INVALID;
-    if (p.act_bytes) het_mm_prepare(&p, cp); /* a step of its own: over before the products start */
+    /* a step of its own, over before the products start (decode-sized b:
+     * none, each thread quantises b in its first part) */
+    if (p.act_bytes && !p.act_private) het_mm_prepare(&p, cp);
     if (!p.quantized) {
         het_mm_float(&p, cp);
     } else if (p.use_wide) {
