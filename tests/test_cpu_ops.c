@@ -845,6 +845,7 @@ static void test_attn(void)
         { 128, 16, 8, 61, 90, 1, 1, 29, HET_TYPE_F16, 3 },    /* head-major cache, read in place */
         { 64, 4, 2, 7, 150, 1, 1, 143, HET_TYPE_F32, 3 },
         { 128, 8, 2, 1, 200, 1, 1, 199, HET_TYPE_F16, 3 },    /* decode from a head-major cache */
+        { 48, 4, 2, 11, 30, 1, 1, 19, HET_TYPE_F16, 0 },      /* hd % 32 == 16: AVX-512 PV's half pass */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attn_case(&cases[i]);
 }

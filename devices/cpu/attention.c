@@ -15,7 +15,8 @@
  * F16 or F32 cache rows (head_dim % 8 == 0) are read where they are (or
  * packed together, see attn_rows); any other layout is converted block by
  * block to F32 scratch. The inner kernels come from attention.h (scalar
- * here, AVX2 in arch/avx2/). A head-major cache (one kv head's rows
+ * here, AVX2 in arch/avx2/, AVX-512 QK and PV in arch/avx512/ for head
+ * dims that are a multiple of 16). A head-major cache (one kv head's rows
  * adjacent) is the fastest to read, for decode especially.
  *
  * The threads take tiles one at a time, largest first (causal tiles grow
@@ -397,13 +398,15 @@ static void attn_softmax_scalar(int nr, int nk, float *s, int lds, const int *va
     }
 }
 
-/* Choose the inner kernels for this ISA and these K/V layouts. */
+/* Choose the inner kernels for this ISA and these K/V layouts: AVX-512 ones
+ * for head dims that are a multiple of 16, else AVX2 ones. */
 static void attn_pick_kernels(struct attn_ctx *c)
 {
     const bool avx2 = het_vec_use_avx2(c->isa);
+    const bool zmm = c->isa >= HET_CPU_ISA_AVX512 && c->pl.hd % 16 == 0;
     c->softmax = avx2 ? het_attn_softmax_avx2 : attn_softmax_scalar;
-    c->qk_f32 = avx2 ? het_attn_qk_f32_avx2 : attn_qk_scalar;
-    c->pv_f32 = avx2 ? het_attn_pv_f32_avx2 : attn_pv_scalar;
+    c->qk_f32 = zmm ? het_attn_qk_f32_avx512 : avx2 ? het_attn_qk_f32_avx2 : attn_qk_scalar;
+    c->pv_f32 = zmm ? het_attn_pv_f32_avx512 : avx2 ? het_attn_pv_f32_avx2 : attn_pv_scalar;
     c->qk_cache = NULL;
     c->pv_cache = NULL;
     const enum het_type t = c->k->type;
@@ -411,6 +414,11 @@ static void attn_pick_kernels(struct attn_ctx *c)
     if (!avx2 || c->pl.hd % 8 != 0 || c->v->type != t || (t != HET_TYPE_F32 && t != HET_TYPE_F16) ||
         c->k->nb[0] != es || c->v->nb[0] != es)
         return;
+    if (zmm) {
+        c->qk_cache = t == HET_TYPE_F16 ? het_attn_qk_f16_avx512 : het_attn_qk_f32_avx512;
+        c->pv_cache = t == HET_TYPE_F16 ? het_attn_pv_f16_avx512 : het_attn_pv_f32_avx512;
+        return;
+    }
     c->qk_cache = t == HET_TYPE_F16 ? het_attn_qk_f16_avx2 : het_attn_qk_f32_avx2;
     c->pv_cache = t == HET_TYPE_F16 ? het_attn_pv_f16_avx2 : het_attn_pv_f32_avx2;
 }

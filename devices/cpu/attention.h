@@ -3,8 +3,9 @@
  *
  * attention.c runs the flash-attention loop (tiles of query rows against
  * blocks of keys, online softmax); these kernels do the work inside one
- * (tile, key block) step, with portable versions in attention.c and
- * AVX2/FMA/F16C ones in arch/avx2/attn_avx2.c.
+ * (tile, key block) step, with portable versions in attention.c,
+ * AVX2/FMA/F16C ones in arch/avx2/attn_avx2.c and AVX-512 QK and PV in
+ * arch/avx512/attn_avx512.c.
  *
  * Layouts: q, o are F32 scratch rows of hdp floats (hdp % 8 == 0, 32-byte
  * aligned, zero past head_dim); s holds nr rows of scores, lds floats apart.
@@ -35,6 +36,11 @@ void het_attn_qk_f32_avx2(int nr, int nk, int hdp, const float *q, const void *k
 void het_attn_qk_f16_avx2(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds);
 void het_attn_pv_f32_avx2(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o);
 void het_attn_pv_f16_avx2(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o);
+/* AVX-512 (attn_avx512.c): hdp % 16 == 0 */
+void het_attn_qk_f32_avx512(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds);
+void het_attn_qk_f16_avx512(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds);
+void het_attn_pv_f32_avx512(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o);
+void het_attn_pv_f16_avx512(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o);
 void het_attn_softmax_avx2(int nr, int nk, float *s, int lds, const int *valid, float *m, float *l, float *o,
                            int hdp);
 

@@ -23,6 +23,7 @@
 #define QK_ROWS 3
 #define QK_KEYS 4
 #define PV_ROWS 6
+#define PV_COLS 16 /* two vectors */
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -66,49 +67,6 @@ INLINE void qk_block(const int F16, const int NR, const int NK, int hdp, const f
     }
 }
 
-/* NR rows (NR < QK_ROWS: the leftover rows) against all nk keys. */
-INLINE void qk_rows(const int F16, const int NR, int nk, int hdp, const float *q, const char *k, size_t ldk,
-                    float *s, int lds)
-{
-    int j = 0;
-    for (; j + QK_KEYS <= nk; j += QK_KEYS) qk_block(F16, NR, QK_KEYS, hdp, q, k + j * ldk, ldk, s + j, lds);
-    for (; j < nk; j++) qk_block(F16, NR, 1, hdp, q, k + j * ldk, ldk, s + j, lds);
-}
-
-/* Keys in the outer loop: each group of keys stays in L1 while all query
- * rows (a few KB of scratch) stream past it. */
-INLINE void qk_all(const int F16, int nr, int nk, int hdp, const float *q, const void *kv, size_t ldk, float *s,
-                   int lds)
-{
-    const char *k = kv;
-    const int nr3 = nr - nr % QK_ROWS;
-    int j = 0;
-    for (; j + QK_KEYS <= nk; j += QK_KEYS)
-        for (int r = 0; r < nr3; r += QK_ROWS)
-            qk_block(F16, QK_ROWS, QK_KEYS, hdp, q + (size_t)r * hdp, k + j * ldk, ldk, s + (size_t)r * lds + j,
-                     lds);
-    for (; j < nk; j++)
-        for (int r = 0; r < nr3; r += QK_ROWS)
-            qk_block(F16, QK_ROWS, 1, hdp, q + (size_t)r * hdp, k + j * ldk, ldk, s + (size_t)r * lds + j, lds);
-    const float *qr = q + (size_t)nr3 * hdp;
-    float *sr = s + (size_t)nr3 * lds;
-    switch (nr - nr3) {
-    case 2: qk_rows(F16, 2, nk, hdp, qr, k, ldk, sr, lds); break;
-    case 1: qk_rows(F16, 1, nk, hdp, qr, k, ldk, sr, lds); break;
-    default: break;
-    }
-}
-
-void het_attn_qk_f32_avx2(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds)
-{
-    qk_all(0, nr, nk, hdp, q, k, ldk, s, lds);
-}
-
-void het_attn_qk_f16_avx2(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds)
-{
-    qk_all(1, nr, nk, hdp, q, k, ldk, s, lds);
-}
-
 /* ---- PV ------------------------------------------------------------------- */
 
 /* o[NR rows][NV vectors from column d] += s[NR rows][0..nk) * v[0..nk)[d..]. */
@@ -138,31 +96,16 @@ INLINE void pv_block(const int F16, const int NR, const int NV, int nk, int hdp,
         for (int c = 0; c < NV; c++) _mm256_store_ps(o + r * hdp + d + 8 * c, acc[r][c]);
 }
 
-INLINE void pv_rows(const int F16, const int NR, int nk, int hdp, const float *s, int lds, const char *v,
-                    size_t ldv, float *o)
+#include "devices/cpu/arch/attn_loops.h"
+
+void het_attn_qk_f32_avx2(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds)
 {
-    int d = 0;
-    for (; d + 16 <= hdp; d += 16) pv_block(F16, NR, 2, nk, hdp, s, lds, v, ldv, d, o);
-    if (d < hdp) pv_block(F16, NR, 1, nk, hdp, s, lds, v, ldv, d, o);
+    qk_all(0, nr, nk, hdp, q, k, ldk, s, lds);
 }
 
-INLINE void pv_all(const int F16, int nr, int nk, int hdp, const float *s, int lds, const void *vv, size_t ldv,
-                   float *o)
+void het_attn_qk_f16_avx2(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds)
 {
-    const char *v = vv;
-    int r = 0;
-    for (; r + PV_ROWS <= nr; r += PV_ROWS)
-        pv_rows(F16, PV_ROWS, nk, hdp, s + (size_t)r * lds, lds, v, ldv, o + (size_t)r * hdp);
-    const float *sr = s + (size_t)r * lds;
-    float *orow = o + (size_t)r * hdp;
-    switch (nr - r) {
-    case 5: pv_rows(F16, 5, nk, hdp, sr, lds, v, ldv, orow); break;
-    case 4: pv_rows(F16, 4, nk, hdp, sr, lds, v, ldv, orow); break;
-    case 3: pv_rows(F16, 3, nk, hdp, sr, lds, v, ldv, orow); break;
-    case 2: pv_rows(F16, 2, nk, hdp, sr, lds, v, ldv, orow); break;
-    case 1: pv_rows(F16, 1, nk, hdp, sr, lds, v, ldv, orow); break;
-    default: break;
-    }
+    qk_all(1, nr, nk, hdp, q, k, ldk, s, lds);
 }
 
 void het_attn_pv_f32_avx2(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o)
