@@ -27,6 +27,9 @@
  *   matmul   per weight type, N x K from the model classes, M = 1 .. 512;
  *   norm, eltwise, rope, softmax, copy over row counts;
  *   attn     decode (1 query) over KV lengths, prefill (M = KV);
+ *   experts  (a MoE model's mul_mat_id) per expert shape over tokens routed
+ *            T = 1 .. 256 (512) and, at each T, the experts hit: k (every
+ *            token the same), the uniform expectation, min(E, k·T);
  *   split    one tiny node vs 32 tiny nodes;
  *   hand-off a -> b at a few sizes: (run a, sync, run b, sync) minus each alone.
  * An emulated NPU is refused (its wall time is the CPU's; its profile comes
@@ -117,6 +120,7 @@ struct point {
     enum het_type     wtype;
     int               first, n;      /* the nodes timed, identical in shape      */
     double            work;          /* max(bytes, flops / 8) of one node        */
+    const struct het_op_cost *cost;  /* what one node costs (NULL: from the node) */
 };
 
 static double work_of(const struct het_op_cost *oc) { return fmax(oc->bytes, oc->flops / 8); }
@@ -168,9 +172,10 @@ static enum het_status measure_point(struct cal *c, struct bench *b, const struc
         return HET_OK;
     }
     struct het_op_cost oc;
-    het_op_cost_of(het_graph_node(b->mb.g, pt->first), &oc);
+    if (pt->cost) oc = *pt->cost;
+    else het_op_cost_of(het_graph_node(b->mb.g, pt->first), &oc);
     struct het_profile_sample s = { .m = oc.m, .flops = oc.flops, .bytes = oc.bytes, .us = best,
-                                    .spread = spread };
+                                    .spread = spread, .calls = oc.calls };
     enum het_status st = het_profile_add_sample(c->prof, pt->cls, pt->wtype, &s, err);
     c->rep.n_samples++;
     c->rep.n_noisy += contended;
@@ -350,7 +355,7 @@ static enum het_status sweep_matmul(struct cal *c, const struct het_calibrate_sh
     for (int i = 0; st == HET_OK && i < n_ms; i++) {
         struct het_op_cost oc;
         het_op_cost_of(het_graph_node(g, first[i]), &oc);
-        struct point pt = { HET_OPCLASS_MATMUL, t, first[i], rm[i], work_of(&oc) };
+        struct point pt = { HET_OPCLASS_MATMUL, t, first[i], rm[i], work_of(&oc), NULL };
         char what[96];
         snprintf(what, sizeof what, "matmul %s %lldx%lld M=%d", het_type_name(t), (long long)sh->n,
                  (long long)sh->k, ms[i]);
@@ -456,7 +461,7 @@ static enum het_status calibrate_small(struct cal *c, het_error *err)
             if (st == HET_OK) {
                 struct het_op_cost oc;
                 het_op_cost_of(het_graph_node(g, 0), &oc);
-                struct point pt = { small_cls[op], HET_TYPE_F32, 0, het_graph_n_nodes(g), work_of(&oc) };
+                struct point pt = { small_cls[op], HET_TYPE_F32, 0, het_graph_n_nodes(g), work_of(&oc), NULL };
                 st = measure_point(c, &b, &pt, prev_work, prev_us, &us, err);
                 if (!isnan(us)) {
                     prev_work = pt.work;
@@ -513,7 +518,7 @@ static enum het_status calibrate_attn(struct cal *c, het_error *err)
         if (st == HET_OK) {
             struct het_op_cost oc;
             het_op_cost_of(het_graph_node(g, 0), &oc);
-            struct point pt = { HET_OPCLASS_ATTN, HET_TYPE_F16, 0, het_graph_n_nodes(g), work_of(&oc) };
+            struct point pt = { HET_OPCLASS_ATTN, HET_TYPE_F16, 0, het_graph_n_nodes(g), work_of(&oc), NULL };
             st = measure_point(c, &b, &pt, prev_work, prev_us, &us, err);
             if (!isnan(us)) {
                 prev_work = pt.work;
@@ -529,6 +534,132 @@ static enum het_status calibrate_attn(struct cal *c, het_error *err)
         if (!decode && us > c->max_node_us) break;
     }
     return HET_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * experts (mul_mat_id): tokens routed x distinct experts hit                */
+
+/* Does p have moe samples of this expert shape? A sample's flops are
+ * 2·K·N·(k·T) and k·T = m·calls, so K·N = flops / (2·m·calls). */
+static bool have_moe_shape(const het_profile *p, const struct het_calibrate_shape *sh)
+{
+    int n = 0;
+    const struct het_profile_sample *s = het_profile_samples(p, HET_OPCLASS_MOE, sh->type, &n);
+    const double kn = (double)sh->k * (double)sh->n;
+    for (int i = 0; s && i < n; i++) {
+        double routed = s[i].m * (s[i].calls > 1 ? s[i].calls : 1);
+        if (routed > 0 && fabs(s[i].flops / (2.0 * routed) - kn) <= 1e-6 * kn) return true;
+    }
+    return false;
+}
+
+#define MOE_MAX_POINTS 12
+
+struct moe_point { int T, hit; };
+
+/* The (tokens, experts hit) points of a sweep, by increasing work: at each
+ * token count the fewest experts possible (every token the same k) and the
+ * most (each token its own), and in between the count uniform routing
+ * expects; up to the planner's largest batch. */
+static int moe_points(const struct cal *c, struct moe_point *pt)
+{
+    static const int quick_t[] = { 1, 4, 16, 64, 256 }, full_t[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512 };
+    const int *ts = c->quick ? quick_t : full_t, n_t = c->quick ? 5 : 10;
+    const int E = c->needs.n_expert, k = c->needs.n_expert_used;
+    const int max_t = c->needs.max_rows > 0 ? c->needs.max_rows : 512;
+    int n = 0;
+    for (int i = 0; i < n_t && ts[i] <= max_t; i++) {
+        int T = ts[i], most = (int)fmin(E, (double)k * T);
+        int exp = (int)lround(het_moe_expected_experts(E, k, T));
+        int cand[3] = { k, exp, most };
+        for (int j = 0; j < 3 && n < MOE_MAX_POINTS; j++) {
+            bool seen = false;
+            for (int q = 0; q < n; q++) seen |= pt[q].T == T && pt[q].hit == cand[j];
+            if (!seen && cand[j] >= k && cand[j] <= most && (j == 0 || T > 1)) pt[n++] = (struct moe_point){ T, cand[j] };
+        }
+    }
+    return n;
+}
+
+/* ids (k, T) hitting exactly `hit` experts from `first` on (mod E): token t
+ * slot s takes expert first + (t·k + s) mod hit; k <= hit, so a token's
+ * slots are distinct, and k·T >= hit, so all hit experts are read. */
+static void moe_fill_ids(struct het_tensor *ids, int E, int hit, int first)
+{
+    const int64_t k = ids->ne[0], T = ids->ne[1];
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t s = 0; s < k; s++) {
+            int32_t e = (int32_t)((first + (t * k + s) % hit) % E);
+            memcpy((char *)ids->data + s * ids->nb[0] + t * ids->nb[1], &e, sizeof e);
+        }
+}
+
+/* One expert shape over moe_points(): C copies of the (K, N, E) experts
+ * (enough, with the experts each node's ids rotate through, to read the
+ * weights from memory where a decode would), and per point R nodes with
+ * ids of their own. A sample records the experts actually hit. */
+static enum het_status sweep_moe(struct cal *c, const struct het_calibrate_shape *sh, het_error *err)
+{
+    const enum het_type t = sh->type;
+    const int E = c->needs.n_expert, k = c->needs.n_expert_used;
+    struct moe_point pts[MOE_MAX_POINTS];
+    const int n_pts = moe_points(c, pts);
+    const double ebytes = (double)het_type_row_size(t, sh->k) * (double)sh->n; /* one expert */
+    const bool cold = E * ebytes > c->cold_bytes / 512;
+    const int n_copies = cold ? (int)fmax(1, fmin(fmin(ceil(c->cold_bytes / (E * ebytes)), floor(512 * MB / (E * ebytes))), 64))
+                              : 1;
+    int rm[MOE_MAX_POINTS], n_nodes = 0;
+    for (int i = 0; i < n_pts; i++) {
+        double fl = 2.0 * (double)sh->k * (double)sh->n * k * pts[i].T, by = pts[i].hit * ebytes;
+        double est = rough_us(fl, by), reads = cold && pts[i].T <= 16 ? ceil(c->cold_bytes / by) : 1;
+        rm[i] = (int)fmin(fmax(reads, fmin(fmin(ceil(1000.0 / est), 64), fmax(1, floor(20000.0 / est)))), 256);
+        n_nodes += rm[i];
+    }
+    het_graph *g = het_graph_init(n_copies + 3 * n_nodes + n_pts + 8);
+    if (!g) return het_error_set(err, HET_ERR_NOMEM, "calibrate: out of memory");
+    struct het_tensor *w[64];
+    for (int q = 0; q < n_copies && q < 64; q++) w[q] = leaf(g, t, sh->k, sh->n, E, HET_TENSOR_FLAG_WEIGHT);
+    int first[MOE_MAX_POINTS];
+    for (int i = 0, at = 0; i < n_pts; i++) {
+        struct het_tensor *x = leaf(g, HET_TYPE_F32, sh->k, 1, pts[i].T, HET_TENSOR_FLAG_INPUT);
+        first[i] = at;
+        for (int r = 0; r < rm[i]; r++)
+            het_mul_mat_id(g, w[r % n_copies], x, leaf(g, HET_TYPE_I32, k, pts[i].T, 1, HET_TENSOR_FLAG_INPUT));
+        at += rm[i];
+    }
+    struct bench b;
+    enum het_status st = bench_open(c, &b, g, err);
+    for (int i = 0; st == HET_OK && i < n_pts; i++) /* node r reads copy r % C from expert (r / C)·hit on */
+        for (int r = 0; r < rm[i]; r++)
+            moe_fill_ids(het_graph_node(g, first[i] + r)->src[2], E, pts[i].hit, (r / n_copies) * pts[i].hit);
+    double prev_work = 0, prev_us = 0;
+    for (int i = 0; st == HET_OK && i < n_pts; i++) {
+        struct het_op_cost oc;
+        het_op_cost_with_experts(het_graph_node(g, first[i]), pts[i].hit, &oc);
+        struct point pt = { HET_OPCLASS_MOE, t, first[i], rm[i], work_of(&oc), &oc };
+        char what[96];
+        snprintf(what, sizeof what, "experts %s %lldx%lld x%d T=%d hit=%d", het_type_name(t), (long long)sh->n,
+                 (long long)sh->k, E, pts[i].T, pts[i].hit);
+        double us = NAN;
+        if (i > 0 && pts[i].T != pts[i - 1].T) prev_work = 0; /* the trend check compares within a token count */
+        st = measure_point(c, &b, &pt, prev_work, prev_us, &us, err);
+        tick(c, what);
+        if (st == HET_ERR_UNSUPPORTED) { /* the device has no mul_mat_id for this type */
+            c->done += n_pts - 1 - i;
+            st = HET_OK;
+            break;
+        }
+        if (!isnan(us)) {
+            prev_work = pt.work;
+            prev_us = us;
+        }
+        if (us > c->max_node_us) { /* the rest would be slower: the fit extrapolates */
+            c->done += n_pts - 1 - i;
+            break;
+        }
+    }
+    bench_close(&b);
+    return st;
 }
 
 /* ---------------------------------------------------------------------------
@@ -549,9 +680,19 @@ void het_calibrate_needs_of_model(const struct het_model *m, struct het_calibrat
     out->head_dim = cfg->head_dim;
     out->n_head = cfg->n_head;
     out->n_head_kv = cfg->n_head_kv;
+    out->n_expert = cfg->n_expert;
+    out->n_expert_used = cfg->n_expert_used;
     const het_gguf *gg = het_model_gguf(m);
     for (int64_t i = 0; gg && i < het_gguf_n_tensors(gg); i++) {
         const struct het_gguf_tensor_info *ti = het_gguf_tensor(gg, i);
+        if (ti->n_dims == 3 && cfg->n_expert > 0 && ti->ne[2] == cfg->n_expert) { /* experts: mul_mat_id */
+            struct het_calibrate_shape sh = { ti->type, ti->ne[0], ti->ne[1], false };
+            bool seen = false;
+            for (int k = 0; k < out->n_moe_shapes && !seen; k++) seen = same_features(&out->moe_shapes[k], &sh);
+            if (!seen && out->n_moe_shapes < (int)(sizeof out->moe_shapes / sizeof out->moe_shapes[0]))
+                out->moe_shapes[out->n_moe_shapes++] = sh;
+            continue;
+        }
         if (ti->n_dims != 2 || ti->ne[1] <= 1) continue;
         bool output = ti->ne[1] == cfg->n_vocab;
         if (output && !strstr(ti->name, "output") && !cfg->tied_output) continue; /* token_embd: rows are gathered */
@@ -578,6 +719,8 @@ bool het_profile_covers(const het_profile *p, const struct het_calibrate_needs *
             found = fabs(s[k].flops - 2.0 * (double)sh->k * (double)sh->n * s[k].m) < 0.5;
         if (!found) return false;
     }
+    for (int i = 0; needs && needs->n_expert > 0 && i < needs->n_moe_shapes; i++)
+        if (!have_moe_shape(p, &needs->moe_shapes[i])) return false;
     return true;
 }
 
@@ -639,7 +782,12 @@ static enum het_status run_calibration(struct cal *c, het_error *err)
     int n_list = matmul_list(c, list, 64), ms[16];
     int n_mm = 0;
     for (int i = 0; i < n_list; i++) n_mm += have_shape(c, &list[i]) ? 0 : matmul_ms(c, &list[i], ms);
-    c->total = 3 + n_mm + S_COUNT * (c->quick ? 3 : 6) + (c->quick ? 5 : 9);
+    struct moe_point pts[MOE_MAX_POINTS];
+    int n_moe = 0;
+    for (int i = 0; c->p->needs && c->needs.n_expert > 0 && i < c->needs.n_moe_shapes; i++)
+        if (!have_moe_shape(c->prof, &c->needs.moe_shapes[i]) && type_supported(c->dev, c->needs.moe_shapes[i].type))
+            n_moe += moe_points(c, pts);
+    c->total = 3 + n_mm + n_moe + S_COUNT * (c->quick ? 3 : 6) + (c->quick ? 5 : 9);
     enum het_status st = HET_OK;
     for (int i = 0; i < 3 && st == HET_OK; i++) st = calibrate_split(c, err);
     if (st == HET_OK) st = calibrate_small(c, err);
@@ -648,6 +796,11 @@ static enum het_status run_calibration(struct cal *c, het_error *err)
         if (have_shape(c, &list[i])) continue;
         int n_ms = matmul_ms(c, &list[i], ms);
         st = sweep_matmul(c, &list[i], ms, n_ms, err);
+    }
+    /* a MoE model's experts: only what the profile lacks */
+    for (int i = 0; st == HET_OK && c->p->needs && c->needs.n_expert > 0 && i < c->needs.n_moe_shapes; i++) {
+        const struct het_calibrate_shape *sh = &c->needs.moe_shapes[i];
+        if (!have_moe_shape(c->prof, sh) && type_supported(c->dev, sh->type)) st = sweep_moe(c, sh, err);
     }
     if (st == HET_OK) st = het_profile_refit(c->prof, err);
     return st;

@@ -1,8 +1,11 @@
 /*
- * fit.c — fitting t = t0 + max(flops / F(M), bytes / B) to measured samples.
+ * fit.c — fitting t = t0 * calls + max(flops / F(M), bytes / B) to measured
+ * samples (calls: 1, or the experts a mul_mat_id sample hit, each a kernel
+ * call of its own).
  *
  * The model has four positive parameters (t0, B, F_peak, m_half), t0 at most
- * the fastest sample and B at most 1.5x the best bandwidth a sample reached.
+ * the fastest sample (per call) and B at most 1.5x the best bandwidth a
+ * sample reached.
  * Times span orders of magnitude, so the fit minimises squared log-ratios
  * (relative error) with Nelder–Mead over the logarithms of the parameters,
  * restarted from its own best point until it stops improving. Samples the
@@ -56,7 +59,8 @@ static double sq_error(const struct fit_data *d, const struct het_cost_fit *f, d
     double sum = 0;
     for (int i = 0; i < d->n; i++) {
         if (!d->use[i] || (only_m > 0 && d->s[i].m != only_m)) continue;
-        struct het_op_cost c = { .flops = d->s[i].flops, .bytes = d->s[i].bytes, .m = d->s[i].m };
+        struct het_op_cost c = { .flops = d->s[i].flops, .bytes = d->s[i].bytes, .m = d->s[i].m,
+                                 .calls = d->s[i].calls };
         double r = log(het_cost_fit_eval(f, &c) / d->s[i].us);
         sum += log2(2 + d->s[i].us) * r * r;
     }
@@ -152,7 +156,7 @@ static void fit_once(const struct fit_data *d, double *x)
 
 static double rel_err(const struct het_cost_fit *f, const struct het_profile_sample *s)
 {
-    struct het_op_cost c = { .flops = s->flops, .bytes = s->bytes, .m = s->m };
+    struct het_op_cost c = { .flops = s->flops, .bytes = s->bytes, .m = s->m, .calls = s->calls };
     return het_cost_fit_eval(f, &c) / s->us - 1.0;
 }
 
@@ -266,7 +270,9 @@ bool het_cost_fit_samples(const struct het_profile_sample *s, int n, struct het_
         use[i] = s[i].us > 0 && isfinite(s[i].us) && s[i].bytes >= 0 && s[i].flops >= 0;
         if (!use[i]) continue;
         n_ok++;
-        if (s[i].us < tmin) tmin = s[i].us;
+        /* t0 is paid once per call (moe: per expert hit) */
+        double per_call = s[i].us / (s[i].calls > 1 ? s[i].calls : 1);
+        if (per_call < tmin) tmin = per_call;
         if (s[i].bytes / s[i].us > bw) bw = s[i].bytes / s[i].us;
         if (s[i].flops / s[i].us > fl) fl = s[i].flops / s[i].us;
     }

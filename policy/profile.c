@@ -67,19 +67,27 @@ double het_moe_expected_experts(double E, double k, double T)
 }
 
 /* mul_mat_id: one GEMM per expert hit. Which experts are hit depends on
- * the data, so the cost uses the expected count: the bytes of the experts
- * read, and M = the average columns per expert GEMM. */
-static void cost_mul_mat_id(const struct het_tensor *n, struct het_op_cost *c)
+ * the data, so the cost uses the expected count (or one the caller knows):
+ * the bytes of the experts read, and M = the average columns per expert
+ * GEMM. */
+static void cost_mul_mat_id(const struct het_tensor *n, double hit, struct het_op_cost *c)
 {
     const struct het_tensor *w = n->src[0], *x = n->src[1];
     const double K = (double)w->ne[0], N = (double)w->ne[1], E = (double)w->ne[2];
     const double k = (double)n->ne[1], T = (double)n->ne[2];
-    const double hit = het_moe_expected_experts(E, k, T);
+    if (!(hit > 0)) hit = het_moe_expected_experts(E, k, T);
+    hit = fmin(hit, fmin(E, k * T));
     c->wtype = w->type;
     c->m = hit > 0 ? k * T / hit : 1;
     c->calls = hit;
     c->flops = 2.0 * K * N * k * T;
     c->bytes = dense_bytes(w) / E * hit + dense_bytes(x) + dense_bytes(n);
+}
+
+void het_op_cost_with_experts(const struct het_tensor *n, double hit, struct het_op_cost *c)
+{
+    het_op_cost_of(n, c);
+    if (n->op == HET_OP_MUL_MAT_ID && hit > 0) cost_mul_mat_id(n, hit, c);
 }
 
 static void cost_attn(const struct het_tensor *n, struct het_op_cost *c)
@@ -112,7 +120,7 @@ void het_op_cost_of(const struct het_tensor *n, struct het_op_cost *c)
         return;
     case HET_OP_MUL_MAT: c->cls = HET_OPCLASS_MATMUL; cost_mul_mat(n, c); return;
     case HET_OP_ATTN:    c->cls = HET_OPCLASS_ATTN; cost_attn(n, c); return;
-    case HET_OP_MUL_MAT_ID: c->cls = HET_OPCLASS_MOE; cost_mul_mat_id(n, c); return;
+    case HET_OP_MUL_MAT_ID: c->cls = HET_OPCLASS_MOE; cost_mul_mat_id(n, 0, c); return;
     case HET_OP_TOP_K:   c->cls = HET_OPCLASS_SOFTMAX; c->flops = (double)het_nelements(n->src[0]) * 4;
                          c->bytes = in0 + out; return;
     case HET_OP_SUM_ROWS: c->cls = HET_OPCLASS_NORM; c->flops = (double)het_nelements(n->src[0]);

@@ -10,7 +10,7 @@
  *     "models": [ { "op": "matmul", "type": "q4_0",
  *                   "fit": { "t0_us", "gbps", "gflops", "m_half", "error",
  *                            "knots": [[m, gflops], ...] (optional) } | null,
- *                   "samples": [ { "m", "flops", "bytes", "us", "spread" } ] } ],
+ *                   "samples": [ { "m", "flops", "bytes", "us", "spread"[, "calls"] } ] } ],
  *     "handoffs": [ { "to": "vulkan0", "fixed_us", "gbps" } ],
  *     "history": [ { "op", "type", "m_bucket", "size_bucket", "n_obs", "ratios": [...],
  *                    "applied": ratio | null } ] (optional: learned while used, history.c) }
@@ -158,9 +158,11 @@ static json_t *model_json(const struct het_profile_model *m)
     json_t *samples = json_array();
     for (int i = 0; samples && i < m->n_samples; i++) {
         const struct het_profile_sample *s = &m->samples[i];
-        json_array_append_new(samples, json_pack("{s:o, s:o, s:o, s:o, s:o}", "m", num_or_null(s->m), "flops",
-                                                 num_or_null(s->flops), "bytes", num_or_null(s->bytes), "us",
-                                                 num_or_null(s->us), "spread", num_or_null(s->spread)));
+        json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o}", "m", num_or_null(s->m), "flops", num_or_null(s->flops),
+                              "bytes", num_or_null(s->bytes), "us", num_or_null(s->us), "spread",
+                              num_or_null(s->spread));
+        if (o && s->calls > 1) json_object_set_new(o, "calls", json_real(s->calls)); /* moe: experts hit */
+        json_array_append_new(samples, o);
     }
     return json_pack("{s:s, s:s, s:o, s:o}", "op", het_op_class_name(m->cls), "type", het_type_name(m->wtype),
                      "fit", m->has_fit ? fit_json(&m->fit) : json_null(), "samples", samples);
@@ -405,6 +407,8 @@ static void read_samples(struct reader *r, json_t *arr, const char *path, het_pr
             .m = get_num(r, s, sp, "m", false, 0), .flops = get_num(r, s, sp, "flops", false, 0),
             .bytes = get_num(r, s, sp, "bytes", false, 0), .us = get_num(r, s, sp, "us", false, 0),
             .spread = get_num(r, s, sp, "spread", true, 0),
+            /* optional: kernel calls (moe: the experts a sample hit) */
+            .calls = json_object_get(s, "calls") ? get_num(r, s, sp, "calls", false, 0) : 0,
         };
         if (r->failed) return;
         if (het_profile_add_sample(p, cls, type, &x, r->err) != HET_OK) { r->failed = true; return; }

@@ -1,7 +1,7 @@
 /*
  * test_profile.c — cost models: what a node costs (flops, bytes, rows), the
  * fit against samples drawn from a known model (with noise and a stray
- * outlier), JSON round trips of profiles and profile sets, malformed files
+ * outlier; for experts, over tokens routed and experts hit), JSON round trips of profiles and profile sets, malformed files
  * (each error must name the JSON field), and the per-device cache (a
  * profile of another het version is stale).
  */
@@ -99,6 +99,77 @@ static void test_fit_knots(void)
     het_profile_free(p);
 }
 
+/* mixture of experts: a mul_mat_id (K=1024, N=512, E=64 experts, k=4) of
+ * T tokens reading `hit` experts; the cost of one with real tensors */
+static void moe_cost(int64_t T, double hit, struct het_op_cost *c)
+{
+    het_graph *g = het_graph_init(8);
+    const int64_t wne[3] = { 1024, 512, 64 }, xne[3] = { 1024, 1, T }, ine[2] = { 4, T };
+    struct het_tensor *y = het_mul_mat_id(g, het_new_tensor(g, HET_TYPE_Q4_0, 3, wne),
+                                          het_new_tensor(g, HET_TYPE_F32, 3, xne), het_new_tensor(g, HET_TYPE_I32, 2, ine));
+    het_op_cost_with_experts(y, hit, c);
+    het_graph_free(g);
+}
+
+/* the experts' fit: samples of t = t0·hit + max(flops/F(M), bytes/B) over
+ * tokens routed and experts hit (1% noise) give a fit that predicts other
+ * (tokens, experts) within 10%, and at a fixed token count the cost grows
+ * with the experts hit (more weights read, more calls, fewer columns each) */
+static void test_fit_moe(void)
+{
+    const struct het_cost_fit truth = { .t0_us = 4, .gbps = 30, .gflops = 400, .m_half = 6 };
+    het_profile *p = het_profile_new("cpu", "test", HET_DEVICE_CPU, false);
+    het_test_seed(11);
+    const int ts[] = { 1, 4, 16, 64, 256 };
+    for (int i = 0; i < 5; i++) {
+        double hits[3] = { 4, het_moe_expected_experts(64, 4, ts[i]), fmin(64, 4.0 * ts[i]) };
+        for (int j = 0; j < 3; j++) {
+            struct het_op_cost c;
+            moe_cost(ts[i], hits[j], &c);
+            struct het_profile_sample x = { .m = c.m, .flops = c.flops, .bytes = c.bytes, .spread = 0.01,
+                                            .calls = c.calls,
+                                            .us = het_cost_fit_eval(&truth, &c) * (1 + 0.01 * het_test_rand_normal()) };
+            CHECK(het_profile_add_sample(p, HET_OPCLASS_MOE, HET_TYPE_Q4_0, &x, NULL) == HET_OK, "add moe sample");
+        }
+    }
+    CHECK(het_profile_refit(p, NULL) == HET_OK, "refit");
+    struct het_cost_fit f;
+    CHECK(het_profile_get_fit(p, HET_OPCLASS_MOE, HET_TYPE_Q4_0, &f), "moe fit exists");
+    printf("moe fit: t0 %.2f us per expert, B %.1f GB/s, F %.1f GFLOP/s, m_half %.1f, rms error %.3f\n", f.t0_us,
+           f.gbps, f.gflops, f.m_half, f.error);
+    const struct { int64_t T; double hit; } held[] = { { 2, 8 }, { 8, 20 }, { 32, 40 }, { 128, 64 }, { 512, 64 },
+                                                       { 64, 16 } };
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) {
+        struct het_op_cost c;
+        moe_cost(held[i].T, held[i].hit, &c);
+        double a = het_profile_predict_cost(p, &c), b = het_cost_fit_eval(&truth, &c);
+        CHECK(fabs(a / b - 1) < 0.10, "T=%lld hit=%g: predicted %g vs true %g", (long long)held[i].T, held[i].hit, a, b);
+    }
+    for (int64_t T = 4; T <= 256; T *= 4) {
+        double prev = 0;
+        for (double hit = 4; hit <= fmin(64, 4.0 * T); hit *= 2) {
+            struct het_op_cost c;
+            moe_cost(T, hit, &c);
+            double us = het_profile_predict_cost(p, &c);
+            CHECK(us > prev, "T=%lld: %g us at %g experts, not more than %g at fewer", (long long)T, us, hit, prev);
+            prev = us;
+        }
+    }
+    /* no moe model: the matmul model predicts per expert GEMM, calls included */
+    het_profile *q = het_profile_new("cpu", "test", HET_DEVICE_CPU, false);
+    het_profile_set_fit(q, HET_OPCLASS_MATMUL, HET_TYPE_Q4_0, &truth, NULL);
+    struct het_op_cost c;
+    moe_cost(16, 30, &c);
+    CHECK(c.calls == 30 && fabs(c.m - 64.0 / 30) < 1e-12, "cost of 16 tokens on 30 experts: calls %g, m %g", c.calls, c.m);
+    CHECK(fabs(het_profile_predict_cost(q, &c) / het_cost_fit_eval(&truth, &c) - 1) < 1e-12, "matmul model for moe");
+    moe_cost(16, 0, &c);
+    CHECK(fabs(c.calls - het_moe_expected_experts(64, 4, 16)) < 1e-9, "hit 0: the expected count %g", c.calls);
+    moe_cost(2, 50, &c);
+    CHECK(c.calls == 8, "more experts than slots routed: capped at k·T, got %g", c.calls);
+    het_profile_free(q);
+    het_profile_free(p);
+}
+
 static het_profile *sample_profile(const char *name)
 {
     het_profile *p = het_profile_new(name, "Test device, driver 1.2.3 \"quoted\"", HET_DEVICE_VULKAN, false);
@@ -117,6 +188,8 @@ static het_profile *sample_profile(const char *name)
     }
     struct het_profile_sample s = { .m = 3, .flops = 0, .bytes = 4096, .us = 2, .spread = 0 };
     het_profile_add_sample(p, HET_OPCLASS_ATTN, HET_TYPE_F16, &s, NULL); /* samples, no fit yet */
+    struct het_profile_sample e = { .m = 2.5, .flops = 1e7, .bytes = 3e6, .us = 40, .spread = 0.01, .calls = 12 };
+    het_profile_add_sample(p, HET_OPCLASS_MOE, HET_TYPE_Q4_K, &e, NULL); /* experts hit kept */
     struct het_handoff h = { .to = "cpu", .fixed_us = 12.5, .gbps = 0 };
     het_profile_set_handoff(p, &h, NULL);
     het_profile_set_label(p, true, "measured on test day");
@@ -161,7 +234,8 @@ static void check_same(const het_profile *a, const het_profile *b)
         CHECK(na == nb, "sample count");
         for (int k = 0; k < na && k < nb; k++)
             CHECK(same_double(sa[k].us, sb[k].us) && same_double(sa[k].m, sb[k].m) &&
-                  same_double(sa[k].flops, sb[k].flops) && same_double(sa[k].spread, sb[k].spread), "sample %d", k);
+                  same_double(sa[k].flops, sb[k].flops) && same_double(sa[k].spread, sb[k].spread) &&
+                  same_double(sa[k].calls > 1 ? sa[k].calls : 1, sb[k].calls > 1 ? sb[k].calls : 1), "sample %d", k);
     }
     struct het_handoff h;
     CHECK(het_profile_get_handoff(b, "cpu", &h) && same_double(h.fixed_us, 12.5), "hand-off");
@@ -345,6 +419,7 @@ int main(void)
     test_op_cost();
     test_fit();
     test_fit_knots();
+    test_fit_moe();
     test_defaults();
     test_npu_profile();
 #ifdef HET_HAVE_JANSSON

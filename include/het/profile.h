@@ -74,12 +74,16 @@ void het_op_cost_of(const struct het_tensor *node, struct het_op_cost *out);
  * (class moe) uses this count: bytes = hit experts' weights + activations,
  * flops = 2·K·N·k·T, M = k·T / hit (columns per expert GEMM). */
 double het_moe_expected_experts(double E, double k, double T);
+/* The cost of a mul_mat_id node when `hit` of its experts are read (the
+ * router's actual or observed count; hit <= 0: the expected count). */
+void   het_op_cost_with_experts(const struct het_tensor *node, double hit, struct het_op_cost *out);
 
 /* One measurement: the node's features and its median time. */
 struct het_profile_sample {
     double m, flops, bytes;  /* as in het_op_cost                               */
     double us;               /* median time per node, microseconds              */
     double spread;           /* (p75 - p25) / median of the repetitions kept    */
+    double calls;            /* as in het_op_cost (moe: experts hit); 0 means 1 */
 };
 
 #define HET_FIT_MAX_KNOTS 16
@@ -321,13 +325,19 @@ struct het_calibrate_needs {
     int      row_width;        /* elements per row of norms and element-wise ops (n_embd) */
     int      head_dim, n_head, n_head_kv;
     int      max_rows;         /* largest batch the planner will see (prefill); 0: 512   */
+    /* mixture of experts (n_expert 0: none): the experts' matrices (k x n
+     * per expert, by type), how many there are and how many a token uses */
+    int      n_expert, n_expert_used;
+    int      n_moe_shapes;
+    struct het_calibrate_shape moe_shapes[4];
 };
 struct het_model;
 /* What planning the model needs: its distinct weight matrices (by type and
  * shape), its widths and heads. */
 void het_calibrate_needs_of_model(const struct het_model *m, struct het_calibrate_needs *out);
 /* Does p have a model for every op class and samples of every needed
- * matmul shape? (else calibrate with params.base = p to add the rest) */
+ * matmul shape, and of every expert shape (class moe) of a MoE model?
+ * (else calibrate with params.base = p to add the rest) */
 bool het_profile_covers(const het_profile *p, const struct het_calibrate_needs *needs);
 
 struct het_calibrate_params {
