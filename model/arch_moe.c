@@ -51,6 +51,9 @@ struct het_tensor *het_arch_moe_ffn(const struct het_model *m, het_graph *g, con
     het_tensor_set_name(probs, "ffn_moe_probs.%d", il);
     struct het_tensor *sel = het_top_k(g, probs, (int)k);
     het_tensor_set_name(sel, "ffn_moe_topk.%d", il);
+    /* kept to the end of the graph (k x T ids): the scheduler counts the
+     * experts each router chose, to plan the next graphs with (moe_routing.c) */
+    if (sel) sel->flags |= HET_TENSOR_FLAG_OUTPUT;
     struct het_tensor *w = het_get_rows(g, het_reshape_3d(g, probs, 1, E, T), sel);   /* (1, k, T) */
     w = het_reshape_2d(g, w, k, T);
     if (c->expert_norm) w = het_div(g, w, het_sum_rows(g, w));

@@ -254,7 +254,8 @@ static enum het_status node_costs(struct ctx *c, struct het_plan *out, het_error
         for (int d = 0; d < MAXD; d++) pn->alt_us[d] = NAN;
         bool any = false;
         struct het_op_cost oc;
-        het_op_cost_of(t, &oc);
+        double hit = t->op == HET_OP_MUL_MAT_ID && c->p->experts_hit ? c->p->experts_hit(c->p->experts_user, t) : NAN;
+        het_op_cost_with_experts(t, hit > 0 ? hit : 0, &oc);
         for (int d = 0; d < c->nd; d++) {
             bool um = false;
             double v = can_run(c, d, t) ? predict(c, d, &oc, &um) : NAN;
@@ -267,7 +268,8 @@ static enum het_status node_costs(struct ctx *c, struct het_plan *out, het_error
             return het_error_set(err, HET_ERR_UNSUPPORTED, "plan: no device supports %s '%s' (%s)",
                                  het_op_name(t->op), t->name, t->src[0] ? het_type_name(t->src[0]->type) : "-");
         int pin = het_plan_pin_match(c->p->pins, c->p->n_pins, t);
-        c->flags[i] = pin >= 0 ? HET_PLAN_PINNED : 0;
+        c->flags[i] = (pin >= 0 ? HET_PLAN_PINNED : 0) | (hit > 0 ? HET_PLAN_ROUTED : 0);
+        pn->experts = t->op == HET_OP_MUL_MAT_ID ? oc.calls : 0;
         c->wanted[i] = (int16_t)(pin >= 0 ? c->p->pins[pin].device : c->pol->sequential ? -1 : policy_wanted(c, i, -1));
     }
     return HET_OK;

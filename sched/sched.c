@@ -121,7 +121,7 @@ het_sched *het_sched_init(const struct het_sched_params *params, het_error *err)
         het_sched_free(s);
         return NULL;
     }
-    s->plan_gen = het_sched_online_generation(s);
+    s->plan_gen = het_sched_online_generation(s) + s->routing.generation;
     return s;
 }
 
@@ -143,6 +143,7 @@ void het_sched_free(het_sched *s)
 {
     if (!s) return;
     het_sched_online_free(s);
+    het_moe_routing_free(&s->routing);
     release_scratch(s);
     if (s->pool)
         for (int i = 0; i < s->n_devices; i++) het_device_unregister_pool(s->devices[i], s->pool);
@@ -286,6 +287,11 @@ static uint64_t graph_key(const het_graph *g)
     return h ? h : 1;
 }
 
+static double experts_cb(void *user, const struct het_tensor *node)
+{
+    return het_moe_routing_experts(&((const het_sched *)user)->routing, node);
+}
+
 static bool supports_cb(void *user, int d, const struct het_tensor *node)
 {
     het_sched *s = user;
@@ -315,6 +321,7 @@ static enum het_status build_plan(het_sched *s, const het_graph *g, struct het_p
     if (pol->takes_device && (s->disabled >> dev & 1u)) pol = &het_policy_fastest; /* its device failed */
     struct het_plan_params pp = {
         .devices = devs, .n_devices = s->n_devices, .supports = supports_cb, .supports_user = s,
+        .experts_hit = experts_cb, .experts_user = s,
         .policy = pol, .policy_device = dev, .single_margin = HET_SCHED_SINGLE_MARGIN,
         .pins = s->pins, .n_pins = s->params.n_pins,
         .strict = strict, .overlap = s->params.overlap && !s->measure, .accuracy = s->params.accuracy,
@@ -347,12 +354,12 @@ static enum het_status get_plan(het_sched *s, const het_graph *g, const struct h
 {
     uint64_t key = mix(graph_key(g), accuracy_key(s->params.accuracy));
     if (!key) key = 1;
-    uint64_t gen = het_sched_online_generation(s);
-    if (gen != s->plan_gen) { /* the histories moved: every cached plan is out of date */
+    uint64_t gen = het_sched_online_generation(s) + s->routing.generation;
+    if (gen != s->plan_gen) { /* the histories or the routing moved: every cached plan is out of date */
         s->plan_gen = gen;
         s->stats.n_replans++;
         for (int i = 0; i < HET_PLAN_CACHE; i++) s->cache[i].key = 0;
-        het_sched_info(s, "re-planning: node times observed while running moved the cost model");
+        het_sched_info(s, "re-planning: node times or experts hit observed while running moved the cost model");
     }
     uint32_t set = s->disabled | (s->measure ? 1u << 31 : 0);
     for (int i = 0; i < HET_PLAN_CACHE; i++)
@@ -403,6 +410,19 @@ static void learn(het_sched *s, const het_graph *g, const struct het_plan *plan)
     (void)het_sched_host_window(s, true, NULL); /* the caller reads the outputs next */
 }
 
+/* Count the experts the routers chose (ids are read on the host: the CPU
+ * access window opens, as it does before the caller reads the outputs). */
+static void observe_routing(het_sched *s, const het_graph *g)
+{
+    bool any = false;
+    for (int i = 0; i < het_graph_n_nodes(g) && !any; i++) {
+        const struct het_tensor *n = het_graph_node(g, i);
+        any = n->op == HET_OP_MUL_MAT_ID && n->ne[2] > 1;
+    }
+    if (!any || het_sched_host_window(s, true, NULL) != HET_OK) return;
+    het_moe_routing_observe(&s->routing, g);
+}
+
 static int n_enabled(const het_sched *s)
 {
     int n = 0;
@@ -430,6 +450,7 @@ enum het_status het_sched_compute(het_sched *s, het_graph *g, het_error *err)
         double t0 = het_now_us();
         st = het_sched_execute(s, g, plan, &failed, err);
         s->stats.last_measured_us = het_now_us() - t0;
+        if (st == HET_OK && !s->measure) observe_routing(s, g);
         if (st == HET_OK && s->online && !s->measure) learn(s, g, plan);
         if (st == HET_OK || failed < 0) return st;
         s->stats.n_device_failures++;

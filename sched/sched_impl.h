@@ -24,6 +24,26 @@ struct het_plan_cache_entry {
     bool            explored;   /* every key of it has been observed    */
 };
 
+/* what the routers of a MoE model chose, per layer (moe_routing.c) */
+#define HET_MOE_ROUTING_MARGIN 0.2 /* an E_eff moving more than this re-plans */
+struct het_moe_layer {
+    char   name[64];   /* the layer's ids tensor ("ffn_moe_topk.N")                      */
+    double e_eff;      /* experts uniform routing would need to hit what was observed   */
+    double planned;    /* e_eff when the generation last changed                        */
+    int    n_obs, last_t, last_hit;
+};
+struct het_moe_routing {
+    struct het_moe_layer *v;
+    int                   n, cap;
+    uint64_t              generation;
+};
+/* Count the experts each mul_mat_id's ids hit in g (after it ran); update the layers. */
+void   het_moe_routing_observe(struct het_moe_routing *r, const het_graph *g);
+/* Experts node (a mul_mat_id) is expected to hit from its layer's
+ * observations; NAN when there are none. */
+double het_moe_routing_experts(const struct het_moe_routing *r, const struct het_tensor *node);
+void   het_moe_routing_free(struct het_moe_routing *r);
+
 /* memory a device may still be reading or writing (overlap executor) */
 struct het_span { uintptr_t lo, hi; };
 struct het_span_list { struct het_span *v; int n, cap; };
@@ -65,6 +85,8 @@ struct het_sched {
     double               probe_credit_us; /* probing time earned and not yet spent (online.c) */
     void                *probe_buf;      /* output of probed nodes, registered      */
     size_t               probe_size;
+
+    struct het_moe_routing routing;      /* the routers' observed choices (moe_routing.c) */
 };
 
 void het_sched_log(het_sched *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

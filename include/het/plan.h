@@ -155,6 +155,11 @@ struct het_plan_params {
     /* a placement mixing devices is kept only when predicted faster than the
      * best one-device placement by this fraction (0: the optimum, always) */
     double                        single_margin;
+    /* (optional) the experts a mul_mat_id node will hit, when known (the
+     * routers' observed choices: the scheduler's); NAN or NULL: the count
+     * uniform routing expects (het_moe_expected_experts) */
+    double (*experts_hit)(void *user, const struct het_tensor *node);
+    void   *experts_user;
 };
 
 enum het_plan_node_flag {
@@ -162,6 +167,7 @@ enum het_plan_node_flag {
     HET_PLAN_FALLBACK   = 1u << 1, /* the policy's/pin's device cannot run it      */
     HET_PLAN_UNMEASURED = 1u << 2, /* its prediction is a default or roofline guess */
     HET_PLAN_ACCURACY   = 1u << 3, /* kept off the lossy devices by the accuracy budget */
+    HET_PLAN_ROUTED     = 1u << 4, /* mul_mat_id costed with the routers' observed experts */
 };
 
 struct het_plan_node {
@@ -173,6 +179,7 @@ struct het_plan_node {
     double  alt_us[HET_PLAN_MAX_DEVICES];  /* the node on each device; NAN: cannot run there */
     double  kl;                            /* predicted KL it adds where it runs (0 off lossy devices) */
     int16_t group;                         /* its sensitivity group, -1 none (accuracy given)  */
+    double  experts;                       /* mul_mat_id: experts its prediction assumes hit (else 0) */
 };
 
 struct het_plan_split {
