@@ -271,6 +271,10 @@ static bool run_plan(struct planrun *r, bool with_measure)
     if (ok && r->want_acc && r->n_dev == r->n_real) r->n_differ = count_differ(&r->plan, &r->sched_plan);
     r->meas_total_us = r->meas_q1_us = r->meas_q3_us = NAN;
     if (ok && with_measure && r->po.measure) ok = measure(r, toks, &err);
+    /* what ran: running the graph showed the scheduler which experts the
+     * routers chose, and it re-planned with them (a MoE model) */
+    if (ok && with_measure && r->po.measure && r->n_dev == r->n_real && !r->want_acc && het_sched_last_plan(r->sched))
+        ok = het_plan_copy(&r->plan, het_sched_last_plan(r->sched), &err) == HET_OK;
     if (!ok) hr_error(&r->o, "%s", err.msg);
     free(toks);
     return ok;
@@ -319,6 +323,53 @@ static int layer_of(const het_graph *g, int i, int *cursor, int *layer)
     return *layer;
 }
 
+/* What placing node i on device d would cost on entry, beside its own time,
+ * with the rest of the plan as it is (as the planner charges it): a split
+ * start and the fence from the previous node's device when it differs, and
+ * the copies of inputs produced on other devices where memory is not
+ * shared. */
+static double handoff_into(const struct planrun *r, const struct het_handoff_table *ho, int i, int d)
+{
+    struct het_profile_device_costs dc = { 0 };
+    het_profile_get_device_costs(r->prof[d], &dc);
+    int prev = i > 0 ? r->plan.nodes[i - 1].device : -1;
+    double e = prev != d ? (isfinite(dc.split_us) ? dc.split_us : 0) + (prev >= 0 ? ho->c[prev][d].fixed_us : 0) : 0;
+    struct het_tensor *t = het_graph_node(r->g, i);
+    for (int s = 0; s < HET_MAX_SRC; s++) {
+        if (!t->src[s]) continue;
+        const struct het_tensor *owner = het_tensor_owner(t->src[s]);
+        for (int j = i - 1; j >= 0; j--) {
+            if (het_tensor_owner(het_graph_node(r->g, j)) != owner) continue;
+            int pd = r->plan.nodes[j].device;
+            double g = ho->c[pd][d].gbps;
+            if (pd != d && g > 0) e += (double)het_nbytes(t->src[s]) / (g * 1e3);
+            break;
+        }
+    }
+    return e;
+}
+
+/* A mul_mat_id: the experts its prediction assumes and where that count
+ * comes from, and per device what entering it there costs. */
+static size_t why_experts(const struct planrun *r, int i, char *buf, size_t size)
+{
+    const struct het_plan_node *pn = &r->plan.nodes[i];
+    const struct het_tensor *t = het_graph_node(r->g, i);
+    const double E = (double)t->src[0]->ne[2], k = (double)t->ne[1], T = (double)t->ne[2];
+    size_t o = (size_t)snprintf(buf, size, "; expects %.1f of %.0f experts read (%.0f tok x top-%.0f, %s)",
+                                pn->experts, E, T, k,
+                                (pn->flags & HET_PLAN_ROUTED) ? "observed routing" : "uniform routing");
+    struct het_plan_device devs[MAXD];
+    for (int d = 0; d < r->n_dev; d++) devs[d] = (struct het_plan_device){ r->names[d], r->prof[d], false };
+    struct het_handoff_table ho;
+    het_handoff_table_from_profiles(&ho, devs, r->n_dev);
+    o += (size_t)snprintf(buf + o, size > o ? size - o : 0, "; hand-off in:");
+    for (int d = 0; d < r->n_dev; d++)
+        if (!isnan(pn->alt_us[d]))
+            o += (size_t)snprintf(buf + o, size > o ? size - o : 0, " %s +%.1f", r->names[d], handoff_into(r, &ho, i, d));
+    return o;
+}
+
 static void why(const struct planrun *r, int i, char *buf, size_t size)
 {
     const struct het_plan_node *pn = &r->plan.nodes[i];
@@ -330,12 +381,8 @@ static void why(const struct planrun *r, int i, char *buf, size_t size)
         o += (size_t)snprintf(buf + o, size > o ? size - o : 0, "%s%s %.1f%s", o ? " | " : "", r->names[d],
                               pn->alt_us[d], d == pn->device ? "*" : "");
     }
-    const struct het_tensor *t = het_graph_node(r->g, i);
-    if (t->op == HET_OP_MUL_MAT_ID) { /* its cost rests on the experts it is expected to read */
-        const double E = (double)t->src[0]->ne[2], k = (double)t->ne[1], T = (double)t->ne[2];
-        o += (size_t)snprintf(buf + o, size > o ? size - o : 0, "; expects %.1f of %.0f experts read (%.0f tok x top-%.0f)",
-                              het_moe_expected_experts(E, k, T), E, T, k);
-    }
+    if (het_graph_node(r->g, i)->op == HET_OP_MUL_MAT_ID) /* its cost rests on the experts it reads */
+        o += why_experts(r, i, buf + o, size > o ? size - o : 0);
     if (pn->flags & HET_PLAN_FALLBACK)
         o += (size_t)snprintf(buf + o, size > o ? size - o : 0, "; fallback: %s cannot run it", r->names[pn->wanted]);
     else if (pn->flags & HET_PLAN_PINNED)
@@ -434,7 +481,7 @@ static void print_nodes(const struct planrun *r)
     for (int i = 0; i < r->plan.n_nodes; i++) {
         const struct het_tensor *t = het_graph_node(r->g, i);
         const struct het_plan_node *pn = &r->plan.nodes[i];
-        char name[64], w[512], meas[32] = "", ro[64];
+        char name[64], w[768], meas[32] = "", ro[64];
         if (r->meas) snprintf(meas, sizeof meas, "%.1f", r->meas[i]);
         why(r, i, w, sizeof w);
         rests_on_text(r, i, ro, sizeof ro);
@@ -552,7 +599,24 @@ static void json_node(const struct planrun *r, int i)
         putchar(':');
         hr_json_num(pn->alt_us[d], "%.3f");
     }
-    printf("}}");
+    printf("}");
+    if (t->op == HET_OP_MUL_MAT_ID) { /* the experts it assumes, and the entry cost per device */
+        printf(",\"experts\":");
+        hr_json_num(pn->experts, "%.3f");
+        printf(",\"routing\":\"%s\",\"handoff_in_us\":{", (pn->flags & HET_PLAN_ROUTED) ? "observed" : "uniform");
+        struct het_plan_device devs[MAXD];
+        for (int d = 0; d < r->n_dev; d++) devs[d] = (struct het_plan_device){ r->names[d], r->prof[d], false };
+        struct het_handoff_table ho;
+        het_handoff_table_from_profiles(&ho, devs, r->n_dev);
+        for (int d = 0; d < r->n_dev; d++) {
+            printf("%s", d ? "," : "");
+            hr_json_str(r->names[d]);
+            putchar(':');
+            hr_json_num(isnan(pn->alt_us[d]) ? NAN : handoff_into(r, &ho, i, d), "%.3f");
+        }
+        printf("}");
+    }
+    printf("}");
 }
 
 static void print_json(const struct planrun *r)
