@@ -29,26 +29,28 @@
 #include <string.h>
 #include <time.h>
 
+static void vlog(void (*cb)(void *, const char *), void *user, const char *fmt, va_list ap)
+{
+    if (!cb) return;
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    cb(user, line);
+}
+
 void het_sched_log(het_sched *s, const char *fmt, ...)
 {
-    if (!s->params.log) return;
-    char line[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    vlog(s->params.log, s->params.log_user, fmt, ap);
     va_end(ap);
-    s->params.log(s->params.log_user, line);
 }
 
 void het_sched_info(het_sched *s, const char *fmt, ...)
 {
-    if (!s->params.log_info) return;
-    char line[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    vlog(s->params.log_info, s->params.log_user, fmt, ap);
     va_end(ap);
-    s->params.log_info(s->params.log_user, line);
 }
 
 
