@@ -1,37 +1,41 @@
 /*
  * cpu_device.c — the CPU as a het device.
  *
- * A split runs inside one OpenMP parallel region: every thread walks the
- * split's nodes and takes parts of each kernel's steps from a shared
- * counter until none is left; a node's last step is over when all its parts
- * are done, which is all that orders it before the next node (cpu_sync.c
- * says why this beats a static split and a barrier on a busy machine).
- * The thread count defaults to the number of physical cores (hwloc), since
- * SMT siblings share the SIMD units the kernels saturate.
+ * A split runs as one job of the device's thread pool (cpu_pool.c): the
+ * calling thread and every worker that wakes in time walk the split's nodes
+ * and take parts of each kernel's steps from a shared counter until none is
+ * left; a node's last step is over when all its parts are done, which is
+ * all that orders it before the next node (cpu_sync.c says why this beats a
+ * static split and a barrier on a busy machine, cpu_pool.c why a pool and
+ * not an OpenMP region). A worker that joins late starts at the node the
+ * caller is in. The thread count (the caller included) defaults to the
+ * number of physical cores (hwloc), since SMT siblings share the SIMD units
+ * the kernels saturate.
  *
  * Matmul weights are repacked once at load into panels; when the scheduler
  * registers a memory pool with the device, the panels are slices of it
  * (every tensor of a run lives in the pool), else aligned host memory.
  */
 #include "devices/cpu/cpu_ops.h"
+#include "devices/cpu/cpu_pool.h"
 #include "devices/cpu/cpu_profile.h"
 #include "devices/cpu/quant_dot.h"
 #include "het/pool.h"
 #include "sched/device_impl.h"
 
 #include <hwloc.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Mean bytes per node (het_cpu_node_work) from which a split's nodes are
  * shared between threads: below it, handing out parts and moving their data
  * between cores costs about what the second thread saves. Measured on
- * stories260K (2 threads, Zen 5): decode (~14 KB per node) runs 1.8x
- * faster on one thread, and beside two busy loops it no longer waits for a
- * second thread to be scheduled at every token; its pp64 (~190 KB per node)
- * is faster on two. */
+ * stories260K (2 threads, Zen 5, with OpenMP regions then): decode (~14 KB
+ * per node) ran 1.8x faster on one thread, and beside two busy loops it no
+ * longer waited for a second thread to be scheduled at every token; its pp64
+ * (~190 KB per node) is faster on two. */
 #define HET_CPU_SHARE_MIN_BYTES (64u << 10)
 
 struct cpu_context {
@@ -48,6 +52,8 @@ struct cpu_context {
     het_pool               *pool;       /* panels go here once a pool is registered */
     size_t                  packed_bytes;
     struct het_cpu_profile *profile;    /* HET_CPU_PROFILE set: per-node times */
+    het_cpu_pool           *threads;    /* n_threads - 1 workers                */
+    unsigned                node_key;   /* keys handed to gated nodes so far    */
 };
 
 static int physical_cores(void)
@@ -58,7 +64,7 @@ static int physical_cores(void)
         if (hwloc_topology_load(topo) == 0) n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
         hwloc_topology_destroy(topo);
     }
-    if (n <= 0) n = omp_get_num_procs();
+    if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? n : 1;
 }
 
@@ -79,6 +85,63 @@ static enum het_status ensure_wdata(struct cpu_context *c, size_t need, het_erro
     return HET_OK;
 }
 
+/* One split as a pool job (shared by every thread that runs it). */
+struct cpu_split_job {
+    struct cpu_context       *c;
+    struct het_tensor *const *nodes;
+    int                       n;
+    unsigned                  key0;    /* gate key of node i: key0 + i        */
+    _Atomic uint64_t          at;      /* node the caller is in << 32 | its first step */
+    int                       failed;  /* caller only: first failed node, or -1 */
+    enum het_status           failed_st;
+    double                    t_nodes; /* caller only: profiled node time     */
+};
+
+/* A node whose steps depend on data its own parts wrote (het_cpu_sync_all
+ * at its end): entered through the gate (het_cpu_node_enter). */
+static bool node_is_gated(const struct het_tensor *t) { return t->op == HET_OP_MUL_MAT_ID; }
+
+/* The caller walks every node; a worker starts where the caller is (the
+ * steps before are over) and leaves at the end, or at a gated node it may
+ * not enter. Statuses are the same on every thread (every thread takes the
+ * same decisions), so the caller's are the split's. */
+static void cpu_split_run(void *arg, struct het_cpu_worker *w, int ith)
+{
+    struct cpu_split_job *j = arg;
+    const struct cpu_context *c = j->c;
+    int i = 0;
+    if (ith == 0) {
+        w->step = (unsigned)atomic_load_explicit(&j->at, memory_order_relaxed);
+    } else {
+        const uint64_t at = atomic_load_explicit(&j->at, memory_order_acquire);
+        i = (int)(at >> 32);
+        w->step = (unsigned)at;
+    }
+    const struct het_compute_params p = {
+        .ith = ith, .nth = c->n_threads, .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa,
+        .f32_act = c->f32_act, .worker = w,
+    };
+    struct het_cpu_profile *prof = ith == 0 ? c->profile : NULL;
+    double t0 = prof ? het_cpu_profile_now_us(prof) : 0.0;
+    for (; i < j->n; i++) {
+        struct het_tensor *t = j->nodes[i];
+        if (ith == 0) atomic_store_explicit(&j->at, (uint64_t)i << 32 | w->step, memory_order_release);
+        if (node_is_gated(t) && !het_cpu_node_enter(&p, j->key0 + (unsigned)i)) return;
+        const enum het_status s = het_cpu_compute(&p, t);
+        if (ith != 0) continue;
+        if (s != HET_OK && j->failed < 0) {
+            j->failed = i;
+            j->failed_st = s;
+        }
+        if (prof) {
+            const double t1 = het_cpu_profile_now_us(prof);
+            het_cpu_profile_add(prof, t, t1 - t0);
+            j->t_nodes += t1 - t0;
+            t0 = t1;
+        }
+    }
+}
+
 static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err)
 {
     struct cpu_context *c = dev->context;
@@ -88,50 +151,47 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         if (w > need) need = w;
         work += het_cpu_node_work(nodes[i]);
     }
-    /* nodes too small to share: one thread, no parallel region to enter and
-     * leave (a thread waking up, all of them meeting at its end) */
-    const int nth = n > 0 && work / (size_t)n >= HET_CPU_SHARE_MIN_BYTES ? c->n_threads : 1;
     enum het_status st = ensure_wdata(c, need, err);
     if (st != HET_OK) return st;
 
-    int failed = -1;
-    enum het_status failed_st = HET_OK;
     struct het_cpu_profile *prof = c->profile;
     const double t_split = prof ? het_cpu_profile_now_us(prof) : 0.0;
-    double t_nodes = 0.0;
-    struct het_cpu_sync sync;
-    het_cpu_sync_init(&sync);
-#pragma omp parallel num_threads(nth) if (nth > 1)
-    {
-        struct het_cpu_worker w;
-        het_cpu_worker_init(&w, &sync);
-        /* any number of threads can share the steps; nth sizes the scratch */
-        struct het_compute_params p = {
-            .ith = omp_get_thread_num(), .nth = omp_get_num_threads(),
-            .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa, .f32_act = c->f32_act,
-            .worker = nth > 1 ? &w : NULL, /* alone: no atomics */
+    struct cpu_split_job j = { .c = c, .nodes = nodes, .n = n, .failed = -1 };
+    /* one thread, or nodes too small to share: the calling thread alone,
+     * without the pool's steps (no atomics, no worker woken) */
+    if (c->n_threads == 1 || (n > 0 && work / (size_t)n < HET_CPU_SHARE_MIN_BYTES)) {
+        const struct het_compute_params p = {
+            .ith = 0, .nth = 1, .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa, .f32_act = c->f32_act,
         };
-        double t0 = prof && p.ith == 0 ? het_cpu_profile_now_us(prof) : 0.0;
+        double t0 = prof ? het_cpu_profile_now_us(prof) : 0.0;
         for (int i = 0; i < n; i++) {
-            enum het_status s = het_cpu_compute(&p, nodes[i]);
-            if (s != HET_OK) {
-#pragma omp critical(het_cpu_fail)
-                if (failed < 0 || i < failed) { failed = i; failed_st = s; }
+            const enum het_status s = het_cpu_compute(&p, nodes[i]);
+            if (s != HET_OK && j.failed < 0) {
+                j.failed = i;
+                j.failed_st = s;
             }
-            if (prof && p.ith == 0) {
+            if (prof) {
                 const double t1 = het_cpu_profile_now_us(prof);
                 het_cpu_profile_add(prof, nodes[i], t1 - t0);
-                t_nodes += t1 - t0;
+                j.t_nodes += t1 - t0;
                 t0 = t1;
             }
         }
+    } else {
+        struct het_cpu_sync *sync = het_cpu_pool_sync(c->threads);
+        /* every step of earlier jobs is over: the word holds the next step */
+        const unsigned step = (unsigned)(atomic_load(&sync->work) >> 32);
+        atomic_init(&j.at, step);
+        j.key0 = c->node_key + 1;
+        c->node_key += (unsigned)n;
+        het_cpu_pool_run(c->threads, cpu_split_run, &j);
     }
-    if (prof) het_cpu_profile_add_split(prof, het_cpu_profile_now_us(prof) - t_split - t_nodes);
-    if (failed >= 0) {
-        const struct het_tensor *t = nodes[failed];
-        return het_error_set(err, failed_st, "cpu: %s '%s' (%s x %s) failed: %s", het_op_name(t->op), t->name,
+    if (prof) het_cpu_profile_add_split(prof, het_cpu_profile_now_us(prof) - t_split - j.t_nodes);
+    if (j.failed >= 0) {
+        const struct het_tensor *t = nodes[j.failed];
+        return het_error_set(err, j.failed_st, "cpu: %s '%s' (%s x %s) failed: %s", het_op_name(t->op), t->name,
                              t->src[0] ? het_type_name(t->src[0]->type) : "-",
-                             t->src[1] ? het_type_name(t->src[1]->type) : "-", het_status_name(failed_st));
+                             t->src[1] ? het_type_name(t->src[1]->type) : "-", het_status_name(j.failed_st));
     }
     return HET_OK;
 }
@@ -280,6 +340,7 @@ static void cpu_free(het_device *dev)
     free(c->packed_t);
     free(c->packed_sl);
     free(c->wdata);
+    het_cpu_pool_free(c->threads);
     het_cpu_profile_free(c->profile);
     free(c);
 }
@@ -316,9 +377,15 @@ het_device *het_cpu_device_init(int n_threads, het_error *err)
     c->n_threads = n_threads > 0 ? n_threads : physical_cores();
     het_cpu_features_detect(&c->features);
     c->isa = het_cpu_isa_select(&c->features);
+    c->threads = het_cpu_pool_new(c->n_threads, err);
+    if (!c->threads) {
+        free(c);
+        return NULL;
+    }
     c->profile = het_cpu_profile_new();
     het_device *dev = het_device_new(&cpu_iface, HET_DEVICE_CPU, "cpu", c);
     if (!dev) {
+        het_cpu_pool_free(c->threads);
         het_cpu_profile_free(c->profile);
         free(c);
         het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory");

@@ -3,9 +3,11 @@
  *
  * Every op has one entry point het_cpu_<op>(params, dst) that reads dst->src[]
  * and writes dst, honouring every tensor's byte strides nb[]. Kernels run
- * inside one OpenMP parallel region per split: all nth threads call the same
- * kernel with their own ith, cut the work into parts and take parts until
- * none is left (het_cpu_part_first/next, cpu_sync.c); a kernel with phases
+ * as one job of the device's thread pool per split (cpu_pool.c): every
+ * thread of the job calls the same kernel with its own ith, cuts the work
+ * into parts and takes parts until none is left (het_cpu_part_first/next,
+ * cpu_sync.c; threads that join late skip the steps that are over, so
+ * kernels touch tensor data only inside parts); a kernel with phases
  * (e.g. quantise activations, then multiply) runs one such step per phase.
  * ith only picks the thread's own scratch, never which rows it computes.
  *
@@ -43,29 +45,35 @@ enum het_cpu_isa {
     HET_CPU_ISA_COUNT
 };
 
-/* How the threads of a parallel region share a node's work (cpu_sync.c).
- * A kernel runs as one or more steps (one per phase, e.g. quantise the
- * activations, then multiply); a step is cut into parts, which go to
- * whichever thread asks next, and a step is over when all its parts are
- * done. Every thread must walk the same steps with the same part counts. */
+/* How the threads of a job share a node's work (cpu_sync.c). A kernel runs
+ * as one or more steps (one per phase, e.g. quantise the activations, then
+ * multiply); a step is cut into parts, which go to whichever thread asks
+ * next, and a step is over when all its parts are done. Every thread must
+ * walk the same steps with the same part counts. */
 #define HET_CPU_PARTS_MAX 65535
 struct het_cpu_sync {
     _Atomic uint64_t work;     /* step << 32 | parts done << 16 | parts handed out */
     _Atomic unsigned epoch;    /* steps closed: the futex word sleepers wait on    */
     _Atomic int      sleepers;
+    _Atomic uint64_t gate;     /* pooled: node key << 32 | closed | workers in the node */
+    bool             pooled;   /* threads of a cpu_pool job (else: one OpenMP team) */
 };
 /* One thread's place in the steps. */
+struct het_cpu_seat;
 struct het_cpu_worker {
     struct het_cpu_sync *sync;
     unsigned             step;   /* the step this thread is in                    */
     long                 sleeps; /* waits that outlasted the spin (futex sleeps)  */
+    struct het_cpu_seat *seat;   /* a pool worker's place in its job (cpu_pool.c);
+                                    NULL: the job's caller, or an OpenMP thread   */
 };
 void het_cpu_sync_init(struct het_cpu_sync *s);
 void het_cpu_worker_init(struct het_cpu_worker *w, struct het_cpu_sync *s);
 
 struct het_compute_params {
     int              ith;    /* this thread's index, 0 <= ith < nth     */
-    int              nth;    /* threads running the node                */
+    int              nth;    /* threads that may run the node (a pool's size; some
+                                may never take part): sizes parts and scratch   */
     void            *wdata;  /* shared per-node scratch                 */
     size_t           wsize;  /* its size in bytes                       */
     enum het_cpu_isa isa;    /* kernel level to use                     */
@@ -93,6 +101,15 @@ int64_t het_cpu_part_next(const struct het_compute_params *p, int64_t n, int64_t
  * ending it with this keeps every thread in the node until no thread reads
  * that data any more. */
 void het_cpu_sync_all(const struct het_compute_params *p);
+/* In a pool job, a node whose kernel calls het_cpu_sync_all is entered
+ * through this first, with a key unique to the node among all the pool's
+ * nodes (and larger than the earlier ones): a worker that would come into
+ * the node after its threads began meeting at the end, or after it ended,
+ * gets false and must leave the job (it cannot know the node's steps without
+ * the node's data). The caller (no seat) always gets true, and
+ * het_cpu_sync_all waits for it and the workers that got true. Elsewhere
+ * (no pool, no worker) always true. */
+bool het_cpu_node_enter(const struct het_compute_params *p, unsigned key);
 /* Parts to cut `units` of work into: a few per thread, each at least
  * min_units (when there are that many), one with a single thread, 0 for no
  * work. */

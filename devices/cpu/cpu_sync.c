@@ -32,11 +32,24 @@
  * sequentially consistent, so the closer sees the sleeper or the sleeper
  * sees the bump).
  *
+ * In a job of the device's thread pool (cpu_pool.c) not every thread takes
+ * part: a worker that wakes late starts at the node the caller is in and
+ * skips the steps that are over, or finds the job ended and stays out. A
+ * worker that must wait for a step to end steps out of the job for the wait
+ * (the job may end without it meanwhile; then it never comes back into the
+ * job's code). het_cpu_sync_all, in a node whose steps depend on data the
+ * node wrote, cannot wait for every thread of the pool: such a node is
+ * entered through a gate (het_cpu_node_enter) that counts the workers in
+ * it; the first thread to reach het_cpu_sync_all closes the gate, and the
+ * step ends once the caller and every counted worker have arrived. A worker
+ * that finds the gate closed, or a later node's, leaves the job.
+ *
  * Without a worker (kernels run by tests straight from a parallel region),
  * thread ith takes parts ith, ith + nth, ... and steps end at an OpenMP
  * barrier: the static split, kept so the tests can compare the two.
  */
 #include "devices/cpu/cpu_ops.h"
+#include "devices/cpu/cpu_pool.h"
 
 #include <limits.h>
 #include <linux/futex.h>
@@ -46,6 +59,9 @@
 
 #define HET_SYNC_SPIN_NS 50000 /* spin this long for a step to end, then sleep */
 #define HET_SYNC_PARTS_PER_THREAD 4
+
+#define GATE_CLOSED  ((uint64_t)1 << 31)
+#define GATE_MEMBERS (GATE_CLOSED - 1)
 
 static inline void het_sync_relax(void)
 {
@@ -63,6 +79,8 @@ void het_cpu_sync_init(struct het_cpu_sync *s)
     atomic_init(&s->work, 0);
     atomic_init(&s->epoch, 0u);
     atomic_init(&s->sleepers, 0);
+    atomic_init(&s->gate, GATE_CLOSED); /* key 0: no node; node keys start at 1 */
+    s->pooled = false;
 }
 
 void het_cpu_worker_init(struct het_cpu_worker *w, struct het_cpu_sync *s)
@@ -70,6 +88,7 @@ void het_cpu_worker_init(struct het_cpu_worker *w, struct het_cpu_sync *s)
     w->sync = s;
     w->step = 0;
     w->sleeps = 0;
+    w->seat = NULL;
 }
 
 static int64_t now_ns(void)
@@ -79,10 +98,14 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Until the step `step` is over: spin, then sleep. */
+/* Until the step `step` is over: spin, then sleep. A pool worker is out of
+ * its job meanwhile (the caller does not wait for it), and back in after;
+ * if the job ended, het_cpu_seat_in does not return. */
 static void het_sync_wait_step(struct het_cpu_worker *w, unsigned step)
 {
     struct het_cpu_sync *s = w->sync;
+    if (work_step(atomic_load_explicit(&s->work, memory_order_acquire)) != step) return;
+    if (w->seat) het_cpu_seat_out(w->seat);
     int64_t t0 = 0;
     for (int i = 1; work_step(atomic_load_explicit(&s->work, memory_order_acquire)) == step; i++) {
         het_sync_relax();
@@ -102,6 +125,7 @@ static void het_sync_wait_step(struct het_cpu_worker *w, unsigned step)
         atomic_fetch_sub(&s->sleepers, 1);
         if (!open) break;
     }
+    if (w->seat) het_cpu_seat_in(w->seat);
     /* the acquire that orders this thread after every part of the step */
     (void)atomic_load_explicit(&s->work, memory_order_acquire);
 }
@@ -178,6 +202,28 @@ int64_t het_cpu_part_next(const struct het_compute_params *p, int64_t n, int64_t
     return n;
 }
 
+bool het_cpu_node_enter(const struct het_compute_params *p, unsigned key)
+{
+    if (!p->worker || !p->worker->sync->pooled) return true;
+    struct het_cpu_sync *s = p->worker->sync;
+    const bool caller = !p->worker->seat;
+    uint64_t g = atomic_load(&s->gate);
+    for (;;) {
+        const unsigned at = (unsigned)(g >> 32);
+        uint64_t ng;
+        if (at == key) {
+            if (caller) return true; /* counted already */
+            if (g & GATE_CLOSED) return false;
+            ng = g + 1;
+        } else if ((int)(key - at) > 0) {
+            ng = (uint64_t)key << 32 | (caller ? 0u : 1u); /* the first here opens the node */
+        } else {
+            return caller; /* the node is over (never so for the caller, who is always counted) */
+        }
+        if (atomic_compare_exchange_weak(&s->gate, &g, ng)) return true;
+    }
+}
+
 void het_cpu_sync_all(const struct het_compute_params *p)
 {
     if (p->nth <= 1) return;
@@ -185,8 +231,17 @@ void het_cpu_sync_all(const struct het_compute_params *p)
 #pragma omp barrier
         return;
     }
-    /* a step of nth parts of which each thread takes one: over once all arrived */
-    if (het_sync_take(p->worker, p->nth, false, true) < p->nth) het_sync_take(p->worker, p->nth, true, false);
+    /* a step of one part per thread, each taking one: over once all arrived;
+     * OpenMP: every thread of the team; a pool job: the caller and the
+     * workers that entered the node, fixed by the first to arrive closing it */
+    int64_t n = p->nth;
+    if (p->worker->sync->pooled) {
+        struct het_cpu_sync *s = p->worker->sync;
+        uint64_t g = atomic_load(&s->gate);
+        while (!(g & GATE_CLOSED) && !atomic_compare_exchange_weak(&s->gate, &g, g | GATE_CLOSED)) {}
+        n = (int64_t)(g & GATE_MEMBERS) + 1;
+    }
+    if (het_sync_take(p->worker, n, false, true) < n) het_sync_take(p->worker, n, true, false);
 }
 
 int64_t het_cpu_n_parts(const struct het_compute_params *p, int64_t units, int64_t min_units)
