@@ -105,7 +105,7 @@ static bool run_one(struct hr_session *s, const int32_t *toks, int n, bool pp, s
 
 static void print_csw(const struct series *x)
 {
-    printf("  context switches/token: %.1f voluntary, %.1f involuntary", (double)x->csw_vol / (double)x->tokens,
+    printf("  context switches/token: %.2f voluntary, %.2f involuntary", (double)x->csw_vol / (double)x->tokens,
            (double)x->csw_invol / (double)x->tokens);
 }
 
