@@ -21,22 +21,23 @@ set -euo pipefail
 model="${1:?usage: policy_quality.sh MODEL [DEVICES] [PP] [TG] [REPS]}"
 devices="${2:-auto}"; pp="${3:-512}"; tg="${4:-128}"; reps="${5:-3}"
 hetrun="${HETRUN:-build/hetrun}"
+names="$devices"
 if [ "$devices" = auto ]; then # the names auto takes here, for the single-device policies
-    devices=$("$hetrun" devices | sed -n 's/^auto *= \([^ ]*\) .*/\1/p')
-    echo "auto takes $devices"
+    names=$("$hetrun" devices | sed -n 's/^auto *= \([^ ]*\) .*/\1/p')
+    echo "auto takes $names"
 fi
 policies=(fastest alternate)
-IFS=, read -ra devs <<<"$devices"
+IFS=, read -ra devs <<<"$names"
 for d in "${devs[@]}"; do policies+=("single:$d"); done
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 
-echo "model $model, devices $devices, pp$pp / tg$tg, $reps interleaved repetitions, $(nproc) cores," \
+echo "model $model, devices $devices ($names), pp$pp / tg$tg, $reps interleaved repetitions, $(nproc) cores," \
      "load $(cut -d' ' -f1 /proc/loadavg)"
 
 # the planner's placement per phase (and, later, its prediction against a measurement)
 plan_json() { # phase out [--measure]
     "$hetrun" plan -m "$model" --devices "$devices" --phase "$1" --batch "$pp" --past "$tg" ${3:-} --json \
-        >"$2" 2>/dev/null
+        >"$2" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
 }
 plan_json prefill "$tmp/prefill.json"
 plan_json decode "$tmp/decode.json"
@@ -44,7 +45,7 @@ plan_json decode "$tmp/decode.json"
 for ((r = 1; r <= reps; r++)); do
     for pol in "${policies[@]}"; do
         "$hetrun" bench -m "$model" --devices "$devices" --policy "$pol" -p "$pp" -n "$tg" -r 1 --json \
-            >>"$tmp/runs.$pol.jsonl" 2>/dev/null
+            >>"$tmp/runs.$pol.jsonl" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
     done
 done
 
