@@ -309,6 +309,7 @@ enum het_status het_sched_online_after(het_sched *s, const het_graph *g, struct 
         if (st != HET_OK) break;
     }
     s->probe_credit_us -= het_now_us() - t0;
+    s->stats.probe_us += het_now_us() - t0;
 out:
     if (early) s->probe_credit_us = fmin(s->probe_credit_us, 0); /* the early rate is not saved up */
     free(c);

@@ -156,6 +156,7 @@ struct het_sched_stats {
     double   last_pred_kl;         /* predicted KL per position of the last graph (NAN: no accuracy given) */
     uint64_t n_probes;             /* nodes timed alone for the history models (online) */
     uint64_t n_probes_disturbed;   /* of which preempted every time: not learned        */
+    double   probe_us;             /* wall time spent probing, µs (inside het_sched_compute) */
     uint64_t n_replans;            /* plan caches dropped because the histories moved  */
     uint64_t n_plan_misses;        /* plans that kept missing their prediction          */
     double   last_measured_us;     /* wall time of the last graph's execution (online)  */
