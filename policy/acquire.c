@@ -84,6 +84,14 @@ static het_profile *profile_for(het_device *dev, const struct het_profiles_param
         return prof;
     }
     het_error cerr = { 0 };
+    struct het_calibrate_needs needs; /* what this device can be measured on */
+    struct het_profiles_params pd = *p;
+    if (p->needs) {
+        needs = *p->needs;
+        het_calibrate_needs_for(dev, &needs);
+        pd.needs = &needs;
+    }
+    p = &pd;
     het_profile *cached = p->recalibrate ? NULL : het_profile_cache_load(dev, &cerr);
     if (cached && (!p->needs || het_profile_covers(cached, p->needs))) return cached;
     if ((p->files && !strcmp(p->files, "default")) || p->no_calibration) /* asked not to measure */

@@ -555,6 +555,32 @@ static bool have_moe_shape(const het_profile *p, const struct het_calibrate_shap
 
 #define MOE_MAX_POINTS 12
 
+/* Can dev run the experts of shape sh as mul_mat_id? (supports_op looks at
+ * shapes and types only: the storage is a dummy never read) */
+static bool moe_supported(het_device *dev, const struct het_calibrate_shape *sh, int E, int k)
+{
+    if (!het_type_get_traits(sh->type)->can_compute || E < 1 || k < 1 || k > E) return false;
+    static _Alignas(4096) char dummy[64];
+    het_graph *g = het_graph_init(8);
+    if (!g) return false;
+    struct het_tensor *w = leaf(g, sh->type, sh->k, sh->n, E, HET_TENSOR_FLAG_WEIGHT);
+    struct het_tensor *x = leaf(g, HET_TYPE_F32, sh->k, 1, 4, 0), *ids = leaf(g, HET_TYPE_I32, k, 4, 1, 0);
+    struct het_tensor *y = het_mul_mat_id(g, w, x, ids);
+    if (y) w->data = x->data = ids->data = y->data = dummy;
+    bool ok = y && het_device_supports_op(dev, y);
+    het_graph_free(g);
+    return ok;
+}
+
+void het_calibrate_needs_for(het_device *dev, struct het_calibrate_needs *needs)
+{
+    int n = 0;
+    for (int i = 0; i < needs->n_moe_shapes; i++)
+        if (moe_supported(dev, &needs->moe_shapes[i], needs->n_expert, needs->n_expert_used))
+            needs->moe_shapes[n++] = needs->moe_shapes[i];
+    needs->n_moe_shapes = n;
+}
+
 struct moe_point { int T, hit; };
 
 /* The (tokens, experts hit) points of a sweep, by increasing work: at each
@@ -785,7 +811,8 @@ static enum het_status run_calibration(struct cal *c, het_error *err)
     struct moe_point pts[MOE_MAX_POINTS];
     int n_moe = 0;
     for (int i = 0; c->p->needs && c->needs.n_expert > 0 && i < c->needs.n_moe_shapes; i++)
-        if (!have_moe_shape(c->prof, &c->needs.moe_shapes[i]) && type_supported(c->dev, c->needs.moe_shapes[i].type))
+        if (!have_moe_shape(c->prof, &c->needs.moe_shapes[i]) &&
+            moe_supported(c->dev, &c->needs.moe_shapes[i], c->needs.n_expert, c->needs.n_expert_used))
             n_moe += moe_points(c, pts);
     c->total = 3 + n_mm + n_moe + S_COUNT * (c->quick ? 3 : 6) + (c->quick ? 5 : 9);
     enum het_status st = HET_OK;
@@ -800,7 +827,8 @@ static enum het_status run_calibration(struct cal *c, het_error *err)
     /* a MoE model's experts: only what the profile lacks */
     for (int i = 0; st == HET_OK && c->p->needs && c->needs.n_expert > 0 && i < c->needs.n_moe_shapes; i++) {
         const struct het_calibrate_shape *sh = &c->needs.moe_shapes[i];
-        if (!have_moe_shape(c->prof, sh) && type_supported(c->dev, sh->type)) st = sweep_moe(c, sh, err);
+        if (!have_moe_shape(c->prof, sh) && moe_supported(c->dev, sh, c->needs.n_expert, c->needs.n_expert_used))
+            st = sweep_moe(c, sh, err);
     }
     if (st == HET_OK) st = het_profile_refit(c->prof, err);
     return st;

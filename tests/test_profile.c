@@ -329,6 +329,46 @@ static bool fake_supports(het_device *d, const struct het_tensor *n) { return tr
 static enum het_status fake_run(het_device *d, struct het_tensor *const *nodes, int n, het_error *err) { return HET_OK; }
 static const struct het_device_i fake_iface = { .supports_op = fake_supports, .run_split = fake_run };
 
+/* a MoE model's needs: a profile covers them only with samples of its
+ * experts' shape (class moe), unless the device cannot run those experts
+ * (then there is nothing to measure, and it must not be asked again) */
+static bool no_experts_supports(het_device *d, const struct het_tensor *n) { return n->op != HET_OP_MUL_MAT_ID; }
+static const struct het_device_i no_experts_iface = { .supports_op = no_experts_supports, .run_split = fake_run };
+
+static void test_covers_moe(void)
+{
+    het_profile *p = het_profile_new("cpu", "test", HET_DEVICE_CPU, false);
+    const struct het_cost_fit f = { .t0_us = 1, .gbps = 10, .gflops = 10, .m_half = 1 };
+    const enum het_op_class classes[] = { HET_OPCLASS_NORM, HET_OPCLASS_ELTWISE, HET_OPCLASS_ROPE,
+                                          HET_OPCLASS_SOFTMAX, HET_OPCLASS_COPY };
+    for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) het_profile_set_fit(p, classes[i], HET_TYPE_F32, &f, NULL);
+    het_profile_set_fit(p, HET_OPCLASS_ATTN, HET_TYPE_F16, &f, NULL);
+    struct het_calibrate_needs needs = { .n_expert = 64, .n_expert_used = 4, .n_moe_shapes = 1,
+                                         .moe_shapes = { { HET_TYPE_Q4_0, 1024, 512, false } } };
+    CHECK(!het_profile_covers(p, &needs), "no experts' samples: not covered");
+    struct het_op_cost c;
+    moe_cost(16, 30, &c); /* the same K x N = 1024 x 512 */
+    struct het_profile_sample s = { .m = c.m, .flops = c.flops, .bytes = c.bytes, .us = 50, .calls = c.calls };
+    het_profile_add_sample(p, HET_OPCLASS_MOE, HET_TYPE_Q8_0, &s, NULL);
+    CHECK(!het_profile_covers(p, &needs), "samples of another type do not cover q4_0");
+    het_profile_add_sample(p, HET_OPCLASS_MOE, HET_TYPE_Q4_0, &s, NULL);
+    CHECK(het_profile_covers(p, &needs), "a sample of the experts' shape covers them");
+    het_profile *q = het_profile_new("cpu", "test", HET_DEVICE_CPU, false);
+    for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) het_profile_set_fit(q, classes[i], HET_TYPE_F32, &f, NULL);
+    het_profile_set_fit(q, HET_OPCLASS_ATTN, HET_TYPE_F16, &f, NULL);
+    het_device *yes = het_device_new(&fake_iface, HET_DEVICE_CPU, "cpu", NULL);
+    het_device *no = het_device_new(&no_experts_iface, HET_DEVICE_VULKAN, "vulkan0", NULL);
+    struct het_calibrate_needs a = needs, b = needs;
+    het_calibrate_needs_for(yes, &a);
+    het_calibrate_needs_for(no, &b);
+    CHECK(a.n_moe_shapes == 1 && !het_profile_covers(q, &a), "a device that runs the experts must measure them");
+    CHECK(b.n_moe_shapes == 0 && het_profile_covers(q, &b), "a device that cannot is not asked to");
+    het_device_free(yes);
+    het_device_free(no);
+    het_profile_free(q);
+    het_profile_free(p);
+}
+
 static void test_cache(const char *dir)
 {
     setenv("XDG_CACHE_HOME", dir, 1);
@@ -422,6 +462,7 @@ int main(void)
     test_fit_moe();
     test_defaults();
     test_npu_profile();
+    test_covers_moe();
 #ifdef HET_HAVE_JANSSON
     test_round_trip(dir);
     test_malformed();

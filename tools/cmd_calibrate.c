@@ -62,7 +62,12 @@ static het_profile *calibrate_one(het_device *dev, const struct hr_plan_opts *po
     if (!het_device_get_caps(dev)->host_timed) /* an emulation: its own cost model, never its wall time */
         return het_profile_default(dev);
     het_profile *cached = po->recalibrate ? NULL : het_profile_cache_load(dev, &err);
-    if (cached && (!po->needs || het_profile_covers(cached, po->needs))) {
+    struct het_calibrate_needs needs; /* without expert shapes the device cannot run */
+    if (po->needs) {
+        needs = *po->needs;
+        het_calibrate_needs_for(dev, &needs);
+    }
+    if (cached && (!po->needs || het_profile_covers(cached, &needs))) {
         fprintf(stderr, "%s: profile up to date (--recalibrate to measure again)\n", het_device_name(dev));
         return cached;
     }
@@ -72,7 +77,8 @@ static het_profile *calibrate_one(het_device *dev, const struct hr_plan_opts *po
     hr_progress_init(&pr, prefix);
     struct het_calibrate_report rep;
     struct het_calibrate_params cp = { .quick = po->quick, .types_mask = types, .progress = hr_progress,
-                                       .progress_user = &pr, .needs = po->needs, .base = cached, .report = &rep };
+                                       .progress_user = &pr, .needs = po->needs ? &needs : NULL, .base = cached,
+                                       .report = &rep };
     double t0 = hr_now_ms();
     het_profile *p = het_calibrate_device(dev, &cp, &err);
     het_profile_free(cached);

@@ -335,6 +335,10 @@ struct het_model;
 /* What planning the model needs: its distinct weight matrices (by type and
  * shape), its widths and heads. */
 void het_calibrate_needs_of_model(const struct het_model *m, struct het_calibrate_needs *out);
+/* Drop from needs the expert shapes dev cannot run as mul_mat_id (e.g.
+ * experts larger than one Vulkan descriptor): nothing can be measured for
+ * them, and a profile must not be found lacking them at every start. */
+void het_calibrate_needs_for(het_device *dev, struct het_calibrate_needs *needs);
 /* Does p have a model for every op class and samples of every needed
  * matmul shape, and of every expert shape (class moe) of a MoE model?
  * (else calibrate with params.base = p to add the rest) */
