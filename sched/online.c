@@ -10,7 +10,9 @@
  * Inputs are read where the graph left them (values do not change a
  * kernel's time); nothing the graph or the caller reads is written. Nodes
  * that write through a view (the KV-cache copy) or read indices the graph
- * computed are never probed.
+ * computed are never probed, unless those indices are kept to the graph's
+ * end (a MoE layer's expert ids: its mul_mat_id nodes are probed, costed
+ * with the experts the plan assumed).
  *
  * Which nodes: first the (device, class, type, shape bucket) keys of the
  * graph that have fewer than HET_HISTORY_MIN_OBS observations, on every
@@ -108,7 +110,10 @@ static bool probeable(const struct het_tensor *t)
     if (t->view_src || t->op == HET_OP_CPY || t->op == HET_OP_NONE || t->op == HET_OP_VIEW) return false;
     for (int k = 0; k < HET_MAX_SRC; k++) {
         const struct het_tensor *x = t->src[k];
-        if (x && x->type == HET_TYPE_I32 && x->op != HET_OP_NONE) return false; /* computed indices */
+        /* computed indices, unless kept to the graph's end (a MoE router's ids): others may be overwritten */
+        if (x && x->type == HET_TYPE_I32 && x->op != HET_OP_NONE &&
+            !(het_tensor_owner((struct het_tensor *)x)->flags & HET_TENSOR_FLAG_OUTPUT))
+            return false;
     }
     return true;
 }
@@ -191,8 +196,8 @@ static int gather(het_sched *s, const het_graph *g, const struct het_plan *plan,
     for (int i = 0; i < plan->n_nodes; i++) {
         const struct het_tensor *t = het_graph_node(g, i);
         if (!probeable(t)) continue;
-        struct het_op_cost oc;
-        het_op_cost_of(t, &oc);
+        struct het_op_cost oc; /* as the plan costed it (a mul_mat_id: with the experts it assumed) */
+        het_op_cost_with_experts(t, plan->nodes[i].experts, &oc);
         if (oc.cls == HET_OPCLASS_NONE) continue;
         for (int d = 0; d < s->n_devices; d++) {
             double alt = plan->nodes[i].alt_us[d];

@@ -4,7 +4,9 @@
  * (every token among 4 of 16 experts) makes the next plans expect about 4,
  * for its own batch size and for others, and their predictions drop from
  * the uniform expectation's; plans made before are re-made; a scheduler
- * that has run nothing still expects uniform routing.
+ * that has run nothing still expects uniform routing. With online
+ * correction the experts' node is probed (its ids are kept to the graph's
+ * end) and its history is kept under class moe.
  */
 #include "het/plan.h"
 #include "het/profile.h"
@@ -14,12 +16,18 @@
 
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #define E 16
 #define K_USED 2
 
 static bool fake_supports(het_device *d, const struct het_tensor *n) { return true; }
-static enum het_status fake_run(het_device *d, struct het_tensor *const *nodes, int n, het_error *err) { return HET_OK; }
+/* a split takes about a millisecond, so online correction earns probing time */
+static enum het_status fake_run(het_device *d, struct het_tensor *const *nodes, int n, het_error *err)
+{
+    usleep(1000);
+    return HET_OK;
+}
 static const struct het_device_i fake_iface = { .supports_op = fake_supports, .run_split = fake_run };
 
 /* experts (64, 32, E) x (64, 1, T) by ids (K_USED, T) named as arch_moe.c names them */
@@ -104,6 +112,37 @@ int main(void)
     CHECK(pn && fabs(pn->experts - uni_b) < 1e-9 && pn->pred_us > pred_b,
           "a scheduler that ran nothing: uniform %g experts, %g us > %g us", pn ? pn->experts : NAN,
           pn ? pn->pred_us : NAN, pred_b);
+
+    /* online: a mul_mat_id whose ids were computed (a router's top_k) is
+     * probed when they are kept to the graph's end, and only then */
+    dev->caps.host_timed = true;
+    sp.online = true;
+    for (int kept = 1; kept >= 0; kept--) {
+        het_sched *on = het_sched_init(&sp, &err);
+        het_graph *c = moe_graph(32);
+        CHECK(on && het_sched_alloc_graph(on, c, &err) == HET_OK, "online sched: %s", err.msg);
+        struct het_tensor *cids = het_graph_node(c, 0)->src[2];
+        for (int64_t t = 0; t < 32; t++)
+            for (int64_t j = 0; j < K_USED; j++) {
+                int32_t e = pick[(t + 3 * j) % 4];
+                memcpy((char *)cids->data + j * cids->nb[0] + t * cids->nb[1], &e, sizeof e);
+            }
+        cids->op = HET_OP_TOP_K; /* computed indices (no node computes them here: the test wrote them) */
+        cids->flags = kept ? HET_TENSOR_FLAG_OUTPUT : 0;
+        int n_moe = 0;
+        for (int run = 0; run < (kept ? 12 : 6) && on && n_moe == 0; run++) {
+            CHECK(het_sched_compute(on, c, &err) == HET_OK, "online compute: %s", err.msg);
+            const het_profile *lp = het_sched_profile(on, 0);
+            for (int i = 0; i < het_profile_n_history(lp); i++) {
+                struct het_history_info hi;
+                if (het_profile_history_at(lp, i, &hi) && hi.cls == HET_OPCLASS_MOE) n_moe += hi.n_obs;
+            }
+        }
+        if (kept) CHECK(n_moe > 0, "online correction observed the experts' node (%d observations)", n_moe);
+        else CHECK(n_moe == 0, "ids that may be overwritten: the experts' node is not probed (%d)", n_moe);
+        het_graph_free(c);
+        het_sched_free(on);
+    }
 
     het_graph_free(a);
     het_graph_free(b);
