@@ -129,17 +129,27 @@ int main(void)
             }
         cids->op = HET_OP_TOP_K; /* computed indices (no node computes them here: the test wrote them) */
         cids->flags = kept ? HET_TENSOR_FLAG_OUTPUT : 0;
-        int n_moe = 0;
-        for (int run = 0; run < (kept ? 12 : 6) && on && n_moe == 0; run++) {
+        /* a probe that other work on the machine delayed teaches nothing
+         * (online.c): the check is that the node was probed, and that what
+         * was learned, if anything, is kept under class moe */
+        int n_moe = 0, n_other = 0;
+        struct het_sched_stats st = { 0 };
+        for (int run = 0; run < 6 && on; run++) {
             CHECK(het_sched_compute(on, c, &err) == HET_OK, "online compute: %s", err.msg);
-            const het_profile *lp = het_sched_profile(on, 0);
-            for (int i = 0; i < het_profile_n_history(lp); i++) {
-                struct het_history_info hi;
-                if (het_profile_history_at(lp, i, &hi) && hi.cls == HET_OPCLASS_MOE) n_moe += hi.n_obs;
-            }
+            het_sched_get_stats(on, &st);
         }
-        if (kept) CHECK(n_moe > 0, "online correction observed the experts' node (%d observations)", n_moe);
-        else CHECK(n_moe == 0, "ids that may be overwritten: the experts' node is not probed (%d)", n_moe);
+        const het_profile *lp = on ? het_sched_profile(on, 0) : NULL;
+        for (int i = 0; lp && i < het_profile_n_history(lp); i++) {
+            struct het_history_info hi;
+            if (het_profile_history_at(lp, i, &hi)) *(hi.cls == HET_OPCLASS_MOE ? &n_moe : &n_other) += hi.n_obs;
+        }
+        if (kept)
+            CHECK(st.n_probes > 0 && n_other == 0 && (n_moe > 0 || st.n_probes_disturbed == st.n_probes),
+                  "online correction probes the experts' node: %llu probes (%llu disturbed), %d observations",
+                  (unsigned long long)st.n_probes, (unsigned long long)st.n_probes_disturbed, n_moe);
+        else
+            CHECK(st.n_probes == 0 && n_moe == 0, "ids that may be overwritten: not probed (%llu probes)",
+                  (unsigned long long)st.n_probes);
         het_graph_free(c);
         het_sched_free(on);
     }
