@@ -146,4 +146,17 @@ sys.exit(0 if j['what_if'] == 'ryzen-ai-7040' and sim == {'zen4','radeon780m','x
 "$hetrun" plan -m "$model" --profile ryzen-ai-7040 >"$tmp/wi.txt" 2>&1
 grep -q "simulated (unmeasured) figures" "$tmp/wi.txt" && ok || bad "plan --profile ryzen-ai-7040 does not say what is simulated"
 
+# bench's decode bound on a mixture of experts counts the k routed experts of
+# each 3-D expert tensor, not all of them (qwen3moe-tiny: 2 of 8; output tied)
+moe="$tmp/moe.gguf"
+if "$hetrun" mkmodel --preset qwen3moe-tiny --type q8_0 --vocab "$shared/models/synthetic/vocab-qwen3.gguf" \
+        -o "$moe" >/dev/null 2>&1; then
+    want=$("$hetrun" info -m "$moe" | awk 'match($0, / [0-9]+ bytes at /) {
+        b = substr($0, RSTART + 1, RLENGTH - 11); if ($1 ~ /_exps\.weight$/) b = b * 2 / 8; t += b }
+        END { printf "%d", t }')
+    got=$("$hetrun" bench -m "$moe" --devices cpu -p 4 -n 2 -r 1 --json 2>/dev/null |
+          python3 -c "import json,sys; print(json.load(sys.stdin)['decode_bytes_per_token'])")
+    [ -n "$want" ] && [ "$got" == "$want" ] && ok || bad "bench decode bytes on qwen3moe-tiny: $got, want $want"
+else bad "mkmodel qwen3moe-tiny"; fi
+
 finish

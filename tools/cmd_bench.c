@@ -119,25 +119,35 @@ static void summarize(struct series *x)
     x->med = x->n % 2 ? tmp[x->n / 2] : 0.5 * (tmp[x->n / 2 - 1] + tmp[x->n / 2]);
 }
 
+/* Experts of weight t one token reads: k of the n_expert slabs of a 3-D
+ * expert tensor (ffn_*_exps, ne[2] = n_expert), all of any other weight. */
+static double expert_fraction(const struct het_model_config *c, const struct het_tensor *t)
+{
+    if (c->n_expert > 1 && t->ne[2] == c->n_expert) return (double)c->n_expert_used / (double)c->n_expert;
+    return 1.0;
+}
+
 /* bytes one decode step reads: every weight except the embedding table,
- * of which only one row is gathered (unless it doubles as the output) */
+ * of which only one row is gathered (unless it doubles as the output), and
+ * of a mixture of experts only the k experts the token is routed to */
 static size_t decode_bytes(const het_model *m)
 {
-    size_t total = het_model_weight_bytes(m);
     const struct het_model_config *c = het_model_get_config(m);
-    if (!c->tied_output)
-        for (int i = 0; i < het_model_n_weights(m); i++) {
-            const struct het_tensor *t = het_model_weight(m, i);
-            if (!strcmp(t->name, "token_embd.weight")) total -= het_nbytes(t);
-        }
-    return total;
+    double total = 0;
+    for (int i = 0; i < het_model_n_weights(m); i++) {
+        const struct het_tensor *t = het_model_weight(m, i);
+        if (!c->tied_output && !strcmp(t->name, "token_embd.weight")) continue;
+        total += (double)het_nbytes(t) * expert_fraction(c, t);
+    }
+    return (size_t)total;
 }
 
 /* Operations of one prefill token with p tokens in the batch (empty cache):
  * the layers' matmuls (2 per weight; quantised ones run on int8 products
- * unless activations stay F32) and attention's two products over (p+1)/2
- * keys on average. The output matrix is left out: pp computes the logits of
- * the last token only. */
+ * unless activations stay F32; a 3-D expert tensor counts its k used experts
+ * of ne[0] x ne[1] each) and attention's two products over (p+1)/2 keys on
+ * average. The output matrix is left out: pp computes the logits of the
+ * last token only. */
 static void prefill_ops(const het_model *m, int p, bool f32_act, double *int8_ops, double *f32_ops)
 {
     const struct het_model_config *c = het_model_get_config(m);
@@ -145,7 +155,7 @@ static void prefill_ops(const het_model *m, int p, bool f32_act, double *int8_op
     for (int i = 0; i < het_model_n_weights(m); i++) {
         const struct het_tensor *t = het_model_weight(m, i);
         if (strncmp(t->name, "blk.", 4) != 0 || t->ne[1] <= 1) continue; /* norms and biases: vectors */
-        double ops = 2.0 * (double)t->ne[0] * (double)t->ne[1];
+        double ops = 2.0 * (double)t->ne[0] * (double)t->ne[1] * (double)t->ne[2] * expert_fraction(c, t);
         if (het_type_get_traits(t->type)->is_quantized && !f32_act) *int8_ops += ops;
         else *f32_ops += ops;
     }
