@@ -119,7 +119,7 @@ static enum het_status open_pool(het_session *s, het_error *err)
     }
     struct het_pool_estimate_params ep = {
         .n_ctx = s->p.n_ctx, .n_seq = s->p.n_parallel, .n_ctx_min = s->p.n_ctx_min, .n_repacking = n_repacking,
-        .all_logits = s->p.all_logits,
+        .all_logits = s->p.all_logits, .weights_mapped = !s->p.weights_in_pool,
     };
     struct het_pool_estimate e;
     het_model_pool_estimate(s->model, &ep, &e);

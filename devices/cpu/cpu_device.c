@@ -207,6 +207,9 @@ static bool cpu_should_pack(const struct cpu_context *c, const struct het_tensor
                             struct het_tensor *const *w, int n, bool lean)
 {
     if (c->f32_act) return false; /* the F32 path reads the weights as stored */
+    /* a 3-D expert tensor is only read by mul_mat_id, one expert slab at a
+     * time, as stored: panels of it would be a second copy nobody reads */
+    if (t->ne[2] > 1 || t->ne[3] > 1) return false;
     const bool embd = !strcmp(t->name, "token_embd.weight");
     if (embd) {
         for (int i = 0; i < n; i++)

@@ -92,6 +92,7 @@ struct het_pool_estimate_params {
     int32_t n_ctx_min;    /* at least this many tokens (a planner's own context)  */
     int     n_repacking;  /* devices that keep a repacked copy of the weights     */
     bool    all_logits;   /* logits of every position of a prefill kept           */
+    bool    weights_mapped; /* weights stay in the file's mapping (not in the pool) */
 };
 struct het_pool_estimate {
     size_t weights, repacked, kv, scratch; /* bytes of each part                  */
