@@ -233,9 +233,11 @@ static void test_mul_mat_id(enum het_cpu_isa best)
                 {K, 17, 5, 2, 1, 9, 1, 1, 1, 0},    /* prefill, shared column */
                 {K, 9, 4, 2, 2, 11, 0, 2, 2, 1},    /* prefill, per slot, skewed load */
                 {K, 33, 8, 3, 1, 17, 1, 2, 0, 2},   /* repeated ids inside a token */
+                /* decode with rows enough for several parts, cut across experts */
+                {K, 701, 6, 3, 3, 1, 1, 2, 1, 0},
             };
             for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-                check_mmid(ty, &cases[i], i == 3 ? 3 : 2, (enum het_cpu_isa)lv, false);
+                check_mmid(ty, &cases[i], i == 3 || i == 5 ? 3 : 2, (enum het_cpu_isa)lv, false);
             if (het_type_get_traits(ty)->is_quantized && lv == (int)best) {
                 check_mmid(ty, &cases[2], 2, (enum het_cpu_isa)lv, true);
                 check_mmid(ty, &cases[0], 2, (enum het_cpu_isa)lv, true);

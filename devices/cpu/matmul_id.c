@@ -12,8 +12,17 @@
  *
  *   1. one thread groups the (slot, token) pairs by expert (a counting sort
  *      of ids, read through its strides; an id out of range fails the node
- *      on every thread), a step of one part.
- *   2. per expert, in chunks of at most `chunk` pairs:
+ *      on every thread), a step of one part. It also lists the experts with
+ *      fewer pairs than a panel kernel takes (decode: all k of them).
+ *   2. those few-pair experts (quantised weights, int8 activations) run
+ *      together in two steps: the threads quantise their pairs' input
+ *      columns into q8r rows, then share the rows of all of them at once
+ *      (parts are row ranges over the list), each weight row read once
+ *      by the GEMV kernel against the expert's 1-3 columns and the results
+ *      stored through dst's strides. A decode step thus costs two steps
+ *      for all k experts instead of two per expert, and the threads split
+ *      the k experts' rows evenly.
+ *   3. every other expert, in chunks of at most `chunk` pairs:
  *      - one pair (decode): the mul_mat node views b's column and dst's
  *        column in place (strides as they are), nothing is copied;
  *      - more (prefill): the threads gather the pairs' input columns into a
@@ -24,13 +33,19 @@
  *      (het_cpu_sync_all): the steps depend on the grouping in the scratch,
  *      which the next node may reuse, so no thread may still be reading it.
  *
- * Scratch (wdata): [status + counts + offsets | pair list | gathered input |
- * output block | the inner mul_mat's own scratch].
+ * Scratch (wdata): [status + counts + offsets + few-pair experts | pair
+ * list | gathered input | output block | the inner mul_mat's own scratch |
+ * q8r rows of the few-pair experts' columns].
  */
 #include <string.h>
 
 #include "devices/cpu/cpu_ops.h"
+#include "devices/cpu/quant_dot.h"
 #include "devices/cpu/vec.h"
+
+/* Weight bytes a part of the few-pair step covers at least (the atomic that
+ * hands a part out costs about what streaming ~1 KB does). */
+#define MMID_PART_BYTES (32u << 10)
 
 static size_t mmid_align(size_t x) { return (x + 63) & ~(size_t)63; }
 
@@ -40,7 +55,48 @@ struct mmid_plan {
     int64_t K, N, E, k, n_b, T;
     int64_t chunk;            /* pairs per GEMM at most                          */
     size_t  off_list, off_in, off_out, off_mm, mm_bytes, total;
+    /* few-pair experts (step 2): kernels, q8r layout and scratch rows */
+    bool    few;              /* step 2 applies (quantised a, int8 activations)  */
+    int64_t few_max;          /* experts with fewer than few_below pairs, at most */
+    int64_t few_pairs_max;    /* their pairs, at most                            */
+    int     few_below;
+    struct het_q8r_layout ql;
+    het_qgemv_fn    gemv;
+    het_quantize_fn quantize;
+    size_t  off_few, off_act, off_gather;
 };
+
+static const struct het_mm_kernels *mmid_level(enum het_cpu_isa isa)
+{
+    switch (isa) {
+    case HET_CPU_ISA_AVX512: return &het_mm_kernels_avx512;
+    case HET_CPU_ISA_AVX2:   return &het_mm_kernels_avx2;
+    default:                 return &het_mm_kernels_scalar;
+    }
+}
+
+/* Step 2's kernels at isa (each from the highest level that has it, as
+ * matmul.c resolves them) and its bounds; few stays false where mul_mat's
+ * own paths are needed (float weights, F32 activations). */
+static void mmid_few_init(struct mmid_plan *p, enum het_cpu_isa isa, bool f32_act)
+{
+    const enum het_type t = p->as->type;
+    const struct het_type_traits *tr = het_type_get_traits(t);
+    enum het_panel_kind kind;
+    if (f32_act || !tr || !tr->is_quantized || !het_panel_kind_of(t, &kind)) return;
+    for (int lv = (int)isa; lv >= 0; lv--) {
+        const struct het_mm_kernels *k = mmid_level((enum het_cpu_isa)lv);
+        if (!p->quantize) p->quantize = k->quantize;
+        if (!p->gemv) p->gemv = k->gemv[t];
+    }
+    if (!p->gemv || !p->quantize) return;
+    p->few = true;
+    p->few_below = het_panel_min_m(kind);
+    het_q8r_layout_init(&p->ql, p->K, t == HET_TYPE_Q8_0);
+    const int64_t pairs = p->k * p->T, b = p->few_below - 1;
+    p->few_max = p->E < pairs ? p->E : pairs;
+    p->few_pairs_max = b * p->E < pairs ? b * p->E : pairs;
+}
 
 /* The 2-D mul_mat node of expert e over m columns: input and output views
  * described by (b_data, b_nb1) and (d_data, d_nb1) with the given nb0s. */
@@ -83,7 +139,7 @@ static bool mmid_shapes_ok(const struct het_tensor *dst)
     return dst->ne[0] == as->ne[1] && dst->ne[1] == ids->ne[0] && dst->ne[2] == ids->ne[1] && dst->ne[3] == 1;
 }
 
-static void mmid_plan_init(struct mmid_plan *p, struct het_tensor *dst, int nth, bool f32_act)
+static void mmid_plan_init(struct mmid_plan *p, struct het_tensor *dst, enum het_cpu_isa isa, int nth, bool f32_act)
 {
     memset(p, 0, sizeof *p);
     p->dst = dst;
@@ -100,8 +156,11 @@ static void mmid_plan_init(struct mmid_plan *p, struct het_tensor *dst, int nth,
      * pairs; repeated ids (legal) just take more chunks */
     p->chunk = p->T > 0 ? p->T : 1;
 
+    mmid_few_init(p, isa, f32_act);
+
     const size_t pairs = (size_t)(p->k * p->T);
-    p->off_list = mmid_align(sizeof(int64_t) * (size_t)(2 * p->E + 2));
+    p->off_few = sizeof(int64_t) * (size_t)(2 * p->E + 2);
+    p->off_list = mmid_align(p->off_few + sizeof(int64_t) * (size_t)(p->E + 1));
     p->off_in = p->off_list + mmid_align(sizeof(int32_t) * pairs);
     p->off_out = p->off_in + mmid_align(sizeof(float) * (size_t)(p->chunk * p->K));
     p->off_mm = p->off_out + mmid_align(sizeof(float) * (size_t)(p->chunk * p->N));
@@ -116,7 +175,11 @@ static void mmid_plan_init(struct mmid_plan *p, struct het_tensor *dst, int nth,
     n.a.data = (char *)dst;
     size_t w2 = het_cpu_mul_mat_work_size(&n.d, nth, f32_act);
     p->mm_bytes = mmid_align(w1 > w2 ? w1 : w2);
-    p->total = p->off_mm + p->mm_bytes;
+    p->off_act = p->off_mm + p->mm_bytes;
+    p->off_gather = p->off_act + (p->few ? mmid_align(p->ql.row_bytes * (size_t)p->few_pairs_max) : 0);
+    /* per thread, a strided input column gathered before it is quantised */
+    const bool gather = p->few && p->b->nb[0] != sizeof(float);
+    p->total = p->off_gather + (gather ? (size_t)nth * mmid_align(sizeof(float) * (size_t)p->K) : 0);
 }
 
 bool het_cpu_mul_mat_id_supports(const struct het_tensor *node)
@@ -140,9 +203,14 @@ size_t het_cpu_mul_mat_id_work_size(const struct het_tensor *node, int nth, bool
 {
     if (!node || node->op != HET_OP_MUL_MAT_ID || !mmid_shapes_ok(node)) return 0;
     if (nth < 1) nth = 1;
-    struct mmid_plan p;
-    mmid_plan_init(&p, (struct het_tensor *)node, nth, f32_act);
-    return p.total;
+    /* the ISA is not known here: size for the largest need of any level */
+    size_t need = 0;
+    for (int lv = HET_CPU_ISA_SCALAR; lv <= HET_CPU_ISA_AVX512; lv++) {
+        struct mmid_plan p;
+        mmid_plan_init(&p, (struct het_tensor *)node, (enum het_cpu_isa)lv, nth, f32_act);
+        if (p.total > need) need = p.total;
+    }
+    return need;
 }
 
 static int32_t mmid_id(const struct het_tensor *ids, int64_t s, int64_t t)
@@ -153,9 +221,12 @@ static int32_t mmid_id(const struct het_tensor *ids, int64_t s, int64_t t)
 }
 
 /* Thread 0: counting sort of the pairs by expert. hdr[0] status, hdr[1..E]
- * counts, hdr[E+1..2E+1] offsets into the list of pair codes s + t*k. */
+ * counts, hdr[E+1..2E+1] offsets into the list of pair codes s + t*k, then
+ * (step 2) the number of few-pair experts and their ids. */
 static void mmid_group(const struct mmid_plan *p, int64_t *hdr, int32_t *list)
 {
+    int64_t *few = hdr + 2 * p->E + 2;
+    few[0] = 0;
     int64_t *count = hdr + 1, *offs = hdr + 1 + p->E;
     memset(hdr, 0, sizeof(int64_t) * (size_t)(2 * p->E + 2));
     for (int64_t t = 0; t < p->T; t++)
@@ -174,6 +245,8 @@ static void mmid_group(const struct mmid_plan *p, int64_t *hdr, int32_t *list)
             int32_t e = mmid_id(p->ids, s, t);
             list[offs[e] + count[e]++] = (int32_t)(s + t * p->k);
         }
+    for (int64_t e = 0; p->few && e < p->E; e++)
+        if (count[e] > 0 && count[e] < p->few_below) few[1 + few[0]++] = e;
 }
 
 static const char *mmid_b_col(const struct mmid_plan *p, int32_t code)
@@ -188,11 +261,74 @@ static char *mmid_d_col(const struct mmid_plan *p, int32_t code)
     return (char *)p->dst->data + s * p->dst->nb[1] + t * p->dst->nb[2];
 }
 
+/* Step 2: the few-pair experts' columns quantised (pair i of the list
+ * into q8r row i), then the rows of all those experts shared out. */
+static void mmid_few(const struct mmid_plan *p, const struct het_compute_params *cp, const int64_t *hdr,
+                     const int32_t *list, uint8_t *act)
+{
+    const int64_t *count = hdr + 1, *offs = hdr + 1 + p->E, *few = hdr + 2 * p->E + 2;
+    const int64_t nf = few[0];
+    if (nf == 0) return;
+    /* pairs of the listed experts, in list order: expert j's start at first[j] */
+    int64_t n_pairs = 0;
+    for (int64_t j = 0; j < nf; j++) n_pairs += count[few[1 + j]];
+    const int64_t nq = het_cpu_n_parts(cp, n_pairs, 1);
+    for (int64_t k = het_cpu_part_first(cp, nq); k < nq; k = het_cpu_part_next(cp, nq, k)) {
+        int64_t i0, i1;
+        het_vec_split(n_pairs, (int)k, (int)nq, &i0, &i1);
+        float *tmp = NULL;
+        for (int64_t j = 0, i = 0; j < nf && i < i1; j++) {
+            const int64_t e = few[1 + j];
+            for (int64_t c = 0; c < count[e]; c++, i++) {
+                if (i < i0 || i >= i1) continue;
+                const char *src = mmid_b_col(p, list[offs[e] + c]);
+                const float *x = (const float *)(const void *)src;
+                if (p->b->nb[0] != sizeof(float)) {
+                    if (!tmp)
+                        tmp = (float *)(void *)((char *)cp->wdata + p->off_gather +
+                                                (size_t)cp->ith * mmid_align(sizeof(float) * (size_t)p->K));
+                    for (int64_t q = 0; q < p->K; q++) memcpy(&tmp[q], src + q * p->b->nb[0], sizeof(float));
+                    x = tmp;
+                }
+                p->quantize(x, &p->ql, act + (size_t)i * p->ql.row_bytes);
+            }
+        }
+    }
+    /* rows of all listed experts: unit u = row u % N of listed expert u / N */
+    const int64_t units = nf * p->N;
+    const int64_t nr = het_cpu_n_parts(cp, units, (int64_t)(MMID_PART_BYTES / p->as->nb[1]) + 1);
+    for (int64_t k = het_cpu_part_first(cp, nr); k < nr; k = het_cpu_part_next(cp, nr, k)) {
+        int64_t u0, u1;
+        het_vec_split(units, (int)k, (int)nr, &u0, &u1);
+        int64_t j = u0 / p->N, first = 0;
+        for (int64_t q = 0; q < j; q++) first += count[few[1 + q]];
+        for (int64_t u = u0; u < u1;) {
+            const int64_t e = few[1 + j], c = count[e];
+            const int64_t n1 = (j + 1) * p->N < u1 ? (j + 1) * p->N : u1;
+            const uint8_t *a[4];
+            char *d[4];
+            for (int64_t q = 0; q < c; q++) {
+                a[q] = act + (size_t)(first + q) * p->ql.row_bytes;
+                d[q] = mmid_d_col(p, list[offs[e] + q]);
+            }
+            const char *w = (const char *)p->as->data + e * p->as->nb[2];
+            for (; u < n1; u++) {
+                const int64_t n = u - j * p->N;
+                float out[4];
+                p->gemv(p->K, w + n * p->as->nb[1], a, (int)c, out);
+                for (int64_t q = 0; q < c; q++) memcpy(d[q] + n * p->dst->nb[0], &out[q], sizeof(float));
+            }
+            first += c;
+            j++;
+        }
+    }
+}
+
 enum het_status het_cpu_mul_mat_id(const struct het_compute_params *cp, struct het_tensor *dst)
 {
     if (!het_cpu_mul_mat_id_supports(dst)) return HET_ERR_UNSUPPORTED;
     struct mmid_plan p;
-    mmid_plan_init(&p, dst, cp->nth, cp->f32_act);
+    mmid_plan_init(&p, dst, cp->isa, cp->nth, cp->f32_act);
     if (p.total > cp->wsize || !cp->wdata) return HET_ERR_INVALID;
     char *w = cp->wdata;
     int64_t *hdr = (int64_t *)w;
@@ -209,7 +345,9 @@ enum het_status het_cpu_mul_mat_id(const struct het_compute_params *cp, struct h
      * thread leaves before all are done with it (het_cpu_sync_all at the end) */
     const bool bad_ids = hdr[0] != 0;
     enum het_status st = bad_ids ? HET_ERR_INVALID : HET_OK;
+    if (!bad_ids && p.few) mmid_few(&p, cp, hdr, list, (uint8_t *)w + p.off_act);
     for (int64_t e = 0; e < p.E && !bad_ids; e++) {
+        if (p.few && count[e] < p.few_below) continue; /* done in step 2 */
         for (int64_t c0 = 0; c0 < count[e]; c0 += p.chunk) {
             const int64_t m = count[e] - c0 < p.chunk ? count[e] - c0 : p.chunk;
             const int32_t *codes = list + offs[e] + c0;
