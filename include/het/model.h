@@ -82,7 +82,8 @@ enum het_status het_model_place_in_pool(het_model *m, het_pool *pool, het_error 
 het_pool       *het_model_pool(const het_model *m);
 
 /* What a pool must hold for this model (het_model_pool_estimate): the
- * weights, a repacked copy per device that repacks, n_seq F16 KV caches of
+ * weights (unless they stay mapped: then only `needed` counts them), a
+ * repacked copy per device that repacks, n_seq F16 KV caches of
  * n_ctx tokens and the scratch of a whole-context prefill. memfd and
  * udmabuf pages materialise only when written, so the repack allowance
  * (an upper bound) costs address space, not memory. */
