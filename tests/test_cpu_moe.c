@@ -161,45 +161,59 @@ static void check_mmid(enum het_type type, const struct mmid_case *c, int nth, e
     d.src[1] = &b;
     d.src[2] = &ids;
     CHECK(het_cpu_supports(&d), "%s mul_mat_id not supported", het_type_name(type));
-    enum het_status s = run_node(&d, nth, isa, f32_act);
-    CHECK(s == HET_OK, "%s mul_mat_id: %s", het_type_name(type), het_status_name(s));
-
-    const bool quant = het_type_get_traits(type)->is_quantized && !f32_act;
-    int bad = 0;
-    double worst = 0;
-    for (int64_t t = 0; s == HET_OK && t < T; t++)
-        for (int64_t sl = 0; sl < k; sl++) {
-            int32_t e;
-            memcpy(&e, (char *)i_buf + sl * ids.nb[0] + t * ids.nb[1], 4);
-            for (int64_t n = 0; n < N; n++) {
-                const float *w = a_f + (e * N + n) * K;
-                double ref = 0, mag = 0, qerr = 0;
-                for (int64_t k0 = 0; k0 < K; k0 += 32) {
-                    double amax = 0, wabs = 0;
-                    for (int64_t i = k0; i < k0 + 32 && i < K; i++) {
-                        const double x = ld(&b, i, sl % c->n_b, t);
-                        ref += w[i] * x;
-                        mag += fabs(w[i] * x);
-                        amax = fmax(amax, fabs(x));
-                        wabs += fabs(w[i]);
-                    }
-                    qerr += amax / 127.0 / 2.0 * wabs;
-                }
-                const double tol = (quant ? 1.02 * qerr : 0.0) + 2e-5 * mag + 1e-6;
-                const float got = ld(&d, n, sl, t);
-                const double err = fabs((double)got - ref);
-                if (!(err <= tol) && bad++ < 3)
-                    fprintf(stderr, "  n=%lld slot=%lld t=%lld e=%d: got %g want %g (tol %g)\n", (long long)n,
-                            (long long)sl, (long long)t, e, got, ref, tol);
-                if (err / tol > worst) worst = err / tol;
-            }
+    /* as stored, then (quantised, int8 activations) from load-time panels
+     * of every expert, with the stored bytes overwritten so that a read of
+     * them shows */
+    const size_t psize = f32_act ? 0 : het_cpu_mul_mat_id_repack_size(&as, isa);
+    void *packed = psize ? aligned_alloc(64, (psize + 63) & ~(size_t)63) : NULL;
+    for (int pass = 0; pass < (packed ? 2 : 1); pass++) {
+        if (pass == 1) {
+            CHECK(het_cpu_mul_mat_id_repack(&as, isa, packed, psize) == HET_OK, "repack %s", het_type_name(type));
+            as.extra = packed;
+            memset(a_buf, 0x55, as.nb[3]);
+            float *dd = d_buf;
+            for (size_t i = 0; i < d.nb[3] / 4 + 1; i++) dd[i] = nanf_();
         }
-    CHECK(s == HET_OK && bad == 0,
-          "%s isa=%s nth=%d K=%lld N=%lld E=%lld k=%lld n_b=%lld T=%lld ids=%d b_es=%d d_pad=%d skew=%d%s: "
-          "%d bad (worst err/tol %.2f)",
-          het_type_name(type), het_cpu_isa_name(isa), nth, (long long)K, (long long)N, (long long)E, (long long)k,
-          (long long)c->n_b, (long long)T, c->ids_mode, c->b_es, c->d_pad, c->skew, f32_act ? " f32-act" : "", bad,
-          worst);
+        enum het_status s = run_node(&d, nth, isa, f32_act);
+        CHECK(s == HET_OK, "%s mul_mat_id: %s", het_type_name(type), het_status_name(s));
+
+        const bool quant = het_type_get_traits(type)->is_quantized && !f32_act;
+        int bad = 0;
+        double worst = 0;
+        for (int64_t t = 0; s == HET_OK && t < T; t++)
+            for (int64_t sl = 0; sl < k; sl++) {
+                int32_t e;
+                memcpy(&e, (char *)i_buf + sl * ids.nb[0] + t * ids.nb[1], 4);
+                for (int64_t n = 0; n < N; n++) {
+                    const float *w = a_f + (e * N + n) * K;
+                    double ref = 0, mag = 0, qerr = 0;
+                    for (int64_t k0 = 0; k0 < K; k0 += 32) {
+                        double amax = 0, wabs = 0;
+                        for (int64_t i = k0; i < k0 + 32 && i < K; i++) {
+                            const double x = ld(&b, i, sl % c->n_b, t);
+                            ref += w[i] * x;
+                            mag += fabs(w[i] * x);
+                            amax = fmax(amax, fabs(x));
+                            wabs += fabs(w[i]);
+                        }
+                        qerr += amax / 127.0 / 2.0 * wabs;
+                    }
+                    const double tol = (quant ? 1.02 * qerr : 0.0) + 2e-5 * mag + 1e-6;
+                    const float got = ld(&d, n, sl, t);
+                    const double err = fabs((double)got - ref);
+                    if (!(err <= tol) && bad++ < 3)
+                        fprintf(stderr, "  n=%lld slot=%lld t=%lld e=%d: got %g want %g (tol %g)\n", (long long)n,
+                                (long long)sl, (long long)t, e, got, ref, tol);
+                    if (err / tol > worst) worst = err / tol;
+                }
+            }
+        CHECK(s == HET_OK && bad == 0,
+              "%s isa=%s nth=%d K=%lld N=%lld E=%lld k=%lld n_b=%lld T=%lld ids=%d b_es=%d d_pad=%d skew=%d%s%s: "
+              "%d bad (worst err/tol %.2f)",
+              het_type_name(type), het_cpu_isa_name(isa), nth, (long long)K, (long long)N, (long long)E, (long long)k,
+              (long long)c->n_b, (long long)T, c->ids_mode, c->b_es, c->d_pad, c->skew, f32_act ? " f32-act" : "",
+              pass ? " packed" : "", bad, worst);
+    }
 
     /* an id out of range fails the node */
     if (T > 0) {
@@ -213,7 +227,7 @@ static void check_mmid(enum het_type type, const struct mmid_case *c, int nth, e
         CHECK(run_node(&d, nth, isa, f32_act) == HET_ERR_INVALID, "id -1 must fail");
         memcpy(i_buf, &saved, 4);
     }
-    free(a_buf); free(a_f); free(tmp); free(b_buf); free(d_buf); free(i_buf);
+    free(a_buf); free(a_f); free(tmp); free(b_buf); free(d_buf); free(i_buf); free(packed);
 }
 
 static void test_mul_mat_id(enum het_cpu_isa best)

@@ -12,7 +12,8 @@
  * number of physical cores (hwloc), since SMT siblings share the SIMD units
  * the kernels saturate.
  *
- * Matmul weights are repacked once at load into panels; when the scheduler
+ * Matmul weights are repacked once at load into panels (3-D expert tensors
+ * one block per expert, only when their file pages can go); when the scheduler
  * registers a memory pool with the device, the panels are slices of it
  * (every tensor of a run lives in the pool), else aligned host memory.
  */
@@ -207,9 +208,11 @@ static bool cpu_should_pack(const struct cpu_context *c, const struct het_tensor
                             struct het_tensor *const *w, int n, bool lean)
 {
     if (c->f32_act) return false; /* the F32 path reads the weights as stored */
-    /* a 3-D expert tensor is only read by mul_mat_id, one expert slab at a
-     * time, as stored: panels of it would be a second copy nobody reads */
-    if (t->ne[2] > 1 || t->ne[3] > 1) return false;
+    /* A 3-D expert tensor (mul_mat_id's) is packed only when its file pages
+     * go once it is (every device of the run keeps its own copy): a device
+     * that reads the mapping in place (Vulkan) would keep them wanted, and
+     * the experts, most of a mixture's bytes, would be resident twice. */
+    if (t->ne[2] > 1 || t->ne[3] > 1) return (t->flags & HET_TENSOR_FLAG_DROPPABLE) != 0;
     const bool embd = !strcmp(t->name, "token_embd.weight");
     if (embd) {
         for (int i = 0; i < n; i++)
@@ -217,6 +220,13 @@ static bool cpu_should_pack(const struct cpu_context *c, const struct het_tensor
     }
     const bool big = lean || embd || !strcmp(t->name, "output.weight");
     return !big || size <= het_nbytes(t) + het_nbytes(t) / 16 + 4096 || !het_cpu_gemv_is_simd(t->type, c->isa);
+}
+
+/* Bytes of t's load-time panels (0: none): a matrix's, or a 3-D expert
+ * tensor's one block per expert (mul_mat_id). */
+static size_t cpu_repack_size(const struct cpu_context *c, const struct het_tensor *t)
+{
+    return t->ne[2] > 1 ? het_cpu_mul_mat_id_repack_size(t, c->isa) : het_cpu_mul_mat_repack_size(t, c->isa);
 }
 
 /* Larger panel forms (AVX-512 Q4_0 4/3 of the file's bytes, K-quants about
@@ -231,7 +241,7 @@ static bool cpu_lean_weights(const struct cpu_context *c, struct het_tensor *con
         const struct het_tensor *t = w[i];
         total += het_nbytes(t);
         if (t->ne[1] <= 1 || t->extra) continue;
-        size_t size = het_cpu_mul_mat_repack_size(t, c->isa);
+        size_t size = cpu_repack_size(c, t);
         if (size > het_nbytes(t) && cpu_should_pack(c, t, size, w, n, false)) extra += size - het_nbytes(t);
     }
     return extra > total / 8;
@@ -280,7 +290,7 @@ static enum het_status cpu_prepare_weights(het_device *dev, struct het_tensor *c
     for (int i = 0; i < n; i++) {
         struct het_tensor *t = w[i];
         if (t->ne[1] <= 1 || t->extra) continue;
-        size_t size = het_cpu_mul_mat_repack_size(t, c->isa);
+        size_t size = cpu_repack_size(c, t);
         if (!size || !cpu_should_pack(c, t, size, w, n, lean)) continue;
         if (c->n_packed == c->cap_packed) {
             int cap = c->cap_packed ? 2 * c->cap_packed : 64;
@@ -297,7 +307,7 @@ static enum het_status cpu_prepare_weights(het_device *dev, struct het_tensor *c
         void *buf = NULL;
         enum het_status st = panel_alloc(c, size, t, &buf, &sl, err);
         if (st != HET_OK) return st;
-        st = het_cpu_mul_mat_repack(t, c->isa, buf, size);
+        st = t->ne[2] > 1 ? het_cpu_mul_mat_id_repack(t, c->isa, buf, size) : het_cpu_mul_mat_repack(t, c->isa, buf, size);
         if (st != HET_OK) {
             panel_free(c, buf, sl);
             return het_error_set(err, st, "cpu: repacking '%s' (%s) failed", t->name, het_type_name(t->type));

@@ -156,6 +156,12 @@ enum het_status het_cpu_cont(const struct het_compute_params *p, struct het_tens
 bool            het_cpu_mul_mat_id_supports(const struct het_tensor *node);
 size_t          het_cpu_mul_mat_id_work_size(const struct het_tensor *node, int nth, bool f32_act);
 enum het_status het_cpu_mul_mat_id(const struct het_compute_params *p, struct het_tensor *dst);
+/* Load-time panels of a 3-D expert tensor (K, N, E): E blocks, each
+ * het_cpu_mul_mat_repack's buffer of one expert's (K, N) slab, which
+ * mul_mat_id uses when tensor->extra points at them (0 / UNSUPPORTED when
+ * the type has no panel form at this level or the tensor is not 3-D). */
+size_t          het_cpu_mul_mat_id_repack_size(const struct het_tensor *as, enum het_cpu_isa isa);
+enum het_status het_cpu_mul_mat_id_repack(const struct het_tensor *as, enum het_cpu_isa isa, void *dst, size_t size);
 /* moe_route.c: top_k, sum_rows, moe_sum */
 enum het_status het_cpu_top_k(const struct het_compute_params *p, struct het_tensor *dst);
 enum het_status het_cpu_sum_rows(const struct het_compute_params *p, struct het_tensor *dst);

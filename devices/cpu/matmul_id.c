@@ -33,6 +33,11 @@
  *      (het_cpu_sync_all): the steps depend on the grouping in the scratch,
  *      which the next node may reuse, so no thread may still be reading it.
  *
+ * When the device packed the experts at load (het_cpu_mul_mat_id_repack:
+ * one het_cpu_mul_mat_repack buffer per expert, as->extra), step 2 runs the
+ * panel kernel over the chosen experts' panels and step 3 hands expert e's
+ * buffer to its mul_mat node as a->extra; the file's pages are not read.
+ *
  * Scratch (wdata): [status + counts + offsets + few-pair experts | pair
  * list | gathered input | output block | the inner mul_mat's own scratch |
  * q8r rows of the few-pair experts' columns].
@@ -64,6 +69,12 @@ struct mmid_plan {
     het_qgemv_fn    gemv;
     het_quantize_fn quantize;
     size_t  off_few, off_act, off_gather;
+    /* load-time panels (as->extra): block e at packed + e * pstride */
+    const uint8_t *packed;
+    size_t         pstride;
+    int64_t        np;        /* panels per expert                               */
+    struct het_panel_layout pl;
+    het_panel_fn   panel;
 };
 
 static const struct het_mm_kernels *mmid_level(enum het_cpu_isa isa)
@@ -139,6 +150,62 @@ static bool mmid_shapes_ok(const struct het_tensor *dst)
     return dst->ne[0] == as->ne[1] && dst->ne[1] == ids->ne[0] && dst->ne[2] == ids->ne[1] && dst->ne[3] == 1;
 }
 
+/* Expert e's (K, N) slab of as as a 2-D tensor. */
+static void mmid_expert_view(struct het_tensor *v, const struct het_tensor *as, int64_t e)
+{
+    const int64_t ne[2] = { as->ne[0], as->ne[1] };
+    het_tensor_init(v, as->type, 2, ne);
+    v->nb[0] = as->nb[0];
+    v->nb[1] = as->nb[1];
+    v->nb[2] = v->nb[3] = as->nb[1] * (size_t)as->ne[1];
+    v->data = as->data ? (char *)as->data + (size_t)e * as->nb[2] : NULL;
+}
+
+size_t het_cpu_mul_mat_id_repack_size(const struct het_tensor *as, enum het_cpu_isa isa)
+{
+    if (!as || as->ne[2] < 2 || as->ne[3] != 1) return 0;
+    struct het_tensor v;
+    mmid_expert_view(&v, as, 0);
+    return mmid_align(het_cpu_mul_mat_repack_size(&v, isa)) * (size_t)as->ne[2];
+}
+
+enum het_status het_cpu_mul_mat_id_repack(const struct het_tensor *as, enum het_cpu_isa isa, void *dst, size_t size)
+{
+    const size_t total = het_cpu_mul_mat_id_repack_size(as, isa);
+    if (!total || !as->data || !dst) return HET_ERR_UNSUPPORTED;
+    if (size < total) return HET_ERR_INVALID;
+    const size_t stride = total / (size_t)as->ne[2];
+    for (int64_t e = 0; e < as->ne[2]; e++) {
+        struct het_tensor v;
+        mmid_expert_view(&v, as, e);
+        enum het_status st = het_cpu_mul_mat_repack(&v, isa, (char *)dst + (size_t)e * stride, stride);
+        if (st != HET_OK) return st;
+    }
+    return HET_OK;
+}
+
+/* as->extra when it holds het_cpu_mul_mat_id_repack's blocks for as at a
+ * level whose panel kernel runs here (step 2 needs it). */
+static void mmid_packed_init(struct mmid_plan *p, enum het_cpu_isa isa)
+{
+    const struct het_cpu_packed *h = p->as->extra;
+    if (!h || !p->few || h->magic != HET_CPU_PACKED_MAGIC || h->ne2 != 1 || h->ne3 != 1 || h->type != p->as->type ||
+        h->K != p->K || h->N != p->N || h->R > 16 || p->E < 2 || p->as->ne[3] != 1)
+        return;
+    het_panel_fn fn = NULL;
+    for (int lv = (int)isa; lv >= 0 && !fn; lv--) {
+        const struct het_mm_kernels *k = mmid_level((enum het_cpu_isa)lv);
+        if (k->panel_rows == h->R) fn = k->panel[h->kind];
+    }
+    if (!fn) return;
+    het_panel_layout_init(&p->pl, h->kind, h->R, p->K);
+    if (mmid_align(p->pl.bytes) != h->panel_stride) return;
+    p->np = (p->N + h->R - 1) / h->R;
+    p->pstride = mmid_align(HET_CPU_PACKED_HEADER + h->panel_stride * (size_t)p->np);
+    p->packed = (const uint8_t *)h;
+    p->panel = fn;
+}
+
 static void mmid_plan_init(struct mmid_plan *p, struct het_tensor *dst, enum het_cpu_isa isa, int nth, bool f32_act)
 {
     memset(p, 0, sizeof *p);
@@ -157,6 +224,7 @@ static void mmid_plan_init(struct mmid_plan *p, struct het_tensor *dst, enum het
     p->chunk = p->T > 0 ? p->T : 1;
 
     mmid_few_init(p, isa, f32_act);
+    mmid_packed_init(p, isa);
 
     const size_t pairs = (size_t)(p->k * p->T);
     p->off_few = sizeof(int64_t) * (size_t)(2 * p->E + 2);
@@ -261,6 +329,51 @@ static char *mmid_d_col(const struct mmid_plan *p, int32_t code)
     return (char *)p->dst->data + s * p->dst->nb[1] + t * p->dst->nb[2];
 }
 
+/* Step 2's products from load-time panels: unit u = panel u % np of listed
+ * expert u / np, against that expert's 1-3 quantised columns. */
+static void mmid_few_panels(const struct mmid_plan *p, const struct het_compute_params *cp, const int64_t *hdr,
+                            const int32_t *list, const uint8_t *act)
+{
+    const int64_t *count = hdr + 1, *offs = hdr + 1 + p->E, *few = hdr + 2 * p->E + 2;
+    const int64_t nf = few[0], units = nf * p->np;
+    const int R = p->pl.R;
+    const size_t pbytes = mmid_align(p->pl.bytes);
+    const int64_t nr = het_cpu_n_parts(cp, units, (int64_t)(MMID_PART_BYTES / pbytes) + 1);
+    for (int64_t k = het_cpu_part_first(cp, nr); k < nr; k = het_cpu_part_next(cp, nr, k)) {
+        int64_t u0, u1;
+        het_vec_split(units, (int)k, (int)nr, &u0, &u1);
+        int64_t j = u0 / p->np, first = 0;
+        for (int64_t q = 0; q < j; q++) first += count[few[1 + q]];
+        for (int64_t u = u0; u < u1;) {
+            const int64_t e = few[1 + j], c = count[e];
+            const int64_t u_end = (j + 1) * p->np < u1 ? (j + 1) * p->np : u1;
+            const uint8_t *a[4];
+            char *d[4];
+            for (int64_t q = 0; q < c; q++) {
+                a[q] = act + (size_t)(first + q) * p->ql.row_bytes;
+                d[q] = mmid_d_col(p, list[offs[e] + q]);
+            }
+            const uint8_t *panels = p->packed + (size_t)e * p->pstride + HET_CPU_PACKED_HEADER;
+            for (; u < u_end; u++) {
+                const int64_t ip = u - j * p->np, n0 = ip * R;
+                const int rows = p->N - n0 < R ? (int)(p->N - n0) : R;
+                float out[4 * 16];
+                p->panel(&p->pl, panels + (size_t)ip * pbytes, a, (int)c, out);
+                for (int64_t q = 0; q < c; q++) {
+                    if (p->dst->nb[0] == sizeof(float)) {
+                        memcpy(d[q] + n0 * (int64_t)sizeof(float), &out[q * R], sizeof(float) * (size_t)rows);
+                    } else {
+                        for (int r = 0; r < rows; r++)
+                            memcpy(d[q] + (n0 + r) * (int64_t)p->dst->nb[0], &out[q * R + r], sizeof(float));
+                    }
+                }
+            }
+            first += c;
+            j++;
+        }
+    }
+}
+
 /* Step 2: the few-pair experts' columns quantised (pair i of the list
  * into q8r row i), then the rows of all those experts shared out. */
 static void mmid_few(const struct mmid_plan *p, const struct het_compute_params *cp, const int64_t *hdr,
@@ -293,6 +406,10 @@ static void mmid_few(const struct mmid_plan *p, const struct het_compute_params 
                 p->quantize(x, &p->ql, act + (size_t)i * p->ql.row_bytes);
             }
         }
+    }
+    if (p->packed) {
+        mmid_few_panels(p, cp, hdr, list, act);
+        return;
     }
     /* rows of all listed experts: unit u = row u % N of listed expert u / N */
     const int64_t units = nf * p->N;
@@ -375,6 +492,7 @@ enum het_status het_cpu_mul_mat_id(const struct het_compute_params *cp, struct h
             }
             mmid_node_init(&n, &p, e, m, in, sizeof(float), sizeof(float) * (size_t)p.K, out, sizeof(float),
                            sizeof(float) * (size_t)p.N);
+            if (p.packed) n.a.extra = (void *)(p.packed + (size_t)e * p.pstride); /* expert e's panels */
             enum het_status s = het_cpu_mul_mat(&inner, &n.d);
             if (s != HET_OK) st = s;
             const int64_t nq = het_cpu_n_parts(cp, m, het_vec_part_rows(p.N));
