@@ -6,13 +6,18 @@
 # figures as a fraction of the bounds `hetrun bench` measured in the same
 # round (read bandwidth for tg, int8/F32 peaks for pp).
 #
-#   bench/vs_llama.sh LLAMA_BENCH HETRUN [-t THREADS] [-r ROUNDS] [-p PP] [-n TG] FILE...
+#   bench/vs_llama.sh LLAMA_BENCH HETRUN[,HETRUN...] [-t THREADS] [-r ROUNDS] [-p PP] [-n TG] FILE...
+#
+# Several hetrun binaries (comma-separated: an old and a new build, say) run
+# one after the other in every round, and each gets its own row. With
+# BENCH_LOCK=FILE every single run holds `flock FILE`, so that benchmarks of
+# others on a shared machine never run at the same time as one of these.
 #
 # llama.cpp is built outside this repository (docs/ and bench/README.md say
 # how); nothing of it is part of het.
 set -eu
-[ $# -ge 3 ] || { echo "usage: $0 LLAMA_BENCH HETRUN [-t N] [-r N] [-p N] [-n N] FILE..." >&2; exit 2; }
-lb=$1 het=$2
+[ $# -ge 3 ] || { echo "usage: $0 LLAMA_BENCH HETRUN[,HETRUN...] [-t N] [-r N] [-p N] [-n N] FILE..." >&2; exit 2; }
+lb=$1 hets=$(echo "$2" | tr ',' ' ')
 shift 2
 threads=2 rounds=3 pp=512 tg=128
 while [ $# -gt 0 ]; do
@@ -28,36 +33,50 @@ done
 command -v python3 >/dev/null || { echo "$0: python3 is needed to read the JSON" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+locked() { if [ -n "${BENCH_LOCK:-}" ]; then flock "$BENCH_LOCK" "$@"; else "$@"; fi; }
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs; threads $threads;" \
      "$rounds rounds; pp$pp tg$tg; load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for f in "$@"; do
     for r in $(seq "$rounds"); do
-        "$lb" -m "$f" -t "$threads" -p "$pp" -n "$tg" -r 1 -o jsonl >"$tmp/llama.$r" 2>"$tmp/llama.err" ||
+        locked "$lb" -m "$f" -t "$threads" -p "$pp" -n "$tg" -r 1 -o jsonl >"$tmp/llama.$r" 2>"$tmp/llama.err" ||
             { echo "$0: llama-bench failed on $f: $(tail -1 "$tmp/llama.err")" >&2; exit 1; }
-        HET_CALIBRATE=0 "$het" bench -m "$f" -t "$threads" -p "$pp" -n "$tg" -r 1 --device cpu --json >"$tmp/het.$r" 2>"$tmp/het.err" ||
-            { echo "$0: hetrun bench failed on $f: $(tail -1 "$tmp/het.err")" >&2; exit 1; }
+        i=0
+        for het in $hets; do
+            i=$((i + 1))
+            HET_CALIBRATE=0 locked "$het" bench -m "$f" -t "$threads" -p "$pp" -n "$tg" -r 1 --device cpu --json \
+                >"$tmp/het.$i.$r" 2>"$tmp/het.err" ||
+                { echo "$0: $het bench failed on $f: $(tail -1 "$tmp/het.err")" >&2; exit 1; }
+        done
+        cut -d' ' -f1 /proc/loadavg >"$tmp/load.$r"
     done
-    python3 - "$f" "$tmp" "$rounds" "$pp" "$tg" <<'PY'
+    python3 - "$f" "$tmp" "$rounds" "$pp" "$tg" $hets <<'PY'
 import json, os, statistics as st, sys
 f, tmp, rounds, pp, tg = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-L = {"pp": [], "tg": []}; H = {"pp": [], "tg": []}; Hb = {"pp": [], "tg": []}
+hets = sys.argv[6:]
+L = {"pp": [], "tg": []}
 for r in range(1, rounds + 1):
     for line in open(os.path.join(tmp, "llama.%d" % r)):
         j = json.loads(line)
         if j.get("n_prompt") == pp and j.get("n_gen") == 0: L["pp"].append(j["avg_ts"])
         if j.get("n_gen") == tg and j.get("n_prompt") == 0: L["tg"].append(j["avg_ts"])
-    h = json.load(open(os.path.join(tmp, "het.%d" % r)))
-    H["pp"].append(h["pp_tps"]); H["tg"].append(h["tg_tps"])
-    Hb["pp"].append(h["pp_tps"] / h["pp_bound_tps"] if h["pp_bound_tps"] else 0)
-    Hb["tg"].append(h["tg_tps"] / h["tg_bound_tps"] if h["tg_bound_tps"] else 0)
+load = [float(open(os.path.join(tmp, "load.%d" % r)).read()) for r in range(1, rounds + 1)]
 def cell(v): return "%.1f (%.1f-%.1f)" % (st.median(v), min(v), max(v))
-row = [os.path.basename(f)]
-for k in ("pp", "tg"):
-    row += [cell(H[k]), cell(L[k]), "%.2fx" % (st.median(H[k]) / st.median(L[k])),
-            "%.0f%% (%.0f-%.0f)" % (100 * st.median(Hb[k]), 100 * min(Hb[k]), 100 * max(Hb[k]))]
-print("| " + " | ".join(row) + " |")
+for i, het in enumerate(hets, 1):
+    H = {"pp": [], "tg": []}; Hb = {"pp": [], "tg": []}
+    for r in range(1, rounds + 1):
+        h = json.load(open(os.path.join(tmp, "het.%d.%d" % (i, r))))
+        H["pp"].append(h["pp_tps"]); H["tg"].append(h["tg_tps"])
+        Hb["pp"].append(h["pp_tps"] / h["pp_bound_tps"] if h["pp_bound_tps"] else 0)
+        Hb["tg"].append(h["tg_tps"] / h["tg_bound_tps"] if h["tg_bound_tps"] else 0)
+    row = [os.path.basename(f)] + ([het] if len(hets) > 1 else [])
+    for k in ("pp", "tg"):
+        row += [cell(H[k]), cell(L[k]), "%.2fx" % (st.median(H[k]) / st.median(L[k])),
+                "%.0f%% (%.0f-%.0f)" % (100 * st.median(Hb[k]), 100 * min(Hb[k]), 100 * max(Hb[k]))]
+    row.append("%.1f-%.1f" % (min(load), max(load)))
+    print("| " + " | ".join(row) + " |")
 PY
 done
-echo "columns: file | pp het | pp llama.cpp | het/llama.cpp | het pp / measured pp bound | tg het | tg llama.cpp |" \
-     "het/llama.cpp | het tg / measured tg bound; median (min-max) of the rounds, tok/s; load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "columns: file | [hetrun] | pp het | pp llama.cpp | het/llama.cpp | het pp / measured pp bound | tg het |" \
+     "tg llama.cpp | het/llama.cpp | het tg / measured tg bound | 1-min load average after each round;" \
+     "median (min-max) of the rounds, tok/s; load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
