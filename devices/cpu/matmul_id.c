@@ -77,12 +77,16 @@ struct mmid_plan {
     het_panel_fn   panel;
 };
 
+/* matmul.c's table per level; NULL for a level this file does not know, so
+ * that a new level falls back to the known ones below it, never to scalar */
 static const struct het_mm_kernels *mmid_level(enum het_cpu_isa isa)
 {
     switch (isa) {
-    case HET_CPU_ISA_AVX512: return &het_mm_kernels_avx512;
-    case HET_CPU_ISA_AVX2:   return &het_mm_kernels_avx2;
-    default:                 return &het_mm_kernels_scalar;
+    case HET_CPU_ISA_AVX512VNNI: return &het_mm_kernels_avx512vnni;
+    case HET_CPU_ISA_AVX512:     return &het_mm_kernels_avx512;
+    case HET_CPU_ISA_AVX2:       return &het_mm_kernels_avx2;
+    case HET_CPU_ISA_SCALAR:     return &het_mm_kernels_scalar;
+    default:                     return NULL;
     }
 }
 
@@ -97,6 +101,7 @@ static void mmid_few_init(struct mmid_plan *p, enum het_cpu_isa isa, bool f32_ac
     if (f32_act || !tr || !tr->is_quantized || !het_panel_kind_of(t, &kind)) return;
     for (int lv = (int)isa; lv >= 0; lv--) {
         const struct het_mm_kernels *k = mmid_level((enum het_cpu_isa)lv);
+        if (!k) continue;
         if (!p->quantize) p->quantize = k->quantize;
         if (!p->gemv) p->gemv = k->gemv[t];
     }
@@ -195,7 +200,7 @@ static void mmid_packed_init(struct mmid_plan *p, enum het_cpu_isa isa)
     het_panel_fn fn = NULL;
     for (int lv = (int)isa; lv >= 0 && !fn; lv--) {
         const struct het_mm_kernels *k = mmid_level((enum het_cpu_isa)lv);
-        if (k->panel_rows == h->R) fn = k->panel[h->kind];
+        if (k && k->panel_rows == h->R) fn = k->panel[h->kind];
     }
     if (!fn) return;
     het_panel_layout_init(&p->pl, h->kind, h->R, p->K);
@@ -273,7 +278,7 @@ size_t het_cpu_mul_mat_id_work_size(const struct het_tensor *node, int nth, bool
     if (nth < 1) nth = 1;
     /* the ISA is not known here: size for the largest need of any level */
     size_t need = 0;
-    for (int lv = HET_CPU_ISA_SCALAR; lv <= HET_CPU_ISA_AVX512; lv++) {
+    for (int lv = HET_CPU_ISA_SCALAR; lv < HET_CPU_ISA_COUNT; lv++) {
         struct mmid_plan p;
         mmid_plan_init(&p, (struct het_tensor *)node, (enum het_cpu_isa)lv, nth, f32_act);
         if (p.total > need) need = p.total;
