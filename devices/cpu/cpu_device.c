@@ -209,9 +209,9 @@ static bool cpu_should_pack(const struct cpu_context *c, const struct het_tensor
 {
     if (c->f32_act) return false; /* the F32 path reads the weights as stored */
     /* A 3-D expert tensor (mul_mat_id's) is packed only when its file pages
-     * go once it is (every device of the run keeps its own copy): a device
-     * that reads the mapping in place (Vulkan) would keep them wanted, and
-     * the experts, most of a mixture's bytes, would be resident twice. */
+     * go once it is (het's own mapping; a device that reads the mapping in
+     * place faults back only what it runs): otherwise the experts, most of
+     * a mixture's bytes, would be resident twice. */
     if (t->ne[2] > 1 || t->ne[3] > 1) return (t->flags & HET_TENSOR_FLAG_DROPPABLE) != 0;
     const bool embd = !strcmp(t->name, "token_embd.weight");
     if (embd) {
