@@ -183,6 +183,36 @@ static enum het_status measure_point(struct cal *c, struct bench *b, const struc
     return st;
 }
 
+/* One point of a size sweep, after the previous one (sw): measured, counted
+ * in the progress, and *stop set when the sweep ends here (the device cannot
+ * run it, or it took longer than max_node_us: the fit extrapolates the rest;
+ * left = points after this one). */
+struct sweep { double prev_work, prev_us; };
+
+static enum het_status sweep_point(struct cal *c, struct bench *b, const struct point *pt, struct sweep *sw,
+                                   const char *what, int left, bool *stop, het_error *err)
+{
+    double us = NAN;
+    enum het_status st = measure_point(c, b, pt, sw->prev_work, sw->prev_us, &us, err);
+    tick(c, what);
+    *stop = true;
+    if (st == HET_ERR_UNSUPPORTED) { /* the rest would be unsupported too */
+        c->done += left;
+        return HET_OK;
+    }
+    if (st != HET_OK) return st;
+    if (!isnan(us)) {
+        sw->prev_work = pt->work;
+        sw->prev_us = us;
+    }
+    if (us > c->max_node_us) {
+        c->done += left;
+        return HET_OK;
+    }
+    *stop = false;
+    return HET_OK;
+}
+
 /* Backward check of a finished sweep: a kept point far slower than the
  * next larger one (up to TREND_SLACK) cannot be right either; its sample is
  * dropped (the model's samples from `from` on are the sweep's). */
@@ -351,7 +381,7 @@ static enum het_status sweep_matmul(struct cal *c, const struct het_calibrate_sh
     enum het_status st = bench_open(c, &b, g, err);
     int from = 0;
     het_profile_samples(c->prof, HET_OPCLASS_MATMUL, t, &from);
-    double prev_work = 0, prev_us = 0;
+    struct sweep sw = { 0, 0 };
     for (int i = 0; st == HET_OK && i < n_ms; i++) {
         struct het_op_cost oc;
         het_op_cost_of(het_graph_node(g, first[i]), &oc);
@@ -359,22 +389,9 @@ static enum het_status sweep_matmul(struct cal *c, const struct het_calibrate_sh
         char what[96];
         snprintf(what, sizeof what, "matmul %s %lldx%lld M=%d", het_type_name(t), (long long)sh->n,
                  (long long)sh->k, ms[i]);
-        double us = NAN;
-        st = measure_point(c, &b, &pt, prev_work, prev_us, &us, err);
-        tick(c, what);
-        if (st == HET_ERR_UNSUPPORTED) { /* the rest would be unsupported too */
-            c->done += n_ms - 1 - i;
-            st = HET_OK;
-            break;
-        }
-        if (!isnan(us)) {
-            prev_work = pt.work;
-            prev_us = us;
-        }
-        if (us > c->max_node_us) { /* the rest would be slower: the fit extrapolates */
-            c->done += n_ms - 1 - i;
-            break;
-        }
+        bool stop;
+        st = sweep_point(c, &b, &pt, &sw, what, n_ms - 1 - i, &stop, err);
+        if (stop) break;
     }
     bench_close(&b);
     if (st == HET_OK) drop_backward_outliers(c, HET_OPCLASS_MATMUL, t, from);
@@ -658,7 +675,7 @@ static enum het_status sweep_moe(struct cal *c, const struct het_calibrate_shape
     for (int i = 0; st == HET_OK && i < n_pts; i++) /* node r reads copy r % C from expert (r / C)·hit on */
         for (int r = 0; r < rm[i]; r++)
             moe_fill_ids(het_graph_node(g, first[i] + r)->src[2], E, pts[i].hit, (r / n_copies) * pts[i].hit);
-    double prev_work = 0, prev_us = 0;
+    struct sweep sw = { 0, 0 };
     for (int i = 0; st == HET_OK && i < n_pts; i++) {
         struct het_op_cost oc;
         het_op_cost_with_experts(het_graph_node(g, first[i]), pts[i].hit, &oc);
@@ -666,23 +683,10 @@ static enum het_status sweep_moe(struct cal *c, const struct het_calibrate_shape
         char what[96];
         snprintf(what, sizeof what, "experts %s %lldx%lld x%d T=%d hit=%d", het_type_name(t), (long long)sh->n,
                  (long long)sh->k, E, pts[i].T, pts[i].hit);
-        double us = NAN;
-        if (i > 0 && pts[i].T != pts[i - 1].T) prev_work = 0; /* the trend check compares within a token count */
-        st = measure_point(c, &b, &pt, prev_work, prev_us, &us, err);
-        tick(c, what);
-        if (st == HET_ERR_UNSUPPORTED) { /* the device has no mul_mat_id for this type */
-            c->done += n_pts - 1 - i;
-            st = HET_OK;
-            break;
-        }
-        if (!isnan(us)) {
-            prev_work = pt.work;
-            prev_us = us;
-        }
-        if (us > c->max_node_us) { /* the rest would be slower: the fit extrapolates */
-            c->done += n_pts - 1 - i;
-            break;
-        }
+        if (i > 0 && pts[i].T != pts[i - 1].T) sw.prev_work = 0; /* the trend check compares within a token count */
+        bool stop;
+        st = sweep_point(c, &b, &pt, &sw, what, n_pts - 1 - i, &stop, err);
+        if (stop) break;
     }
     bench_close(&b);
     return st;
