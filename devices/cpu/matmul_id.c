@@ -334,6 +334,17 @@ static char *mmid_d_col(const struct mmid_plan *p, int32_t code)
     return (char *)p->dst->data + s * p->dst->nb[1] + t * p->dst->nb[2];
 }
 
+/* Listed expert's c (1-3) quantised columns, rows first.. of act, and the
+ * destination columns of its pairs list[at..at+c). */
+static void mmid_few_cols(const struct mmid_plan *p, int64_t at, int64_t c, int64_t first, const int32_t *list,
+                          const uint8_t *act, const uint8_t **a, char **d)
+{
+    for (int64_t q = 0; q < c; q++) {
+        a[q] = act + (size_t)(first + q) * p->ql.row_bytes;
+        d[q] = mmid_d_col(p, list[at + q]);
+    }
+}
+
 /* Step 2's products from load-time panels: unit u = panel u % np of listed
  * expert u / np, against that expert's 1-3 quantised columns. */
 static void mmid_few_panels(const struct mmid_plan *p, const struct het_compute_params *cp, const int64_t *hdr,
@@ -354,10 +365,7 @@ static void mmid_few_panels(const struct mmid_plan *p, const struct het_compute_
             const int64_t u_end = (j + 1) * p->np < u1 ? (j + 1) * p->np : u1;
             const uint8_t *a[4];
             char *d[4];
-            for (int64_t q = 0; q < c; q++) {
-                a[q] = act + (size_t)(first + q) * p->ql.row_bytes;
-                d[q] = mmid_d_col(p, list[offs[e] + q]);
-            }
+            mmid_few_cols(p, offs[e], c, first, list, act, a, d);
             const uint8_t *panels = p->packed + (size_t)e * p->pstride + HET_CPU_PACKED_HEADER;
             for (; u < u_end; u++) {
                 const int64_t ip = u - j * p->np, n0 = ip * R;
@@ -429,10 +437,7 @@ static void mmid_few(const struct mmid_plan *p, const struct het_compute_params 
             const int64_t n1 = (j + 1) * p->N < u1 ? (j + 1) * p->N : u1;
             const uint8_t *a[4];
             char *d[4];
-            for (int64_t q = 0; q < c; q++) {
-                a[q] = act + (size_t)(first + q) * p->ql.row_bytes;
-                d[q] = mmid_d_col(p, list[offs[e] + q]);
-            }
+            mmid_few_cols(p, offs[e], c, first, list, act, a, d);
             const char *w = (const char *)p->as->data + e * p->as->nb[2];
             for (; u < n1; u++) {
                 const int64_t n = u - j * p->N;
