@@ -26,23 +26,6 @@ have_vk=0
 [ $have_vk = 1 ] || echo "note: no Vulkan device: the Vulkan runs are skipped"
 
 prompt="The capital of France is"
-cmp_logits() { # a b tol: same argmax per position, max |diff| / max |a| <= tol
-    python3 - "$1" "$2" "$3" <<'PY'
-import struct, sys, array
-def rd(p):
-    f = open(p, 'rb'); n, v = struct.unpack('<ii', f.read(8)); f.read(4 * n)
-    a = array.array('f'); a.frombytes(f.read(4 * n * v)); return n, v, a
-n, v, a = rd(sys.argv[1]); m, w, b = rd(sys.argv[2]); tol = float(sys.argv[3])
-assert (n, v) == (m, w), "shapes differ"
-worst = 0.0
-for t in range(n):
-    ra, rb = a[t*v:(t+1)*v], b[t*v:(t+1)*v]
-    if max(range(v), key=ra.__getitem__) != max(range(v), key=rb.__getitem__): sys.exit("argmax differs at %d" % t)
-    worst = max(worst, max(abs(x - y) for x, y in zip(ra, rb)) / max(abs(x) for x in ra))
-print("max rel diff %.2e" % worst)
-sys.exit(0 if worst <= tol else 1)
-PY
-}
 
 for preset in qwen3moe-tiny qwen2moe-tiny; do
     m="$tmp/$preset.gguf"

@@ -52,22 +52,7 @@ for arch in qwen3moe qwen2moe; do
         "$hetrun" logits -m "$tmp/$arch.gguf" --devices $d --strict -p "Once upon a time there was a cat" \
             -o "$tmp/$arch-$d.bin" >/dev/null 2>"$tmp/err" || bad "logits $arch $d: $(tail -1 "$tmp/err")"
     done
-    msg=$(python3 - "$tmp/$arch-cpu.bin" "$tmp/$arch-vulkan.bin" <<'PY'
-import struct, sys, array
-def rd(p):
-    f = open(p, 'rb'); n, v = struct.unpack('<ii', f.read(8)); f.read(4 * n)
-    a = array.array('f'); a.frombytes(f.read(4 * n * v)); return n, v, a
-n, v, a = rd(sys.argv[1]); m, w, b = rd(sys.argv[2])
-assert (n, v) == (m, w) and n > 1, "shapes differ"
-worst = 0.0
-for t in range(n):
-    ra, rb = a[t*v:(t+1)*v], b[t*v:(t+1)*v]
-    if max(range(v), key=ra.__getitem__) != max(range(v), key=rb.__getitem__): sys.exit("argmax differs at %d" % t)
-    worst = max(worst, max(abs(x - y) for x, y in zip(ra, rb)) / max(abs(x) for x in ra))
-print("max rel diff %.2e" % worst)
-sys.exit(0 if worst <= 1e-3 else 1)
-PY
-) && ok || bad "logits $arch vulkan vs cpu: $msg"
+    msg=$(cmp_logits "$tmp/$arch-cpu.bin" "$tmp/$arch-vulkan.bin" 1e-3 2 2>&1) && ok || bad "logits $arch vulkan vs cpu: $msg"
 done
 
 # 2. a device clearly better for experts gets them
