@@ -10,6 +10,7 @@
 #include "het/pool.h"
 #include "sched/clock.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,31 @@ static void forward_copies(het_device *dev)
     dev->pool_copied = dev->stats.copied_bytes;
 }
 
+/* A node's kind for het_device_has_run: its op, and bit 2 * type of its
+ * first operand + 1 when it has several rows (a matmul's GEMV and GEMM
+ * kernels differ). */
+_Static_assert(2 * HET_TYPE_COUNT <= 64, "het_device.ran holds two bits per type");
+
+static bool node_kind(const struct het_tensor *t, unsigned *op, unsigned *bit)
+{
+    const struct het_tensor *a = t->src[0] ? t->src[0] : t, *rows = t->src[1] ? t->src[1] : t;
+    if ((unsigned)t->op >= HET_OP_COUNT || (unsigned)a->type >= HET_TYPE_COUNT) return false;
+    *op = (unsigned)t->op;
+    *bit = 2u * (unsigned)a->type + (rows->ne[1] * rows->ne[2] * rows->ne[3] > 1);
+    return true;
+}
+
+bool het_device_has_run(const het_device *dev, const struct het_tensor *node)
+{
+    unsigned op, bit;
+    return node_kind(node, &op, &bit) && (dev->ran[op] >> bit & 1u);
+}
+
+double het_device_build_estimate_us(const het_device *dev)
+{
+    return dev->stats.n_builds ? dev->stats.build_us / (double)dev->stats.n_builds : NAN;
+}
+
 enum het_status het_device_run_split(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err)
 {
     double t0 = het_now_us();
@@ -89,6 +115,10 @@ enum het_status het_device_run_split(het_device *dev, struct het_tensor *const *
     if (st == HET_OK) {
         dev->stats.n_splits++;
         dev->stats.n_nodes += (uint64_t)n;
+        for (int i = 0; i < n; i++) {
+            unsigned op, bit;
+            if (node_kind(nodes[i], &op, &bit)) dev->ran[op] |= 1ull << bit;
+        }
     } else if (err) {
         het_error_prefix(err, "%s", dev->name);
     }
@@ -146,7 +176,7 @@ void het_device_unregister_pool(het_device *dev, struct het_pool *pool)
 
 const char *het_device_pool_import(const het_device *dev) { return dev->pool_import; }
 
-size_t het_device_drop_weight_pages(het_device *dev, const struct het_tensor *t)
+size_t het_device_drop_weight_pages(het_device *dev, struct het_tensor *t)
 {
     if (!(t->flags & HET_TENSOR_FLAG_DROPPABLE) || !t->data || t->view_src) return 0;
     const long ps = sysconf(_SC_PAGESIZE);
@@ -156,6 +186,7 @@ size_t het_device_drop_weight_pages(het_device *dev, const struct het_tensor *t)
     const uintptr_t hi = ((uintptr_t)t->data + het_nbytes(t)) & ~(page - 1);
     if (hi <= lo || madvise((void *)lo, hi - lo, MADV_DONTNEED) != 0) return 0;
     dev->stats.dropped_bytes += hi - lo;
+    t->flags |= HET_TENSOR_FLAG_DROPPED;
     return hi - lo;
 }
 

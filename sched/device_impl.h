@@ -99,6 +99,7 @@ struct het_device {
     int                     pool_refs;    /* schedulers holding that registration                   */
     uint64_t                pool_copied;  /* stats.copied_bytes already forwarded to the pool       */
     char                    pool_import[96]; /* how it reaches the pool (register_pool may set it)   */
+    uint64_t                ran[HET_OP_COUNT]; /* kinds of node run: bit 2*type + (several rows)    */
 };
 
 /* Dispatchers (apply the optional-slot defaults, keep stats). */
@@ -111,6 +112,13 @@ enum het_status het_device_prepare_weights(het_device *dev, struct het_tensor *c
                                            het_error *err);
 enum het_status het_device_run_split(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err);
 enum het_status het_device_sync(het_device *dev, het_error *err);
+/* Has a node of node's kind (op, first operand's type, one row or several)
+ * run on dev? Where caps.builds_kernels, one that has not may build a
+ * kernel when it first runs. */
+bool            het_device_has_run(const het_device *dev, const struct het_tensor *node);
+/* What building one kernel took on dev, on average, in this process
+ * (stats.build_us / n_builds); NAN before the first build. */
+double          het_device_build_estimate_us(const het_device *dev);
 /* Register pool with dev (first call imports it; later calls with the same
  * pool only count a reference). HET_ERR_INVALID when dev already holds
  * another pool; the device's own error when it refuses the import. */
@@ -131,8 +139,8 @@ het_device *het_device_new(const struct het_device_i *iface, enum het_device_kin
  * HET_TENSOR_FLAG_DROPPABLE, give the whole pages of its bytes in the file
  * mapping back to the kernel (madvise DONTNEED; they stay in the page cache
  * and fault back in from the file if anything reads them again) and count
- * them in dev->stats.dropped_bytes. Returns the bytes dropped (0 when t is
+ * them in dev->stats.dropped_bytes; t gets HET_TENSOR_FLAG_DROPPED. Returns the bytes dropped (0 when t is
  * not droppable). */
-size_t het_device_drop_weight_pages(het_device *dev, const struct het_tensor *t);
+size_t het_device_drop_weight_pages(het_device *dev, struct het_tensor *t);
 
 #endif /* HET_DEVICE_IMPL_H */

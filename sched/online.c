@@ -12,7 +12,14 @@
  * that write through a view (the KV-cache copy) or read indices the graph
  * computed are never probed, unless those indices are kept to the graph's
  * end (a MoE layer's expert ids: its mul_mat_id nodes are probed, costed
- * with the experts the plan assumed).
+ * with the experts the plan assumed). Nor does a device that reads weights
+ * in place probe a node whose weights' file pages a repacking device gave
+ * back: it would time their re-read from the file. A node whose kernel the
+ * device has not built yet (caps.builds_kernels: lavapipe compiles each
+ * pipeline with LLVM, up to a second) is probed only when the credit left
+ * pays the build as the device has measured it; before it has built
+ * anything, not at all: calibration measured that device, and exploring
+ * it online is worth a few percent of a run, not a second of it.
  *
  * Which nodes: first the (device, class, type, shape bucket) keys of the
  * graph that have fewer than HET_HISTORY_MIN_OBS observations, on every
@@ -118,6 +125,33 @@ static bool probeable(const struct het_tensor *t)
     return true;
 }
 
+/* Would device d read weights in place whose file pages another device gave
+ * back (HET_TENSOR_FLAG_DROPPED)? A probe there would fault them in from the
+ * file: it times the disk, not the device, and fills memory that the run
+ * does not use (a 30B mixture's experts, re-read per probe, made the default
+ * devices lose to the CPU alone while the plan was all-CPU). Such keys keep
+ * their calibrated prediction. */
+static bool faults_weights(const het_sched *s, int d, const struct het_tensor *t)
+{
+    if (het_device_get_caps(s->devices[d])->repacks_weights) return false;
+    for (int k = 0; k < HET_MAX_SRC; k++)
+        if (t->src[k] && (het_tensor_owner((struct het_tensor *)t->src[k])->flags & HET_TENSOR_FLAG_DROPPED))
+            return true;
+    return false;
+}
+
+/* What node's first run on device d would add by building its kernel: 0
+ * when d builds none or has run that kind of node already; otherwise what
+ * a build took there so far, and INFINITY before d has built anything (a
+ * CPU-type Vulkan driver compiles with LLVM: up to a second a kernel). */
+static double build_cost_us(const het_sched *s, int d, const struct het_tensor *node)
+{
+    const het_device *dev = s->devices[d];
+    if (!het_device_get_caps(dev)->builds_kernels || het_device_has_run(dev, node)) return 0;
+    const double b = het_device_build_estimate_us(dev);
+    return isfinite(b) ? b : INFINITY;
+}
+
 static enum het_status probe_buffer(het_sched *s, size_t need, het_error *err)
 {
     if (need <= s->probe_size) return HET_OK;
@@ -201,7 +235,7 @@ static int gather(het_sched *s, const het_graph *g, const struct het_plan *plan,
         if (oc.cls == HET_OPCLASS_NONE) continue;
         for (int d = 0; d < s->n_devices; d++) {
             double alt = plan->nodes[i].alt_us[d];
-            if (isnan(alt) || !learns(s, d)) continue;
+            if (isnan(alt) || !learns(s, d) || faults_weights(s, d, t)) continue;
             struct het_history_stat hs;
             het_profile_history_of(s->profiles[d], &oc, &hs);
             uint32_t b = het_op_cost_bucket(&oc);
@@ -291,12 +325,20 @@ enum het_status het_sched_online_after(het_sched *s, const het_graph *g, struct 
         for (int k = 0; k < n; k++) done[k] = e->reprobe > 0 && !c[k].chosen; /* a miss: the plan's own keys */
     }
     const double budget = s->probe_credit_us, t0 = het_now_us();
+    bool probed = false;
     for (int turn = 0;; turn++) {
-        if (turn > 0 && (refresh || het_now_us() - t0 > budget)) break;
+        if (probed && (refresh || het_now_us() - t0 > budget)) break;
         /* rejected keys first on odd graphs, chosen ones first on even graphs */
         int k = pick(c, n, done, turn + (int)(s->n_online_graphs % 2), refresh);
         if (k < 0) break;
         const struct het_tensor *node = het_graph_node(g, c[k].node);
+        /* a kernel not built yet is probed only when the credit left pays
+         * its build: it is never repaid by what the probe teaches */
+        if (build_cost_us(s, c[k].dev, node) > budget - (het_now_us() - t0)) {
+            done[k] = true;
+            continue;
+        }
+        probed = true;
         /* a key short of observations gets them in one go, budget allowing */
         int want = refresh ? 1 : HET_HISTORY_MIN_OBS - c[k].n_obs;
         for (int r = 0; r < want && st == HET_OK; r++) {

@@ -6,7 +6,8 @@
  * the uniform expectation's; plans made before are re-made; a scheduler
  * that has run nothing still expects uniform routing. With online
  * correction the experts' node is probed (its ids are kept to the graph's
- * end) and its history is kept under class moe.
+ * end) and its history is kept under class moe, except on a device that
+ * would read in place weights whose file pages were dropped.
  */
 #include "het/plan.h"
 #include "het/profile.h"
@@ -114,12 +115,21 @@ int main(void)
           pn ? pn->pred_us : NAN, pred_b);
 
     /* online: a mul_mat_id whose ids were computed (a router's top_k) is
-     * probed when they are kept to the graph's end, and only then */
+     * probed when they are kept to the graph's end, and only then; and not
+     * on a device that reads weights in place when another device gave the
+     * weights' file pages back (the probe would time their re-read) */
     dev->caps.host_timed = true;
     sp.online = true;
-    for (int kept = 1; kept >= 0; kept--) {
+    const struct { bool kept, dropped, repacks, probed; } cases[] = {
+        { true, false, false, true }, { false, false, false, false },
+        { true, true, false, false }, { true, true, true, true },
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const bool kept = cases[ci].kept;
+        dev->caps.repacks_weights = cases[ci].repacks;
         het_sched *on = het_sched_init(&sp, &err);
         het_graph *c = moe_graph(32);
+        if (cases[ci].dropped) het_graph_node(c, 0)->src[0]->flags |= HET_TENSOR_FLAG_DROPPED;
         CHECK(on && het_sched_alloc_graph(on, c, &err) == HET_OK, "online sched: %s", err.msg);
         struct het_tensor *cids = het_graph_node(c, 0)->src[2];
         for (int64_t t = 0; t < 32; t++)
@@ -143,12 +153,13 @@ int main(void)
             struct het_history_info hi;
             if (het_profile_history_at(lp, i, &hi)) *(hi.cls == HET_OPCLASS_MOE ? &n_moe : &n_other) += hi.n_obs;
         }
-        if (kept)
+        if (cases[ci].probed)
             CHECK(st.n_probes > 0 && n_other == 0 && (n_moe > 0 || st.n_probes_disturbed == st.n_probes),
-                  "online correction probes the experts' node: %llu probes (%llu disturbed), %d observations",
-                  (unsigned long long)st.n_probes, (unsigned long long)st.n_probes_disturbed, n_moe);
+                  "case %zu: online correction probes the experts' node: %llu probes (%llu disturbed), %d observations",
+                  ci, (unsigned long long)st.n_probes, (unsigned long long)st.n_probes_disturbed, n_moe);
         else
-            CHECK(st.n_probes == 0 && n_moe == 0, "ids that may be overwritten: not probed (%llu probes)",
+            CHECK(st.n_probes == 0 && n_moe == 0, "case %zu (%s): not probed (%llu probes)", ci,
+                  kept ? "weights' pages dropped, read in place" : "ids that may be overwritten",
                   (unsigned long long)st.n_probes);
         het_graph_free(c);
         het_sched_free(on);

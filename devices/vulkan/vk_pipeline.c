@@ -12,8 +12,10 @@
  * by). Kernels with reductions come in two builds, with subgroup arithmetic
  * and with shared memory only; the device's reported subgroup support
  * picks one. Whether the row kernels run is decided here too (rows_suit).
+ * Builds are timed into the device's stats (n_builds, build_us).
  */
 #include "devices/vulkan/vk_internal.h"
+#include "sched/clock.h"
 
 #include "shaders/attn.spv.h"
 #include "shaders/attn_rows.spv.h"
@@ -223,7 +225,12 @@ enum het_status het_vk_pipeline_get(struct het_vk_ctx *ctx, enum het_vk_kernel k
         },
         .layout = ctx->layout,
     };
+    /* timed for the scheduler: a CPU-type driver compiles with LLVM here
+     * (up to a second a kernel), and probing a kernel not built yet pays it */
+    const double t0 = het_now_us();
     VkResult r = vkCreateComputePipelines(ctx->device, VK_NULL_HANDLE, 1, &pci, NULL, &ctx->pipes[k][slot]);
+    ctx->dev->stats.n_builds++;
+    ctx->dev->stats.build_us += het_now_us() - t0;
     if (r != VK_SUCCESS) {
         ctx->pipes[k][slot] = VK_NULL_HANDLE;
         char what[80];

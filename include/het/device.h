@@ -51,6 +51,9 @@ struct het_device_caps {
                               an emulation; its profile comes from its cost model)        */
     bool repacks_weights;  /* prepare_weights keeps its own layout of the weights in the
                               memory pool (the pool is sized for it)                      */
+    bool builds_kernels;   /* compiles a kernel the first time a kind of node runs (a
+                              Vulkan driver's pipelines): that first run pays the build,
+                              counted in stats.n_builds / build_us                        */
 };
 const struct het_device_caps *het_device_get_caps(const het_device *dev);
 
@@ -73,6 +76,8 @@ struct het_device_stats {
     uint64_t copied_bytes;   /* bytes copied because memory was not shared   */
     double   busy_us;        /* wall time spent in run+sync, microseconds    */
     uint64_t dropped_bytes;  /* weight pages of the file mapping given back after repacking */
+    uint64_t n_builds;       /* kernels built on first use (caps.builds_kernels)          */
+    double   build_us;       /* wall time those builds took, microseconds                 */
 };
 void het_device_get_stats(const het_device *dev, struct het_device_stats *out);
 /* How the device reaches the memory pool it holds: "dma-buf import",

@@ -74,6 +74,9 @@ enum het_tensor_flag {
      * panels, tiles) may drop those pages; a later read faults them back in
      * from the file (set by het_model_prepare) */
     HET_TENSOR_FLAG_DROPPABLE = 1u << 4,
+    /* a droppable weight whose pages a device gave back after keeping its own
+     * copy: a device that reads it in place faults them back from the file */
+    HET_TENSOR_FLAG_DROPPED = 1u << 5,
 };
 
 struct het_tensor {
