@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_FILES 16
 
@@ -48,9 +49,17 @@ static enum het_status load_files(const char *list, het_profile **out, int max, 
     return HET_OK;
 }
 
+static void clock_time(int64_t t, char *buf, size_t size)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    strftime(buf, size, "%Y-%m-%d %H:%M", localtime_r(&tt, &tm));
+}
+
 /* A quick calibration of what p->needs asks, extending base (a cached
  * profile that lacks part of it) when given. One that stayed noisy is used
- * for this run, not cached: the scheduler corrects it while it runs. */
+ * for this run, not cached, and the refusal is recorded: later runs back
+ * off (refusal.c). One that is stored clears the record. */
 static het_profile *calibrate_now(het_device *dev, const struct het_profiles_params *p, const het_profile *base,
                                   het_error *err)
 {
@@ -58,11 +67,58 @@ static het_profile *calibrate_now(het_device *dev, const struct het_profiles_par
            base ? "the profile lacks parts of this model for" : "no profile yet for", het_device_name(dev),
            p->needs ? " of what this model needs" : "");
     struct het_calibrate_params cp = { .quick = true, .progress = p->progress, .progress_user = p->user,
-                                       .needs = p->needs, .base = base };
+                                       .needs = p->needs, .base = base, .test_disturbed = p->test_disturbed };
     het_profile *prof = het_calibrate_device(dev, &cp, err);
     if (prof && het_profile_noisy(prof) && p->accept_noisy) het_profile_set_noisy(prof, NULL);
+    if (!prof) return NULL;
     het_error serr = { 0 };
-    if (prof && het_profile_cache_store(prof, &serr) != HET_OK) notice(p, "%s; using it for this run only", serr.msg);
+    if (het_profile_noisy(prof)) {
+        struct het_calibrate_refusal r;
+        if (het_calibrate_refusal_record(dev, het_calibrate_needs_key(p->needs), het_profile_noisy(prof),
+                                         (int64_t)time(NULL), &r, &serr) != HET_OK) {
+            notice(p, "profile of %s not cached: %s; using it for this run only (%s)", het_device_name(dev),
+                   het_profile_noisy(prof), serr.msg);
+            return prof;
+        }
+        char when[32];
+        clock_time(r.retry_s, when, sizeof when);
+        notice(p, "profile of %s not cached: %s; using it for this run only. Refused %d time%s in a row: no "
+               "calibration of %s before %s (`hetrun calibrate` measures now)", het_device_name(dev),
+               het_profile_noisy(prof), r.count, r.count == 1 ? "" : "s", het_device_name(dev), when);
+    } else if (het_profile_cache_store(prof, &serr) != HET_OK) {
+        notice(p, "%s; using it for this run only", serr.msg);
+    } else if (het_calibrate_refusal_clear(dev, &serr) != HET_OK) {
+        notice(p, "%s", serr.msg);
+    }
+    return prof;
+}
+
+/* While a refused calibration of these needs backs off: the profile used
+ * without one (the cached one lacking parts, else the unmeasured default),
+ * its label saying so; NULL (nothing to back off from) otherwise. */
+static het_profile *backing_off(het_device *dev, const struct het_profiles_params *p, het_profile *cached)
+{
+    struct het_calibrate_refusal r;
+    bool found = false;
+    het_error lerr = { 0 };
+    if (het_calibrate_refusal_load(dev, &r, &found, &lerr) != HET_OK) {
+        notice(p, "%s: ignored (the next calibration replaces it)", lerr.msg);
+        return NULL;
+    }
+    int64_t now = (int64_t)time(NULL);
+    if (!found || r.needs_key != het_calibrate_needs_key(p->needs) || now >= r.retry_s) return NULL;
+    het_profile *prof = cached ? cached : het_profile_default(dev);
+    if (!prof) return NULL;
+    char when[32], label[512];
+    clock_time(r.retry_s, when, sizeof when);
+    if (!cached) { /* (a cached profile keeps its label: it may be stored again with what it learns) */
+        snprintf(label, sizeof label, "unmeasured: calibration refused %d time%s in a row (busy machine), next try "
+                 "after %s; %s", r.count, r.count == 1 ? "" : "s", when, het_profile_label(prof));
+        het_profile_set_label(prof, false, label);
+    }
+    notice(p, "%s: calibration refused %d time%s in a row (%s); using %s until %s (`hetrun calibrate` measures now)",
+           het_device_name(dev), r.count, r.count == 1 ? "" : "s", r.why,
+           cached ? "the cached profile, which lacks parts of this model," : "its unmeasured default profile", when);
     return prof;
 }
 
@@ -96,6 +152,8 @@ static het_profile *profile_for(het_device *dev, const struct het_profiles_param
     if (cached && (!p->needs || het_profile_covers(cached, p->needs))) return cached;
     if ((p->files && !strcmp(p->files, "default")) || p->no_calibration) /* asked not to measure */
         return cached ? cached : het_profile_default(dev); /* labelled unmeasured */
+    het_profile *waiting = p->recalibrate ? NULL : backing_off(dev, p, cached);
+    if (waiting) return waiting;
     het_profile *prof = calibrate_now(dev, p, cached, &cerr);
     if (!prof) {
         notice(p, "%s; using its %s profile", cerr.msg, cached ? "cached" : "unmeasured default");

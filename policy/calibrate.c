@@ -41,7 +41,10 @@
 
 #include "het/model.h"
 
+#include "sched/clock.h"
+
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -65,7 +68,50 @@ struct cal {
     struct het_calibrate_report rep;
     int busy_run;                    /* consecutive points still disturbed     */
     double cold_bytes;               /* weight bytes that leave the caches     */
+    struct het_calibrate_stage *stage; /* where time is being counted now      */
+    double stage_t0;
 };
+
+/* Count time in the stage called name from now on (one of that name
+ * already there continues; past the last slot, "others"). */
+static void stage_begin(struct cal *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void stage_begin(struct cal *c, const char *fmt, ...)
+{
+    char name[sizeof c->rep.stages[0].name];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    struct het_calibrate_report *r = &c->rep;
+    c->stage = NULL;
+    for (int i = 0; i < r->n_stages && !c->stage; i++)
+        if (!strcmp(r->stages[i].name, name)) c->stage = &r->stages[i];
+    if (!c->stage && r->n_stages < HET_CALIBRATE_MAX_STAGES) {
+        c->stage = &r->stages[r->n_stages++];
+        memset(c->stage, 0, sizeof *c->stage);
+        snprintf(c->stage->name, sizeof c->stage->name, "%s", name);
+    }
+    if (!c->stage) {
+        c->stage = &r->stages[HET_CALIBRATE_MAX_STAGES - 1];
+        snprintf(c->stage->name, sizeof c->stage->name, "others");
+    }
+    c->stage_t0 = het_now_us();
+}
+
+static void stage_end(struct cal *c)
+{
+    if (c->stage) c->stage->seconds += (het_now_us() - c->stage_t0) / 1e6;
+    c->stage = NULL;
+}
+
+/* one timed point: its runs (the warm-up too) */
+static void stage_count(struct cal *c, const struct het_mbench_result *r)
+{
+    if (!c->stage) return;
+    c->stage->points++;
+    c->stage->runs += r->n_reps + 1;
+    c->stage->warmup_seconds += r->warmup_us / 1e6;
+}
 
 static void tick(struct cal *c, const char *what)
 {
@@ -97,19 +143,26 @@ static struct het_tensor *leaf(het_graph *g, enum het_type t, int64_t a, int64_t
 struct bench {
     struct het_mbench mb;
     het_device *dev;
+    struct cal *c;
 };
 
 static enum het_status bench_open(struct cal *c, struct bench *b, het_graph *g, het_error *err)
 {
+    double t0 = het_now_us();
     memset(b, 0, sizeof *b);
     b->mb.g = g;
     b->dev = c->dev;
-    return het_mbench_alloc(&b->mb, &b->dev, 1, err); /* after allocation: a device may look at the storage */
+    b->c = c;
+    enum het_status st = het_mbench_alloc(&b->mb, &b->dev, 1, err); /* after allocation: a device may look at the storage */
+    if (c->stage) c->stage->setup_seconds += (het_now_us() - t0) / 1e6;
+    return st;
 }
 
 static void bench_close(struct bench *b)
 {
+    double t0 = het_now_us();
     het_mbench_free(&b->mb);
+    if (b->c && b->c->stage) b->c->stage->setup_seconds += (het_now_us() - t0) / 1e6;
 }
 
 /* ---------------------------------------------------------------------------
@@ -132,6 +185,7 @@ static enum het_status time_nodes(struct cal *c, struct bench *b, int first, int
     struct het_mbench_result r;
     enum het_status st = het_mbench_time_split(b->dev, &b->mb, first, n, &c->timing, &r, err);
     if (st != HET_OK) return st;
+    stage_count(c, &r);
     /* the split's fixed cost comes off, but never more than a tenth: on a
      * busy machine it can come out in milliseconds */
     *per = (r.us - fmin(c->split_us, 0.1 * r.us)) / n;
@@ -244,7 +298,9 @@ static enum het_status calibrate_split(struct cal *c, het_error *err)
     if (st == HET_OK && !all_supported(c->dev, g, 0, 32))
         st = het_error_set(err, HET_ERR_UNSUPPORTED, "calibrate: %s cannot run scale", het_device_name(c->dev));
     if (st == HET_OK) st = het_mbench_time_split(c->dev, &b.mb, 0, 1, &c->timing, &r1, err);
+    if (st == HET_OK) stage_count(c, &r1);
     if (st == HET_OK) st = het_mbench_time_split(c->dev, &b.mb, 0, 32, &c->timing, &r32, err);
+    if (st == HET_OK) stage_count(c, &r32);
     bench_close(&b);
     if (st != HET_OK) return st;
     double per = fmax(0, (r32.us - r1.us) / 31), split = fmax(0, r1.us - per);
@@ -469,6 +525,7 @@ static enum het_status calibrate_small(struct cal *c, het_error *err)
         int from = 0;
         het_profile_samples(c->prof, small_cls[op], HET_TYPE_F32, &from);
         double prev_work = 0, prev_us = 0;
+        stage_begin(c, "%s", small_names[op]);
         for (int i = 0; i < n_rows; i++) {
             het_graph *g = small_graph(c, (enum small_op)op, rows[i], 8);
             if (!g) return het_error_set(err, HET_ERR_NOMEM, "calibrate: out of memory");
@@ -492,6 +549,7 @@ static enum het_status calibrate_small(struct cal *c, het_error *err)
             if (st == HET_ERR_UNSUPPORTED) continue; /* the device lacks it: no model, the planner routes around */
             if (st != HET_OK) return st;
         }
+        stage_end(c);
         drop_backward_outliers(c, small_cls[op], HET_TYPE_F32, from);
     }
     return HET_OK;
@@ -820,21 +878,32 @@ static enum het_status run_calibration(struct cal *c, het_error *err)
             n_moe += moe_points(c, pts);
     c->total = 3 + n_mm + n_moe + S_COUNT * (c->quick ? 3 : 6) + (c->quick ? 5 : 9);
     enum het_status st = HET_OK;
+    stage_begin(c, "split overhead");
     for (int i = 0; i < 3 && st == HET_OK; i++) st = calibrate_split(c, err);
+    stage_end(c);
     if (st == HET_OK) st = calibrate_small(c, err);
+    stage_begin(c, "attention");
     if (st == HET_OK) st = calibrate_attn(c, err);
+    stage_end(c);
     for (int i = 0; i < n_list && st == HET_OK; i++) {
         if (have_shape(c, &list[i])) continue;
         int n_ms = matmul_ms(c, &list[i], ms);
+        stage_begin(c, "matmul %s %lldx%lld", het_type_name(list[i].type), (long long)list[i].n, (long long)list[i].k);
         st = sweep_matmul(c, &list[i], ms, n_ms, err);
+        stage_end(c);
     }
     /* a MoE model's experts: only what the profile lacks */
     for (int i = 0; st == HET_OK && c->p->needs && c->needs.n_expert > 0 && i < c->needs.n_moe_shapes; i++) {
         const struct het_calibrate_shape *sh = &c->needs.moe_shapes[i];
-        if (!have_moe_shape(c->prof, sh) && moe_supported(c->dev, sh, c->needs.n_expert, c->needs.n_expert_used))
+        if (!have_moe_shape(c->prof, sh) && moe_supported(c->dev, sh, c->needs.n_expert, c->needs.n_expert_used)) {
+            stage_begin(c, "experts %s %lldx%lld", het_type_name(sh->type), (long long)sh->n, (long long)sh->k);
             st = sweep_moe(c, sh, err);
+            stage_end(c);
+        }
     }
+    stage_begin(c, "fit");
     if (st == HET_OK) st = het_profile_refit(c->prof, err);
+    stage_end(c);
     return st;
 }
 
@@ -853,7 +922,8 @@ het_profile *het_calibrate_device(het_device *dev, const struct het_calibrate_pa
     c.max_node_us = (p->max_node_ms > 0 ? p->max_node_ms : p->quick ? 30 : 200) * 1e3;
     c.timing = (struct het_mbench_timing){ .min_reps = p->quick ? 4 : 5, .max_reps = p->quick ? 12 : 20,
                                            .target_spread = p->quick ? 0.08 : 0.05,
-                                           .budget_us = p->quick ? 0.1e6 : 0.25e6 };
+                                           .budget_us = p->quick ? 0.1e6 : 0.25e6,
+                                           .all_disturbed = p->test_disturbed };
     if (p->base && het_profile_matches(p->base, dev)) {
         c.prof = het_profile_clone(p->base);
         c.rep.n_reused = c.prof ? het_profile_n_models(c.prof) : 0;

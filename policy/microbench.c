@@ -224,10 +224,12 @@ static enum het_status time_fn(const struct run_fn *f, const struct het_mbench_t
                                struct het_mbench_result *out, het_error *err)
 {
     double clean[256], all[256];
+    memset(out, 0, sizeof *out);
+    double start = het_now_us();
     enum het_status st = run_once(f, err); /* warm-up: first touch, pipelines, caches */
     int n = 0, nc = 0, max = t->max_reps < 256 ? t->max_reps : 256;
-    double start = het_now_us();
-    memset(out, 0, sizeof *out);
+    out->warmup_us = het_now_us() - start;
+    start = het_now_us();
     while (st == HET_OK && n < 256) {
         struct het_contention a, b;
         het_contention_now(&a);
@@ -236,7 +238,7 @@ static enum het_status time_fn(const struct run_fn *f, const struct het_mbench_t
         double us = het_now_us() - t0;
         het_contention_now(&b);
         all[n++] = us;
-        if (het_contention_disturbed(&a, &b, us)) out->n_disturbed++;
+        if (t->all_disturbed || het_contention_disturbed(&a, &b, us)) out->n_disturbed++;
         else clean[nc++] = us;
         double spent = het_now_us() - start;
         if (nc >= t->min_reps) {

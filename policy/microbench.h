@@ -24,6 +24,7 @@ struct het_mbench_timing {
     int    min_reps, max_reps;    /* repetitions kept (after one warm-up)   */
     double target_spread;         /* stop when (p75 - p25) / median is below */
     double budget_us;             /* stop after this long (once min_reps)   */
+    bool   all_disturbed;         /* (testing) count every repetition disturbed */
 };
 
 /* What a timing rests on. */
@@ -33,6 +34,7 @@ struct het_mbench_result {
     int    n_reps;      /* repetitions run (after the warm-up)                           */
     int    n_disturbed; /* of which other work on the machine delayed (sched/contention.c) */
     bool   contended;   /* fewer than min_reps undisturbed: us is then over every repetition */
+    double warmup_us;   /* the untimed first run                                          */
 };
 
 /* Give every storage-owning tensor of mb->g memory, fill leaves with valid

@@ -159,7 +159,7 @@ static enum het_status make_sched(het_session *s, het_error *err)
         het_calibrate_needs_of_model(s->model, &needs);
         struct het_profiles_params pp = {
             .files = s->p.profiles, .recalibrate = s->p.recalibrate, .no_calibration = s->p.no_calibration,
-            .log = s->p.log, .progress = s->p.progress, .user = s->p.user, .needs = &needs,
+            .test_disturbed = s->p.test_disturbed, .log = s->p.log, .progress = s->p.progress, .user = s->p.user, .needs = &needs,
         };
         st = het_profiles_acquire(s->devices, s->n_devices, &pp, s->profiles, err);
         if (st != HET_OK) return st;

@@ -15,6 +15,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 
 #define CAL_FLAGS "-m -t --device --devices --json -v --quick --recalibrate --types --ops --accept-noisy"
@@ -55,7 +56,27 @@ static int open_devices(const struct hr_opts *o, het_device **devs, int max)
     return n;
 }
 
-static het_profile *calibrate_one(het_device *dev, const struct hr_plan_opts *po, uint32_t types, bool *fresh)
+static void fmt_time(int64_t t, char *buf, size_t size)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    strftime(buf, size, "%Y-%m-%d %H:%M", localtime_r(&tt, &tm));
+}
+
+/* -v: where the time went */
+static void print_stages(het_device *dev, const struct het_calibrate_report *rep)
+{
+    fprintf(stderr, "%s: %-28s %8s %8s %8s %6s %6s\n", het_device_name(dev), "stage", "s", "set-up", "warm-up",
+            "points", "runs");
+    for (int i = 0; i < rep->n_stages; i++) {
+        const struct het_calibrate_stage *s = &rep->stages[i];
+        fprintf(stderr, "%s: %-28s %8.2f %8.2f %8.2f %6d %6d\n", het_device_name(dev), s->name, s->seconds,
+                s->setup_seconds, s->warmup_seconds, s->points, s->runs);
+    }
+}
+
+static het_profile *calibrate_one(het_device *dev, const struct hr_plan_opts *po, uint32_t types, bool verbose,
+                                  bool *fresh)
 {
     het_error err = { 0 };
     *fresh = false;
@@ -71,6 +92,17 @@ static het_profile *calibrate_one(het_device *dev, const struct hr_plan_opts *po
         fprintf(stderr, "%s: profile up to date (--recalibrate to measure again)\n", het_device_name(dev));
         return cached;
     }
+    struct het_calibrate_refusal prev;
+    bool refused = false;
+    if (het_calibrate_refusal_load(dev, &prev, &refused, &err) != HET_OK) {
+        fprintf(stderr, "hetrun calibrate: %s: ignored\n", err.msg);
+        err = (het_error){ 0 };
+    } else if (refused) {
+        char when[32];
+        fmt_time(prev.retry_s, when, sizeof when);
+        fprintf(stderr, "%s: the last calibration was refused (%d in a row; first-use calibrations wait until %s); "
+                "measuring now, as asked\n", het_device_name(dev), prev.count, when);
+    }
     char prefix[64];
     snprintf(prefix, sizeof prefix, "calibrating %s", het_device_name(dev));
     struct hr_progress pr;
@@ -78,7 +110,7 @@ static het_profile *calibrate_one(het_device *dev, const struct hr_plan_opts *po
     struct het_calibrate_report rep;
     struct het_calibrate_params cp = { .quick = po->quick, .types_mask = types, .progress = hr_progress,
                                        .progress_user = &pr, .needs = po->needs ? &needs : NULL, .base = cached,
-                                       .report = &rep };
+                                       .report = &rep, .test_disturbed = hr_test_disturbed() };
     double t0 = hr_now_ms();
     het_profile *p = het_calibrate_device(dev, &cp, &err);
     het_profile_free(cached);
@@ -89,16 +121,33 @@ static het_profile *calibrate_one(het_device *dev, const struct hr_plan_opts *po
     fprintf(stderr, "%s: calibrated in %.1f s: %d samples, %d measured again, %d still disturbed, %d outliers dropped%s\n",
             het_device_name(dev), (hr_now_ms() - t0) / 1e3, rep.n_samples, rep.n_remeasured, rep.n_noisy,
             rep.n_outliers, rep.n_reused ? " (extending the cached profile)" : "");
+    if (verbose) print_stages(dev, &rep);
     if (het_profile_noisy(p) && po->accept_noisy) {
         fprintf(stderr, "%s: %s; cached anyway (--accept-noisy)\n", het_device_name(dev), het_profile_noisy(p));
         het_profile_set_noisy(p, NULL);
     }
-    if (het_profile_cache_store(p, &err) != HET_OK) fprintf(stderr, "hetrun calibrate: %s\n", err.msg);
+    if (het_profile_noisy(p)) {
+        struct het_calibrate_refusal r;
+        if (het_calibrate_refusal_record(dev, het_calibrate_needs_key(po->needs ? &needs : NULL),
+                                         het_profile_noisy(p), (int64_t)time(NULL), &r, &err) != HET_OK) {
+            fprintf(stderr, "hetrun calibrate: %s\n", err.msg);
+        } else {
+            char when[32];
+            fmt_time(r.retry_s, when, sizeof when);
+            fprintf(stderr, "%s: not cached: refused %d time%s in a row; `hetrun run` and other first uses will not "
+                    "calibrate it again before %s (`hetrun calibrate` measures whenever asked; --accept-noisy "
+                    "caches it anyway)\n", het_device_name(dev), r.count, r.count == 1 ? "" : "s", when);
+        }
+    } else if (het_profile_cache_store(p, &err) != HET_OK) {
+        fprintf(stderr, "hetrun calibrate: %s\n", err.msg);
+    } else if (het_calibrate_refusal_clear(dev, &err) != HET_OK) {
+        fprintf(stderr, "hetrun calibrate: %s\n", err.msg);
+    }
     *fresh = true;
     return p;
 }
 
-static void handoffs(het_device **devs, het_profile **prof, const bool *fresh, int n, bool quick)
+static void handoffs(het_device **devs, het_profile **prof, const bool *fresh, int n, bool quick, bool verbose)
 {
     for (int a = 0; a < n; a++) {
         bool changed = false;
@@ -107,9 +156,13 @@ static void handoffs(het_device **devs, het_profile **prof, const bool *fresh, i
             if (!fresh[a] && !fresh[b] && het_profile_get_handoff(prof[a], het_device_name(devs[b]), NULL)) continue;
             het_error err = { 0 };
             struct het_calibrate_params cp = { .quick = quick };
+            double t0 = hr_now_ms();
             if (het_calibrate_handoff(devs[a], devs[b], prof[a], &cp, &err) != HET_OK)
                 fprintf(stderr, "hetrun calibrate: %s\n", err.msg);
             else changed = true;
+            if (verbose)
+                fprintf(stderr, "hand-off %s -> %s: measured in %.2f s\n", het_device_name(devs[a]),
+                        het_device_name(devs[b]), (hr_now_ms() - t0) / 1e3);
         }
         het_error err = { 0 };
         if (changed && !het_profile_noisy(prof[a]) && het_profile_cache_store(prof[a], &err) != HET_OK)
@@ -188,8 +241,8 @@ int cmd_calibrate(int argc, char **argv)
         return 1;
     }
     for (int i = 0; i < n && rc == 0; i++)
-        if (!(prof[i] = calibrate_one(devs[i], &po, types, &fresh[i]))) rc = 1;
-    if (rc == 0) handoffs(devs, prof, fresh, n, po.quick);
+        if (!(prof[i] = calibrate_one(devs[i], &po, types, o.verbose, &fresh[i]))) rc = 1;
+    if (rc == 0) handoffs(devs, prof, fresh, n, po.quick, o.verbose);
     if (rc == 0 && o.json) print_json(prof, n);
     else if (rc == 0) print_text(prof, n, po.ops);
     for (int i = 0; i < n; i++) {

@@ -98,7 +98,19 @@ static bool setup(struct planrun *r)
     if (r->what_if) so.plan.profile = "default"; /* the devices here only build the graph: no calibration */
     if (!hr_session_open(&r->s, &so, false)) return false;
     r->n_real = r->s.n_devices;
-    if (!hr_profiles_for(r->s.devices, r->n_real, &so.plan, r->prof)) return false;
+    /* the session's profiles (acquired for this model: measured, cached,
+     * or backing off from a refused calibration); one device has none */
+    bool have = r->n_real > 0;
+    for (int i = 0; i < r->n_real; i++) have &= het_session_profile(r->s.hs, i) != NULL;
+    for (int i = 0; have && i < r->n_real; i++)
+        if (!(r->prof[i] = het_profile_clone(het_session_profile(r->s.hs, i)))) {
+            hr_error(&r->o, "out of memory");
+            return false;
+        }
+    struct het_calibrate_needs needs; /* else a first-use calibration measures what this model needs */
+    het_calibrate_needs_of_model(r->s.model, &needs);
+    so.plan.needs = &needs;
+    if (!have && !hr_profiles_for(r->s.devices, r->n_real, &so.plan, r->prof)) return false;
     r->n_dev = r->n_real + hr_profiles_extra(&r->po, r->s.devices, r->n_real, r->prof + r->n_real, MAXD - r->n_real);
     for (int i = 0; i < r->n_dev; i++) r->names[i] = het_profile_device_name(r->prof[i]);
     if (r->po.measure && r->n_dev > r->n_real) {

@@ -19,6 +19,12 @@
  * flags                                                                     */
 
 
+bool hr_test_disturbed(void)
+{
+    const char *env = getenv("HET_TEST_DISTURBED");
+    return env && !strcmp(env, "1");
+}
+
 void hr_progress_init(struct hr_progress *p, const char *prefix)
 {
     p->prefix = prefix;
@@ -64,6 +70,7 @@ static struct het_profiles_params profiles_params(const struct hr_plan_opts *po,
     return (struct het_profiles_params){
         .files = po->profile, .recalibrate = po->recalibrate, .no_calibration = env && !strcmp(env, "0"),
         .log = log_line, .progress = hr_progress, .user = pr, .needs = po->needs, .accept_noisy = po->accept_noisy,
+        .test_disturbed = hr_test_disturbed(),
     };
 }
 

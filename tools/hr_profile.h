@@ -45,6 +45,10 @@ struct hr_progress {
     double      last_ms;     /* when the last plain line was printed */
     bool        tty;
 };
+/* HET_TEST_DISTURBED=1 (tests): calibrations count every repetition as
+ * disturbed, as on a machine that is always busy. */
+bool hr_test_disturbed(void);
+
 void hr_progress_init(struct hr_progress *p, const char *prefix);
 void hr_progress(void *user, double fraction, const char *what);
 

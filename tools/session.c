@@ -43,6 +43,7 @@ bool hr_session_params(const struct hr_opts *o, struct het_session_params *p)
     p->recalibrate = o->plan.recalibrate;
     const char *cal = getenv("HET_CALIBRATE");
     p->no_calibration = cal && !strcmp(cal, "0");
+    p->test_disturbed = hr_test_disturbed();
     p->has_accuracy_budget = o->plan.accuracy_budget != NULL;
     p->accuracy_budget = o->plan.budget_kl;
     p->sensitivity = o->plan.sensitivity;

@@ -362,6 +362,22 @@ struct het_calibrate_params {
     const het_profile *base;
     /* (optional, out) how the measurement went */
     struct het_calibrate_report *report;
+    /* (testing) count every repetition as disturbed by other work, as on a
+     * machine that is always busy, so the refusal path can be tested
+     * without load (hetrun sets it from HET_TEST_DISTURBED=1) */
+    bool     test_disturbed;
+};
+
+/* Where a calibration's time went, per stage (the split overhead, each
+ * small op, attention, each matmul or expert shape). */
+#define HET_CALIBRATE_MAX_STAGES 24
+struct het_calibrate_stage {
+    char   name[48];
+    double seconds;        /* wall time of the stage                                        */
+    double setup_seconds;  /* of which making graphs, weights and preparing them            */
+    double warmup_seconds; /* of which first runs (a Vulkan device compiles pipelines then)  */
+    int    points;         /* points timed, re-measurements included                        */
+    int    runs;           /* graph runs, warm-ups included                                 */
 };
 
 struct het_calibrate_report {
@@ -371,6 +387,8 @@ struct het_calibrate_report {
     int  n_outliers;       /* samples still off the trend after re-measuring (dropped)      */
     int  n_reused;         /* models taken from params.base                                 */
     bool noisy;            /* the profile is marked noisy (het_profile_noisy): not cached   */
+    int  n_stages;         /* (the last one takes what does not fit)                        */
+    struct het_calibrate_stage stages[HET_CALIBRATE_MAX_STAGES];
 };
 
 /* Calibrate dev into a new profile. Emulated devices are refused
@@ -387,6 +405,50 @@ enum het_status het_calibrate_handoff(het_device *from, het_device *to, het_prof
                                       const struct het_calibrate_params *params, het_error *err);
 
 /* ---------------------------------------------------------------------------
+ * Refused calibrations (policy/refusal.c). A calibration the cache refused
+ * (noisy: the machine was busy) is remembered beside the profile it would
+ * have been (<name>-<hash>.refused in the profile cache folder, keyed by the
+ * device identity and het version, and inside by what was to be measured),
+ * with how many times in a row. First-use calibrations of the same needs
+ * then back off: none before het_calibrate_backoff_s(count) has passed since
+ * the last refusal. A calibration that is stored clears the record.       */
+
+struct het_calibrate_refusal {
+    uint64_t needs_key;        /* het_calibrate_needs_key of what was to be measured */
+    int      count;            /* refusals in a row (>= 1)                          */
+    int64_t  first_s, last_s;  /* the first and the latest, unix seconds            */
+    int64_t  retry_s;          /* no first-use calibration before, unix seconds     */
+    char     why[256];         /* the latest refusal's reason                       */
+};
+
+/* Seconds to wait after the count-th refusal in a row: 10 min, doubling per
+ * refusal, at most 24 h (HET_CALIBRATE_BACKOFF_MAX_S). */
+#define HET_CALIBRATE_BACKOFF_FIRST_S 600
+#define HET_CALIBRATE_BACKOFF_MAX_S   86400
+int64_t         het_calibrate_backoff_s(int count);
+/* A key of what a calibration measures (needs NULL: the generic set). */
+uint64_t        het_calibrate_needs_key(const struct het_calibrate_needs *needs);
+/* Parse a record (a cache file's text: untrusted). HET_ERR_INVALID naming
+ * the line and field at fault. */
+enum het_status het_calibrate_refusal_parse(const char *text, size_t len, struct het_calibrate_refusal *out,
+                                            het_error *err);
+/* The record's text (what het_calibrate_refusal_parse reads) into buf. */
+enum het_status het_calibrate_refusal_format(const struct het_calibrate_refusal *r, char *buf, size_t size,
+                                             het_error *err);
+/* dev's record into *out, *found false when there is none. A file that
+ * cannot be read or parsed: HET_ERR_INVALID or HET_ERR_IO naming it (the
+ * caller treats it as no record; the next refusal or success replaces it). */
+enum het_status het_calibrate_refusal_load(const het_device *dev, struct het_calibrate_refusal *out, bool *found,
+                                           het_error *err);
+/* Record a refusal of dev's calibration of needs_key at now_s: the count goes
+ * on from a record of the same needs, else starts at 1. *out (optional)
+ * receives the record stored. */
+enum het_status het_calibrate_refusal_record(const het_device *dev, uint64_t needs_key, const char *why, int64_t now_s,
+                                             struct het_calibrate_refusal *out, het_error *err);
+/* Forget dev's record (none is fine). */
+enum het_status het_calibrate_refusal_clear(const het_device *dev, het_error *err);
+
+/* ---------------------------------------------------------------------------
  * Acquisition (policy/acquire.c): a profile for every device of a set, as a
  * session gets them.                                                       */
 
@@ -400,6 +462,7 @@ struct het_profiles_params {
      * extended (het_profile_covers) */
     const struct het_calibrate_needs *needs;
     bool        accept_noisy;    /* cache a calibration that stayed noisy anyway    */
+    bool        test_disturbed;  /* (testing) het_calibrate_params.test_disturbed   */
     /* (optional) one line per notice (a calibration starting, a hand-off being
      * measured, a profile that could not be stored) */
     void      (*log)(void *user, const char *line);
@@ -410,12 +473,14 @@ struct het_profiles_params {
 /* One profile per device into out[n] (owned by the caller), in this order: a
  * --profile file entry with the device's name; the NPU's cost model; the
  * cache (unless recalibrate) when it covers needs; the cached or unmeasured
- * default profile when files is "default" or no_calibration; else a quick
+ * default profile when files is "default" or no_calibration; the same while
+ * a refused calibration of these needs backs off (het_calibrate_refusal:
+ * labelled refused, with a notice; recalibrate tries anyway); else a quick
  * calibration now of what needs asks (extending the cached profile), stored
- * in the cache unless it stayed noisy (then used as it is, with a notice;
- * when it fails: the cached or unmeasured default, with a notice). Hand-offs
- * between measured devices are measured when missing or when either side
- * is new (not with files), and stored. */
+ * in the cache unless it stayed noisy (then used as it is, the refusal
+ * recorded, with a notice; when it fails: the cached or unmeasured default,
+ * with a notice). Hand-offs between measured devices are measured when
+ * missing or when either side is new (not with files), and stored. */
 enum het_status het_profiles_acquire(het_device *const *devs, int n, const struct het_profiles_params *p,
                                      het_profile **out, het_error *err);
 /* The profiles in p->files that match none of devs (devices to simulate)

@@ -72,6 +72,7 @@ struct het_session_params {
                                     defaults; NULL: cache, else calibrate                  */
     bool        recalibrate;     /* measure again even when a profile is cached            */
     bool        no_calibration;  /* never calibrate: unmeasured defaults when not cached   */
+    bool        test_disturbed;  /* (testing) het_calibrate_params.test_disturbed           */
     /* accuracy budget (lossy devices: the NPU) */
     bool        has_accuracy_budget;
     double      accuracy_budget; /* mean KL per position (nats) the lossy devices may add  */
