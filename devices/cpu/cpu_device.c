@@ -13,13 +13,14 @@
  * the kernels saturate.
  *
  * Matmul weights are repacked once at load into panels (3-D expert tensors
- * one block per expert, only when their file pages can go); when the scheduler
- * registers a memory pool with the device, the panels are slices of it
- * (every tensor of a run lives in the pool), else aligned host memory.
+ * one block per expert, only when their file pages can go). The panels are
+ * the CPU's own layout, which no other device reads: they live in private
+ * memory with huge pages (panel_arena.c says why), not in the memory pool.
  */
 #include "devices/cpu/cpu_ops.h"
 #include "devices/cpu/cpu_pool.h"
 #include "devices/cpu/cpu_profile.h"
+#include "devices/cpu/panel_arena.h"
 #include "devices/cpu/quant_dot.h"
 #include "het/pool.h"
 #include "sched/device_impl.h"
@@ -48,9 +49,8 @@ struct cpu_context {
     size_t                  wsize;
     struct het_tensor     **packed_t;   /* weights whose t->extra we own      */
     void                  **packed;     /* load-time weight panels (t->extra) */
-    struct het_slice       *packed_sl;  /* their pool slices (size 0: host memory) */
+    struct het_panel_arena **packed_in; /* the arena each panel was taken from */
     int                     n_packed, cap_packed;
-    het_pool               *pool;       /* panels go here once a pool is registered */
     size_t                  packed_bytes;
     struct het_cpu_profile *profile;    /* HET_CPU_PROFILE set: per-node times */
     het_cpu_pool           *threads;    /* n_threads - 1 workers                */
@@ -247,37 +247,11 @@ static bool cpu_lean_weights(const struct cpu_context *c, struct het_tensor *con
     return extra > total / 8;
 }
 
-/* Room for one weight's panels: a pool slice when a pool is registered. */
-static enum het_status panel_alloc(struct cpu_context *c, size_t size, const struct het_tensor *t, void **buf,
-                                   struct het_slice *sl, het_error *err)
-{
-    if (c->pool) {
-        enum het_status st = het_pool_alloc(c->pool, size, 0, sl, err);
-        if (st != HET_OK) {
-            if (err) het_error_prefix(err, "cpu: panels of '%s'", t->name);
-            return st;
-        }
-        *buf = het_pool_ptr(c->pool, sl->offset);
-        return HET_OK;
-    }
-    *buf = aligned_alloc(64, (size + 63) & ~(size_t)63);
-    if (!*buf) return het_error_set(err, HET_ERR_NOMEM, "cpu: cannot allocate %zu bytes to repack '%s'", size, t->name);
-    return HET_OK;
-}
-
-static void panel_free(struct cpu_context *c, void *buf, struct het_slice sl)
-{
-    if (sl.size) het_pool_release(c->pool, sl, NULL);
-    else free(buf);
-}
-
-/* The pool is the CPU's own memory: nothing to import; keep it for panels. */
+/* The pool is the CPU's own memory: nothing to import (and the panels stay
+ * out of it: see the top of the file). */
 static enum het_status cpu_register_pool(het_device *dev, het_pool *pool, het_error *err)
 {
-    struct cpu_context *c = dev->context;
-    if (c->pool && c->pool != pool && c->n_packed)
-        return het_error_set(err, HET_ERR_INVALID, "cpu: weights already repacked into another memory pool");
-    c->pool = pool;
+    (void)dev, (void)pool, (void)err;
     return HET_OK;
 }
 
@@ -287,39 +261,56 @@ static enum het_status cpu_prepare_weights(het_device *dev, struct het_tensor *c
 {
     struct cpu_context *c = dev->context;
     const bool lean = cpu_lean_weights(c, w, n);
+    /* first the bytes of every panel to make, for one arena of them all */
+    size_t total = 0, *sizes = calloc(n > 0 ? (size_t)n : 1, sizeof *sizes);
+    if (!sizes) return het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory repacking weights");
+    int n_new = 0;
     for (int i = 0; i < n; i++) {
         struct het_tensor *t = w[i];
         if (t->ne[1] <= 1 || t->extra) continue;
         size_t size = cpu_repack_size(c, t);
         if (!size || !cpu_should_pack(c, t, size, w, n, lean)) continue;
-        if (c->n_packed == c->cap_packed) {
-            int cap = c->cap_packed ? 2 * c->cap_packed : 64;
-            void **np = realloc(c->packed, (size_t)cap * sizeof *np);
-            if (np) c->packed = np;
-            struct het_tensor **nt = realloc(c->packed_t, (size_t)cap * sizeof *nt);
-            if (nt) c->packed_t = nt;
-            struct het_slice *ns = realloc(c->packed_sl, (size_t)cap * sizeof *ns);
-            if (ns) c->packed_sl = ns;
-            if (!np || !nt || !ns) return het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory repacking weights");
-            c->cap_packed = cap;
-        }
-        struct het_slice sl = { 0, 0 };
-        void *buf = NULL;
-        enum het_status st = panel_alloc(c, size, t, &buf, &sl, err);
-        if (st != HET_OK) return st;
-        st = t->ne[2] > 1 ? het_cpu_mul_mat_id_repack(t, c->isa, buf, size) : het_cpu_mul_mat_repack(t, c->isa, buf, size);
+        sizes[i] = size;
+        total += (size + 63) & ~(size_t)63;
+        n_new++;
+    }
+    enum het_status st = HET_OK;
+    if (c->n_packed + n_new > c->cap_packed) {
+        int cap = c->cap_packed ? c->cap_packed : 64;
+        while (cap < c->n_packed + n_new) cap *= 2;
+        void **np = realloc(c->packed, (size_t)cap * sizeof *np);
+        if (np) c->packed = np;
+        struct het_tensor **nt = realloc(c->packed_t, (size_t)cap * sizeof *nt);
+        if (nt) c->packed_t = nt;
+        struct het_panel_arena **na = realloc(c->packed_in, (size_t)cap * sizeof *na);
+        if (na) c->packed_in = na;
+        if (!np || !nt || !na) st = het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory repacking weights");
+        else c->cap_packed = cap;
+    }
+    struct het_panel_arena *arena = st == HET_OK && n_new ? het_panel_arena_new(total, err) : NULL;
+    if (n_new && !arena && st == HET_OK) st = err ? err->status : HET_ERR_NOMEM;
+    if (arena) het_panel_arena_take(arena, 0); /* held while filling: a failure below frees what is unused */
+    for (int i = 0; i < n && st == HET_OK; i++) {
+        struct het_tensor *t = w[i];
+        if (!sizes[i]) continue;
+        void *buf = het_panel_arena_take(arena, sizes[i]);
+        st = t->ne[2] > 1 ? het_cpu_mul_mat_id_repack(t, c->isa, buf, sizes[i])
+                          : het_cpu_mul_mat_repack(t, c->isa, buf, sizes[i]);
         if (st != HET_OK) {
-            panel_free(c, buf, sl);
-            return het_error_set(err, st, "cpu: repacking '%s' (%s) failed", t->name, het_type_name(t->type));
+            het_panel_arena_put(arena);
+            het_error_set(err, st, "cpu: repacking '%s' (%s) failed", t->name, het_type_name(t->type));
+            break;
         }
         c->packed_t[c->n_packed] = t;
-        c->packed_sl[c->n_packed] = sl;
+        c->packed_in[c->n_packed] = arena;
         c->packed[c->n_packed++] = buf;
-        c->packed_bytes += size;
+        c->packed_bytes += sizes[i];
         t->extra = buf;
         het_device_drop_weight_pages(dev, t); /* the panels replace the file's pages */
     }
-    return HET_OK;
+    het_panel_arena_put(arena);
+    free(sizes);
+    return st;
 }
 
 /* Free the panels of these weights (a calibration's, before its graph goes). */
@@ -330,12 +321,12 @@ static void cpu_release_weights(het_device *dev, struct het_tensor *const *w, in
         for (int i = 0; i < c->n_packed; i++) {
             if (c->packed_t[i] != w[k]) continue;
             if (w[k]->extra == c->packed[i]) w[k]->extra = NULL;
-            panel_free(c, c->packed[i], c->packed_sl[i]);
-            c->packed_bytes -= het_cpu_mul_mat_repack_size(w[k], c->isa);
+            het_panel_arena_put(c->packed_in[i]);
+            c->packed_bytes -= cpu_repack_size(c, w[k]);
             c->n_packed--;
             c->packed_t[i] = c->packed_t[c->n_packed];
             c->packed[i] = c->packed[c->n_packed];
-            c->packed_sl[i] = c->packed_sl[c->n_packed];
+            c->packed_in[i] = c->packed_in[c->n_packed];
             break;
         }
 }
@@ -347,11 +338,11 @@ static void cpu_free(het_device *dev)
     /* the model outlives its devices: detach our panels from its tensors */
     for (int i = 0; i < c->n_packed; i++) {
         if (c->packed_t[i]->extra == c->packed[i]) c->packed_t[i]->extra = NULL;
-        panel_free(c, c->packed[i], c->packed_sl[i]);
+        het_panel_arena_put(c->packed_in[i]);
     }
     free(c->packed);
     free(c->packed_t);
-    free(c->packed_sl);
+    free(c->packed_in);
     free(c->wdata);
     het_cpu_pool_free(c->threads);
     het_cpu_profile_free(c->profile);
