@@ -31,6 +31,8 @@
  *                                               dequantised weights in double
  *   attn (F16 and F32 K/V)                    : NMSE <= 1e-9
  *   mul_mat_id (all weight types, strided ids, inputs and outputs): NMSE <= 1e-9
+ *   mul_mat_id prefill sizes, GEMV and grouped GEMM (T 1..130, uneven
+ *     routing, out-of-range ids -> NaN): NMSE <= 1e-9 over the other outputs
  *   top_k (ties, -0/+0, NaN, -inf; strided in and out)           : exact indices
  *   sum_rows (float vs the reference's double)  : atol 1e-6 * n, rtol 1e-5
  *   moe_sum                                     : atol 1e-5, rtol 1e-5
@@ -842,6 +844,125 @@ static void test_mul_mat_id_all(struct env *e)
     test_mul_mat_id(e, HET_TYPE_F16, 1, true, true, true);
 }
 
+/* Prefill-sized mul_mat_id (the grouped GEMM once k*T passes the GEMV's
+ * limit, GEMV below): N odd and over one 64-row tile, uneven routing (every
+ * token sends one slot, a different slot per token, to expert 0, so at T=130
+ * it fills three 64-pair tiles; the others draw distinct experts from
+ * 1..E-2; expert E-1 is never hit) and every operand a non-contiguous view:
+ * ids a transposed view of (T, k), x (K, n_b, T) a transposed view or with
+ * padded columns and a hidden column per token, dst a permuted view of
+ * (k, N, T) or (N, T, k) storage. With bad_ids two
+ * ids lie outside [0, E) and their outputs must be NaN. */
+struct mmid_case {
+    enum het_type type;
+    int64_t       K, T, n_b;
+    bool          x_t, bad_ids;
+};
+
+static void test_mul_mat_id_prefill(struct env *e, const struct mmid_case *c)
+{
+    env_reset(e);
+    const int64_t K = c->K, N = 77, E = 9, k = 4, T = c->T, n_b = c->n_b;
+    struct het_tensor *w = t_new_pad(e, c->type, K, N, E, 1, is_quant(c->type) ? 0 : 8);
+    fill_weights(w);
+    struct het_tensor *x;
+    if (c->x_t) {
+        struct het_tensor *xb = t_new_pad(e, HET_TYPE_F32, n_b, K, T, 1, 4);
+        x = t_permute(e, xb, 1, 0, 2, 3);
+        t_fill(xb, 1.0f);
+    } else {
+        /* a column more per token than the view shows, 16-byte aligned
+         * (the row kernels take it): nb2 != n_b * nb1 */
+        struct het_tensor *xb = t_new_pad(e, HET_TYPE_F32, K, n_b + 1, T, 1, 16);
+        x = t_view(e, xb, (const int64_t[4]){ K, n_b, T, 1 }, xb->nb, 0, true);
+        t_fill(xb, 1.0f);
+    }
+    struct het_tensor *ib = t_new_pad(e, HET_TYPE_I32, T, k, 1, 1, 4);
+    struct het_tensor *ids = t_permute(e, ib, 1, 0, 2, 3);
+    for (int64_t t = 0; t < T; t++) {
+        bool used[16] = { false };
+        for (int64_t s = 0; s < k; s++) {
+            int64_t ex = 0;
+            if (s != t % k)
+                do ex = 1 + (int64_t)(het_test_rand_u64() % (uint64_t)(E - 2)); while (used[ex]);
+            used[ex] = true;
+            t_set(ids, s, t, 0, 0, (float)ex);
+        }
+    }
+    if (c->bad_ids) {
+        t_set(ids, 1, T / 3, 0, 0, -1.0f);
+        t_set(ids, k - 1, T - 1, 0, 0, (float)E);
+    }
+    /* dst (N, k, T) over (k, N, T) storage (nb0 = 4k, nb1 = 4) for even T,
+     * over (N, T, k) storage (nb1 > nb2) for odd T */
+    struct het_tensor *dp = T % 2 ? t_new(e, HET_TYPE_F32, N, T, k, 1) : t_new(e, HET_TYPE_F32, k, N, T, 1);
+    memset(dp->data, 0, dp->nb[3]);
+    struct het_tensor *d = T % 2 ? t_permute(e, dp, 0, 2, 1, 3) : t_permute(e, dp, 1, 0, 2, 3);
+    d->op = HET_OP_MUL_MAT_ID;
+    d->src[0] = w;
+    d->src[1] = x;
+    d->src[2] = ids;
+    if (e->max_bind && het_vk_tensor_span(w) > e->max_bind) { /* B, C: refused, as in test_mul_mat_id */
+        CHECK(!het_device_supports_op(e->dev, d), "[%s] mul_mat_id %s: accepted experts wider than a descriptor",
+              e->cfg, tname(c->type));
+        return;
+    }
+    float *wd = malloc((size_t)(K * N * E) * sizeof *wd), *ref = malloc((size_t)(N * k * T) * sizeof *ref);
+    for (int64_t ex = 0; ex < E; ex++)
+        for (int64_t n = 0; n < N; n++) weight_row(w, n, ex, 0, wd + (ex * N + n) * K);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t s = 0; s < k; s++) {
+            int64_t ex = (int64_t)t_get(ids, s, t, 0, 0);
+            for (int64_t n = 0; n < N; n++) {
+                double acc = 0;
+                if (ex < 0 || ex >= E) acc = NAN;
+                else for (int64_t i = 0; i < K; i++) acc += (double)wd[(ex * N + n) * K + i] * t_get(x, i, s % n_b, t, 0);
+                ref[(t * k + s) * N + n] = (float)acc;
+            }
+        }
+    char what[128];
+    snprintf(what, sizeof what, "mul_mat_id %s K=%lld T=%lld n_b=%lld%s%s", tname(c->type), (long long)K,
+             (long long)T, (long long)n_b, c->x_t ? " xT" : " xpad", c->bad_ids ? " bad ids" : "");
+    if (run1(e, d, what)) {
+        float *got = t_values(d);
+        int64_t n = N * k * T, nan_off = 0;
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (isnan(ref[i]) || isnan(got[i])) {
+                nan_off += isnan(ref[i]) != isnan(got[i]);
+                continue;
+            }
+            num += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+            den += (double)ref[i] * ref[i];
+        }
+        CHECK(nan_off == 0 && num <= 1e-9 * den, "[%s] %s: nmse %g, %lld NaN mismatches", e->cfg, what,
+              den > 0 ? num / den : num, (long long)nan_off);
+        free(got);
+    }
+    free(wd);
+    free(ref);
+}
+
+static void test_mul_mat_id_prefill_all(struct env *e)
+{
+    static const enum het_type types[] = { HET_TYPE_F32, HET_TYPE_F16, HET_TYPE_Q4_0,
+                                           HET_TYPE_Q8_0, HET_TYPE_Q4_K, HET_TYPE_Q6_K };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        enum het_type t = types[i];
+        /* plain types: K not a multiple of the 32-wide step, then one the row kernels take */
+        test_mul_mat_id_prefill(e, &(struct mmid_case){ t, is_quant(t) ? 512 : 333, 130, 1, i % 2 == 0, false });
+        test_mul_mat_id_prefill(e, &(struct mmid_case){ t, is_quant(t) ? 512 : 384, 64, 4, i % 2 == 1, false });
+    }
+    static const int64_t Ts[] = { 1, 2, 7 };
+    for (size_t i = 0; i < sizeof Ts / sizeof Ts[0]; i++) {
+        test_mul_mat_id_prefill(e, &(struct mmid_case){ HET_TYPE_Q4_K, 512, Ts[i], 1, true, false });
+        test_mul_mat_id_prefill(e, &(struct mmid_case){ HET_TYPE_F16, 384, Ts[i], 4, false, false });
+    }
+    test_mul_mat_id_prefill(e, &(struct mmid_case){ HET_TYPE_Q8_0, 512, 2, 4, false, true }); /* GEMV */
+    test_mul_mat_id_prefill(e, &(struct mmid_case){ HET_TYPE_Q8_0, 512, 70, 4, true, true });  /* grouped */
+    test_mul_mat_id_prefill(e, &(struct mmid_case){ HET_TYPE_Q4_0, 512, 70, 4, false, true }); /* grouped (rows) */
+}
+
 /* ------------------------------------------------------------------------ */
 /* expert routing: top_k, sum_rows, moe_sum, and a whole MoE layer          */
 
@@ -1380,6 +1501,7 @@ static void run_suite(struct env *e, bool full)
     test_get_rows(e, HET_TYPE_Q4_0, 11, true, true);
     test_mul_mat_all(e);
     test_mul_mat_id_all(e);
+    test_mul_mat_id_prefill_all(e);
     test_moe_route_all(e);
     if (full) {
         /* wide enough for several row and column windows at 64 KiB ranges */

@@ -263,6 +263,7 @@ void het_vk_ctx_close(struct het_vk_ctx *ctx)
         for (int i = 0; i < ctx->n_dpools; i++) vkDestroyDescriptorPool(ctx->device, ctx->dpools[i], NULL);
         if (ctx->qpool) vkDestroyQueryPool(ctx->device, ctx->qpool, NULL);
         het_vk_buffer_release(ctx, &ctx->staging, &ctx->staging_mem);
+        het_vk_buffer_release(ctx, &ctx->scratch, &ctx->scratch_mem);
         het_vk_buffer_release(ctx, &ctx->dummy, &ctx->dummy_mem);
         if (ctx->fence) vkDestroyFence(ctx->device, ctx->fence, NULL);
         if (ctx->cpool) vkDestroyCommandPool(ctx->device, ctx->cpool, NULL);

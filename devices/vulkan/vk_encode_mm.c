@@ -48,7 +48,7 @@ static size_t batch_extent(const struct het_tensor *t)
  * and columns at 16-byte aligned offsets in its binding; weights of a type
  * they decode, rows at even byte offsets (F32: 4-byte aligned), plain types
  * with unit element stride; both ranges viewable as texels. */
-static bool rows_fit(const struct het_vk_ctx *ctx, const struct het_tensor *a, const struct het_tensor *b,
+bool het_vk_rows_fit(const struct het_vk_ctx *ctx, const struct het_tensor *a, const struct het_tensor *b,
                      const struct het_vk_operand *oa, const struct het_vk_operand *ob)
 {
     if (!ctx->use_rows || a->ne[0] % 128 || b->type != HET_TYPE_F32 || b->nb[0] != 4) return false;
@@ -119,7 +119,7 @@ static enum het_status mm_window_emit(struct het_vk_ctx *ctx, struct het_tensor 
     const struct het_vk_operand *ops[HET_VK_N_BIND] = { &oa, &ob, NULL, &od };
     uint64_t batches = (uint64_t)pc.B2 * pc.B3;
     uint32_t groups[3];
-    if (rows_fit(ctx, a, b, &oa, &ob)) {
+    if (het_vk_rows_fit(ctx, a, b, &oa, &ob)) {
         enum het_vk_kernel k = w->mc == 1 ? HET_VK_K_MUL_MAT_ROWS1 : HET_VK_K_MUL_MAT_ROWSN;
         uint64_t tm = w->mc == 1 ? 1 : HET_VK_ROWSN_TM, r = w->mc == 1 ? HET_VK_ROWS1_R : HET_VK_ROWSN_R;
         uint64_t per = het_vk_kernel_wg(ctx, k) * r;

@@ -3,7 +3,8 @@
  *
  * A split becomes exactly one command buffer: uploads of mirrored inputs,
  * then every node's dispatches with a compute->compute barrier between
- * nodes (dispatches of one node write disjoint outputs and need none), then
+ * nodes (dispatches of one node write disjoint outputs and need none, except
+ * one marked after_prev, which reads what the node's previous one wrote), then
  * a barrier that makes the results visible to the host and downloads of
  * mirrored outputs. One vkQueueSubmit with a fence; het_vk_wait waits on it,
  * finishes the downloads and, when profiling, turns the timestamp written
@@ -12,6 +13,9 @@
  * Texel-buffer views (the row kernels' second way into their sources) are
  * created while encoding and destroyed when the next split starts, after
  * the wait, or when the context closes.
+ *
+ * Kernels' device scratch (one buffer, ctx->scratch) is sized at submit to
+ * the largest need of any node; dispatches name it with a null buffer.
  *
  * Only one split is in flight: starting the next one waits for the previous
  * (its mirrored downloads must land in host memory before new uploads read
@@ -58,6 +62,7 @@ enum het_status het_vk_split_begin(struct het_vk_ctx *ctx, int n_nodes, het_erro
     struct het_vk_split *s = &ctx->split;
     s->n_disp = s->n_up = s->n_down = s->n_written = 0;
     s->staging_need = 0;
+    s->scratch_need = 0;
     s->n_nodes = n_nodes;
     s->timed = false;
     if (ctx->profiling && n_nodes > s->cap_prof) {
@@ -124,7 +129,8 @@ static enum het_status write_set(struct het_vk_ctx *ctx, const struct het_vk_dis
         };
     }
     for (uint32_t i = 0; i < HET_VK_N_BIND; i++) {
-        bi[i] = (VkDescriptorBufferInfo){ d->bind[i].buf, d->bind[i].offset, d->bind[i].range };
+        VkBuffer buf = d->bind[i].buf ? d->bind[i].buf : ctx->scratch;
+        bi[i] = (VkDescriptorBufferInfo){ buf, d->bind[i].offset, d->bind[i].range };
         w[i] = (VkWriteDescriptorSet){
             .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
             .dstSet = *set,
@@ -248,6 +254,7 @@ static enum het_status record_nodes(struct het_vk_ctx *ctx, bool timed, het_erro
             barrier(ctx->cmd, cs, VK_ACCESS_SHADER_WRITE_BIT, cs, rw);
         for (; di < s->n_disp && s->disp[di].node == node; di++) {
             const struct het_vk_dispatch *d = &s->disp[di];
+            if (d->after_prev) barrier(ctx->cmd, cs, VK_ACCESS_SHADER_WRITE_BIT, cs, rw);
             VkDescriptorSet set;
             enum het_status st = write_set(ctx, d, &set, err);
             if (st != HET_OK) return st;
@@ -300,6 +307,7 @@ enum het_status het_vk_split_submit(struct het_vk_ctx *ctx, het_error *err)
     struct het_vk_split *s = &ctx->split;
     if (s->n_disp == 0 && s->n_up == 0 && s->n_down == 0) return HET_OK;
     enum het_status st = het_vk_staging_reserve(ctx, s->staging_need, err);
+    if (st == HET_OK) st = het_vk_scratch_reserve(ctx, s->scratch_need, err);
     if (st != HET_OK) return st;
     for (int i = 0; i < s->n_up; i++) {
         memcpy(ctx->staging_map + s->up[i].staging_off, s->up[i].host, s->up[i].size);

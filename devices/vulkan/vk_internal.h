@@ -77,6 +77,9 @@ enum het_vk_kernel {
     HET_VK_K_TOP_K,          /* expert routing (vk_encode_moe.c) */
     HET_VK_K_SUM_ROWS,
     HET_VK_K_MOE_SUM,
+    HET_VK_K_MOE_GROUP,      /* MUL_MAT_ID prefill: token-slot pairs grouped by expert */
+    HET_VK_K_MUL_MAT_ID,     /* MUL_MAT_ID prefill: a tiled GEMM per expert; variant: src0 type */
+    HET_VK_K_MUL_MAT_ID_ROWS, /* the same on CPU-type devices (mul_mat_rows.glsl); variant: src0 type */
     HET_VK_K_COUNT
 };
 #define HET_VK_N_TYPES  31 /* HET_TYPE_COUNT: pipeline table width */
@@ -90,12 +93,18 @@ enum het_vk_kernel {
 #define HET_VK_ROWS1_R   8
 #define HET_VK_ROWSN_R   16
 #define HET_VK_ROWSN_TM  8
+/* grouped MUL_MAT_ID (moe_group.comp, mul_mat_id.comp) */
+#define HET_VK_MOE_MAX_E 1024 /* experts the grouping pass counts in shared memory (MAX_E) */
+#define HET_VK_MOE_TILES_AT 4 /* scratch word of the first column tile (TILES_AT) */
+#define HET_VK_MOE_GEMV_MAX_PAIRS 8 /* k*T token-slot pairs up to this: GEMV per pair */
+#define HET_VK_MOE_ROWS_TILE 8 /* pairs per column tile of mul_mat_id_rows.comp (its TM) */
 
 /* ---- one descriptor and one queued dispatch ------------------------------- */
 #define HET_VK_N_BIND    4
 #define HET_VK_N_TEXEL   2  /* texel-buffer bindings HET_VK_N_BIND.. (row kernels) */
 #define HET_VK_PUSH_WORDS 32 /* 128 bytes, the guaranteed minimum */
 
+/* buf VK_NULL_HANDLE: the split's scratch buffer (ctx->scratch, sized at submit). */
 struct het_vk_bind {
     VkBuffer     buf;
     VkDeviceSize offset, range;
@@ -116,6 +125,7 @@ struct het_vk_dispatch {
     uint32_t           push_size; /* bytes */
     uint32_t           groups[3];
     int                node;      /* index of the node in the split */
+    bool               after_prev; /* waits for the node's previous dispatch (a barrier) */
 };
 
 /* A mirrored span to copy host->device before the split or device->host after. */
@@ -162,6 +172,7 @@ struct het_vk_split {
     struct het_vk_span       *written; /* mirrored spans written so far */
     int                       n_written, cap_written;
     size_t                    staging_need;
+    size_t                    scratch_need; /* bytes of device scratch one node uses at most */
     int                       n_nodes;
     struct het_vulkan_op_time *prof;   /* per node when profiling       */
     int                       cap_prof;
@@ -223,6 +234,9 @@ struct het_vk_ctx {
     VkDeviceMemory    staging_mem;
     uint8_t          *staging_map;
     size_t            staging_size;
+    VkBuffer          scratch;      /* device-only working memory of kernels (grouped MUL_MAT_ID) */
+    VkDeviceMemory    scratch_mem;
+    size_t            scratch_size;
     VkQueryPool       qpool;
     uint32_t          qpool_cap;
 
@@ -281,6 +295,9 @@ enum het_status het_vk_bind_span(struct het_vk_ctx *ctx, const uint8_t *lo, size
                                  struct het_vk_operand *op, het_error *err);
 /* Staging buffer of at least size bytes (host visible, coherent). */
 enum het_status het_vk_staging_reserve(struct het_vk_ctx *ctx, size_t size, het_error *err);
+/* Scratch buffer of at least size bytes (device memory; no split in flight).
+ * Nodes are separated by barriers, so every node of a split may use all of it. */
+enum het_status het_vk_scratch_reserve(struct het_vk_ctx *ctx, size_t size, het_error *err);
 
 /* ---- vk_pipeline.c ---------------------------------------------------------- */
 enum het_status het_vk_pipelines_init(struct het_vk_ctx *ctx, het_error *err);
@@ -327,6 +344,10 @@ bool            het_vk_texel_ok(const struct het_vk_ctx *ctx, const struct het_v
  * the split has run. */
 enum het_status het_vk_texel_view(struct het_vk_ctx *ctx, const struct het_vk_operand *op, VkBufferView *out,
                                   het_error *err);
+/* Whether the row-per-invocation kernels (mul_mat_rows.glsl) can read
+ * weights a and activations b through these operands (vk_encode_mm.c). */
+bool            het_vk_rows_fit(const struct het_vk_ctx *ctx, const struct het_tensor *a, const struct het_tensor *b,
+                                const struct het_vk_operand *oa, const struct het_vk_operand *ob);
 /* Bind tensor t (its whole span) as an operand. */
 enum het_status het_vk_bind_tensor(struct het_vk_ctx *ctx, const struct het_tensor *t, bool write,
                                    struct het_vk_operand *op, het_error *err);

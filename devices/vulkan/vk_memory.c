@@ -125,6 +125,22 @@ enum het_status het_vk_staging_reserve(struct het_vk_ctx *ctx, size_t size, het_
     return HET_OK;
 }
 
+enum het_status het_vk_scratch_reserve(struct het_vk_ctx *ctx, size_t size, het_error *err)
+{
+    if (ctx->scratch_size >= size) return HET_OK;
+    het_vk_buffer_release(ctx, &ctx->scratch, &ctx->scratch_mem);
+    ctx->scratch_size = 0;
+    size_t want = align_up(size, 1u << 16);
+    enum het_status st = het_vk_buffer_alloc(ctx, want, 0, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, &ctx->scratch,
+                                             &ctx->scratch_mem, NULL, err);
+    if (st != HET_OK) {
+        het_error_prefix(err, "vulkan: scratch buffer of %zu bytes", want);
+        return st;
+    }
+    ctx->scratch_size = want;
+    return HET_OK;
+}
+
 /* Copy host bytes into a device buffer and wait (registration-time uploads). */
 static enum het_status upload_blocking(struct het_vk_ctx *ctx, VkBuffer dst, size_t dst_off, const uint8_t *src,
                                        size_t size, het_error *err)

@@ -23,8 +23,11 @@
 #include "shaders/copy.spv.h"
 #include "shaders/eltwise.spv.h"
 #include "shaders/get_rows.spv.h"
+#include "shaders/moe_group.spv.h"
 #include "shaders/moe_sum.spv.h"
 #include "shaders/mul_mat.spv.h"
+#include "shaders/mul_mat_id.spv.h"
+#include "shaders/mul_mat_id_rows.spv.h"
 #include "shaders/mul_mat_rows1.spv.h"
 #include "shaders/mul_mat_rowsn.spv.h"
 #include "shaders/mul_mat_vec.spv.h"
@@ -79,6 +82,9 @@ static const struct kernel_desc kernels[HET_VK_K_COUNT] = {
     [HET_VK_K_TOP_K]         = { "top_k",         SPV(top_k),         { NULL, 0 },       64 },
     [HET_VK_K_SUM_ROWS]      = { "sum_rows",      SPV(sum_rows),      SPV(sum_rows_sg),  64 },
     [HET_VK_K_MOE_SUM]       = { "moe_sum",       SPV(moe_sum),       { NULL, 0 },       256 },
+    [HET_VK_K_MOE_GROUP]     = { "moe_group",     SPV(moe_group),     { NULL, 0 },       256 },
+    [HET_VK_K_MUL_MAT_ID]    = { "mul_mat_id",    SPV(mul_mat_id),    { NULL, 0 },       HET_VK_GEMM_WG },
+    [HET_VK_K_MUL_MAT_ID_ROWS] = { "mul_mat_id_rows", SPV(mul_mat_id_rows), { NULL, 0 },   64 },
 };
 
 uint32_t het_vk_kernel_wg(const struct het_vk_ctx *ctx, enum het_vk_kernel k)
@@ -87,7 +93,7 @@ uint32_t het_vk_kernel_wg(const struct het_vk_ctx *ctx, enum het_vk_kernel k)
      * for more, and they work with any power of two. */
     uint32_t wg = kernels[k].wg;
     if (wg == 0) return ctx->info.subgroup_size;
-    while (wg > ctx->max_wg && wg > 64 && k != HET_VK_K_MUL_MAT) wg /= 2;
+    while (wg > ctx->max_wg && wg > 64 && k != HET_VK_K_MUL_MAT && k != HET_VK_K_MUL_MAT_ID) wg /= 2;
     return wg;
 }
 
@@ -171,7 +177,8 @@ static bool typed(enum het_vk_kernel k)
 {
     return k <= HET_VK_K_COPY || k == HET_VK_K_GET_ROWS || k == HET_VK_K_MUL_MAT_VEC || k == HET_VK_K_MUL_MAT ||
            k == HET_VK_K_MUL_MAT_ROWS1 || k == HET_VK_K_MUL_MAT_ROWSN || k == HET_VK_K_ATTN_ROWS ||
-           k == HET_VK_K_MUL_MAT_VEC_ID;
+           k == HET_VK_K_MUL_MAT_VEC_ID || k == HET_VK_K_MUL_MAT_ID ||
+           k == HET_VK_K_MUL_MAT_ID_ROWS;
 }
 
 static uint32_t variant_of(enum het_vk_kernel k, enum het_type type)

@@ -17,12 +17,17 @@
 // Host-checked requirements: K a multiple of 128; src1 F32 with unit stride
 // and columns 16-byte aligned in its binding; rows at even byte offsets (F32:
 // 4-byte), unit element stride for plain types; both ranges viewable as
-// texels. VARIANT = src0 type; specialization constant 2 = the subgroup size
+// texels. With MUL_MAT_ID defined, the grouped MUL_MAT_ID's GEMM (its main
+// below). VARIANT = src0 type; specialization constant 2 = the subgroup size
 // (4..32).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
+#ifdef MUL_MAT_ID
+#include "mul_mat_id_grouped_pc.glsl"
+#else
 #include "mul_mat_pc.glsl"
+#endif
 
 layout(constant_id = 2) const uint SG = 8;
 // Always 1 (the host never sets it). Loops over register arrays run to a
@@ -130,19 +135,10 @@ void accumulate(uint k0, uint xcol[TM], float w[R][KC], inout float acc[R][TM])
     }
 }
 
-void main()
+// acc[r][m] = row r of src0 (byte offset row[r]) . column m of src1
+// (first texel xcol[m]), for the whole of K.
+void product(uint row[R], uint xcol[TM], out float acc[R][TM])
 {
-    uint z = gl_WorkGroupID.z, i12 = z % p.B2, i13 = z / p.B2;
-    uint nbase = gl_WorkGroupID.x * (WG * R) + gl_LocalInvocationID.x;
-    uint m0 = gl_WorkGroupID.y * TM;
-    uint abase = p.a_off + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3;
-    uint xbase = p.b_off + i12 * p.b_nb2 + i13 * p.b_nb3;
-    uint row[R];
-    [[unroll]] for (uint r = 0; r < R1; r++) row[r] = abase + min(nbase + r * WG, p.N - 1u) * p.a_nb1;
-    uint xcol[TM]; // in texels
-    [[unroll]] for (uint m = 0; m < TM1; m++) xcol[m] = (xbase + min(m0 + m, p.M - 1u) * p.b_nb1) >> 4;
-
-    float acc[R][TM];
     [[unroll]] for (uint r = 0; r < R1; r++)
         [[unroll]] for (uint m = 0; m < TM1; m++) acc[r][m] = 0.0;
 
@@ -233,7 +229,59 @@ void main()
             }
         }
     }
+}
 
+#ifdef MUL_MAT_ID
+// MUL_MAT_ID (mul_mat_id_rows.comp): workgroup (x, y) computes WG*R output
+// rows of column tile y of the grouping moe_group.comp wrote into binding 2
+// (one expert, up to TM token-slot pairs; mul_mat_id_grouped_pc.glsl).
+uint pair_dst(uint q) { return p.d_off + (q % p.k) * p.d_nb1 + (q / p.k) * p.d_nb2; }
+
+void main()
+{
+    uint y = gl_WorkGroupID.y;
+    if (y >= s2.d[0]) return; // whole workgroup
+    uint tw = TILES_AT + 3u * y;
+    uint e = s2.d[tw], first = p.pairs_at + s2.d[tw + 1u], cnt = s2.d[tw + 2u];
+    uint nbase = gl_WorkGroupID.x * (WG * R) + gl_LocalInvocationID.x;
+    uint q[TM];
+    [[unroll]] for (uint m = 0; m < TM1; m++) q[m] = s2.d[first + min(m, cnt - 1u)];
+    if (e >= p.E) { // ids outside [0, E): NaN, as the GEMV path writes
+        [[unroll]] for (uint r = 0; r < R1; r++) {
+            uint n = nbase + r * WG;
+            [[unroll]] for (uint m = 0; m < TM1; m++)
+                if (n < p.N && m < cnt) st_f32(pair_dst(q[m]) + n * p.d_nb0, uintBitsToFloat(0x7FC00000u));
+        }
+        return;
+    }
+    uint abase = p.a_off + e * p.a_nb2;
+    uint row[R];
+    [[unroll]] for (uint r = 0; r < R1; r++) row[r] = abase + min(nbase + r * WG, p.N - 1u) * p.a_nb1;
+    uint xcol[TM]; // in texels
+    [[unroll]] for (uint m = 0; m < TM1; m++)
+        xcol[m] = (p.b_off + ((q[m] % p.k) % p.n_b) * p.b_nb1 + (q[m] / p.k) * p.b_nb2) >> 4;
+    float acc[R][TM];
+    product(row, xcol, acc);
+    [[unroll]] for (uint r = 0; r < R1; r++) {
+        uint n = nbase + r * WG;
+        [[unroll]] for (uint m = 0; m < TM1; m++)
+            if (n < p.N && m < cnt) st_f32(pair_dst(q[m]) + n * p.d_nb0, acc[r][m]);
+    }
+}
+#else
+void main()
+{
+    uint z = gl_WorkGroupID.z, i12 = z % p.B2, i13 = z / p.B2;
+    uint nbase = gl_WorkGroupID.x * (WG * R) + gl_LocalInvocationID.x;
+    uint m0 = gl_WorkGroupID.y * TM;
+    uint abase = p.a_off + (i12 / p.r2) * p.a_nb2 + (i13 / p.r3) * p.a_nb3;
+    uint xbase = p.b_off + i12 * p.b_nb2 + i13 * p.b_nb3;
+    uint row[R];
+    [[unroll]] for (uint r = 0; r < R1; r++) row[r] = abase + min(nbase + r * WG, p.N - 1u) * p.a_nb1;
+    uint xcol[TM]; // in texels
+    [[unroll]] for (uint m = 0; m < TM1; m++) xcol[m] = (xbase + min(m0 + m, p.M - 1u) * p.b_nb1) >> 4;
+    float acc[R][TM];
+    product(row, xcol, acc);
     uint db = p.d_off + i12 * p.d_nb2 + i13 * p.d_nb3;
     [[unroll]] for (uint r = 0; r < R1; r++) {
         uint n = nbase + r * WG;
@@ -241,3 +289,4 @@ void main()
             if (n < p.N && m0 + m < p.M) st_f32(db + n * p.d_nb0 + (m0 + m) * p.d_nb1, acc[r][m]);
     }
 }
+#endif
