@@ -24,13 +24,17 @@
  * of a warm cache and the split's own overhead (measured first) is spread
  * over R nodes and subtracted. A size sweep stops once one node takes
  * longer than max_node_ms: the fit extrapolates from there. Sweeps:
- *   matmul   per weight type, N x K from the model classes, M = 1 .. 512;
- *   norm, eltwise, rope, softmax, copy over row counts;
+ *   matmul   per weight type, N x K from the model classes, M = 1 .. 512
+ *            (quick, for a model: every M on the largest matrix of a type,
+ *            M = 1, 4 on the others);
+ *   norm, eltwise, rope, softmax, copy over row counts (softmax only when
+ *            the model has one: needs.no_softmax);
  *   attn     decode (1 query) over KV lengths, prefill (M = KV);
  *   experts  (a MoE model's mul_mat_id) per expert shape over tokens routed
  *            T = 1 .. 256 (512) and, at each T, the experts hit: k (every
  *            token the same), the uniform expectation, min(E, k·T);
- *   split    one tiny node vs 32 tiny nodes;
+ *   split    one tiny node vs 32 tiny nodes (add: a kernel every model
+ *            has, so a Vulkan device compiles no pipeline just for this);
  *   hand-off a -> b at a few sizes: (run a, sync, run b, sync) minus each alone.
  * An emulated NPU is refused (its wall time is the CPU's; its profile comes
  * from the NPU cost model, profile_npu.c); other emulated devices (Vulkan on
@@ -291,12 +295,12 @@ static enum het_status calibrate_split(struct cal *c, het_error *err)
     het_graph *g = het_graph_init(80);
     if (!g) return het_error_set(err, HET_ERR_NOMEM, "calibrate: out of memory");
     struct het_tensor *x = leaf(g, HET_TYPE_F32, 64, 1, 1, HET_TENSOR_FLAG_INPUT);
-    for (int i = 0; i < 32; i++) het_scale(g, x, 1.5f);
+    for (int i = 0; i < 32; i++) het_add(g, x, x); /* add: a kernel every model uses (no pipeline of its own) */
     struct bench b;
     struct het_mbench_result r1, r32;
     enum het_status st = bench_open(c, &b, g, err);
     if (st == HET_OK && !all_supported(c->dev, g, 0, 32))
-        st = het_error_set(err, HET_ERR_UNSUPPORTED, "calibrate: %s cannot run scale", het_device_name(c->dev));
+        st = het_error_set(err, HET_ERR_UNSUPPORTED, "calibrate: %s cannot run add", het_device_name(c->dev));
     if (st == HET_OK) st = het_mbench_time_split(c->dev, &b.mb, 0, 1, &c->timing, &r1, err);
     if (st == HET_OK) stage_count(c, &r1);
     if (st == HET_OK) st = het_mbench_time_split(c->dev, &b.mb, 0, 32, &c->timing, &r32, err);
@@ -454,12 +458,24 @@ static enum het_status sweep_matmul(struct cal *c, const struct het_calibrate_sh
     return st;
 }
 
-static int matmul_ms(const struct cal *c, const struct het_calibrate_shape *sh, int *ms)
+/* The M of a shape's sweep (list[i] of n). A quick calibration for a model
+ * sweeps every M on the largest matrix of each weight type only, and the
+ * others of that type at decode's M (1, 4): F(M) is one table per type,
+ * which the largest shape fills, and the small ones add their own t0 and
+ * bandwidth where they matter most (decode reads them from memory). */
+static int matmul_ms(const struct cal *c, const struct het_calibrate_shape *list, int n_list, int i, int *ms)
 {
+    const struct het_calibrate_shape *sh = &list[i];
+    bool decode_only = sh->output;
+    for (int j = 0; c->quick && c->p->needs && !decode_only && j < n_list; j++) {
+        const struct het_calibrate_shape *o = &list[j];
+        double a = (double)o->k * (double)o->n, b = (double)sh->k * (double)sh->n;
+        decode_only = o->type == sh->type && !o->output && (a > b || (a == b && j < i));
+    }
     const int *src = c->quick ? quick_ms : full_ms;
     int n_src = c->quick ? 5 : 10, n = 0, max = c->needs.max_rows > 0 ? c->needs.max_rows : 512;
-    for (int i = 0; i < n_src; i++)
-        if (src[i] <= max && (!sh->output || src[i] <= 4)) ms[n++] = src[i];
+    for (int k = 0; k < n_src; k++)
+        if (src[k] <= max && (!decode_only || src[k] <= 4)) ms[n++] = src[k];
     return n;
 }
 
@@ -517,6 +533,7 @@ static enum het_status calibrate_small(struct cal *c, het_error *err)
     int n_rows = c->quick ? 3 : 6;
     bool skip[HET_OPCLASS_COUNT] = { false };
     for (int op = 0; op < S_COUNT; op++) skip[small_cls[op]] = have_class(c, small_cls[op], HET_TYPE_F32);
+    if (c->p->needs && c->needs.no_softmax) skip[HET_OPCLASS_SOFTMAX] = true; /* not in this model */
     for (int op = 0; op < S_COUNT; op++) {
         if (skip[small_cls[op]]) {
             c->done += n_rows;
@@ -770,6 +787,9 @@ void het_calibrate_needs_of_model(const struct het_model *m, struct het_calibrat
     out->n_head_kv = cfg->n_head_kv;
     out->n_expert = cfg->n_expert;
     out->n_expert_used = cfg->n_expert_used;
+    /* attention is one fused node (het_attn): only a MoE router has a
+     * softmax (model/arch_moe.c) */
+    out->no_softmax = cfg->n_expert == 0;
     const het_gguf *gg = het_model_gguf(m);
     for (int64_t i = 0; gg && i < het_gguf_n_tensors(gg); i++) {
         const struct het_gguf_tensor_info *ti = het_gguf_tensor(gg, i);
@@ -796,7 +816,9 @@ bool het_profile_covers(const het_profile *p, const struct het_calibrate_needs *
     static const enum het_op_class small[] = { HET_OPCLASS_NORM, HET_OPCLASS_ELTWISE, HET_OPCLASS_ROPE,
                                                HET_OPCLASS_SOFTMAX, HET_OPCLASS_COPY };
     for (size_t i = 0; i < sizeof small / sizeof small[0]; i++)
-        if (!het_profile_get_fit(p, small[i], HET_TYPE_F32, NULL)) return false;
+        if (!(small[i] == HET_OPCLASS_SOFTMAX && needs && needs->no_softmax) &&
+            !het_profile_get_fit(p, small[i], HET_TYPE_F32, NULL))
+            return false;
     if (!het_profile_get_fit(p, HET_OPCLASS_ATTN, HET_TYPE_F16, NULL)) return false;
     for (int i = 0; needs && i < needs->n_shapes; i++) {
         const struct het_calibrate_shape *sh = &needs->shapes[i];
@@ -869,7 +891,7 @@ static enum het_status run_calibration(struct cal *c, het_error *err)
     struct het_calibrate_shape list[64];
     int n_list = matmul_list(c, list, 64), ms[16];
     int n_mm = 0;
-    for (int i = 0; i < n_list; i++) n_mm += have_shape(c, &list[i]) ? 0 : matmul_ms(c, &list[i], ms);
+    for (int i = 0; i < n_list; i++) n_mm += have_shape(c, &list[i]) ? 0 : matmul_ms(c, list, n_list, i, ms);
     struct moe_point pts[MOE_MAX_POINTS];
     int n_moe = 0;
     for (int i = 0; c->p->needs && c->needs.n_expert > 0 && i < c->needs.n_moe_shapes; i++)
@@ -887,7 +909,7 @@ static enum het_status run_calibration(struct cal *c, het_error *err)
     stage_end(c);
     for (int i = 0; i < n_list && st == HET_OK; i++) {
         if (have_shape(c, &list[i])) continue;
-        int n_ms = matmul_ms(c, &list[i], ms);
+        int n_ms = matmul_ms(c, list, n_list, i, ms);
         stage_begin(c, "matmul %s %lldx%lld", het_type_name(list[i].type), (long long)list[i].n, (long long)list[i].k);
         st = sweep_matmul(c, &list[i], ms, n_ms, err);
         stage_end(c);
@@ -920,9 +942,12 @@ het_profile *het_calibrate_device(het_device *dev, const struct het_calibrate_pa
     struct cal c = { .dev = dev, .p = p, .quick = p->quick, .cold_bytes = cold_bytes() };
     if (p->needs) c.needs = *p->needs;
     c.max_node_us = (p->max_node_ms > 0 ? p->max_node_ms : p->quick ? 30 : 200) * 1e3;
-    c.timing = (struct het_mbench_timing){ .min_reps = p->quick ? 4 : 5, .max_reps = p->quick ? 12 : 20,
+    /* quick: three undisturbed repetitions that agree within 8% end a point
+     * (their mean of the fastest quarter is their minimum); one that does
+     * not stops after 8 or 60 ms */
+    c.timing = (struct het_mbench_timing){ .min_reps = p->quick ? 3 : 5, .max_reps = p->quick ? 8 : 20,
                                            .target_spread = p->quick ? 0.08 : 0.05,
-                                           .budget_us = p->quick ? 0.1e6 : 0.25e6,
+                                           .budget_us = p->quick ? 0.06e6 : 0.25e6,
                                            .all_disturbed = p->test_disturbed };
     if (p->base && het_profile_matches(p->base, dev)) {
         c.prof = het_profile_clone(p->base);
@@ -960,13 +985,14 @@ static enum het_status handoff_point(het_device *a, het_device *b, int64_t n, co
     het_graph *g = het_graph_init(8);
     if (!g) return het_error_set(err, HET_ERR_NOMEM, "calibrate: out of memory");
     struct het_tensor *x = leaf(g, HET_TYPE_F32, n, 1, 1, HET_TENSOR_FLAG_INPUT);
-    het_scale(g, het_scale(g, x, 1.5f), 0.5f);
+    struct het_tensor *y = het_add(g, x, x);
+    het_add(g, y, y);
     het_device *devs[2] = { a, b };
     struct het_mbench mb = { .g = g };
     struct het_mbench_result ta, tb, tab;
     enum het_status st = het_mbench_alloc(&mb, devs, 2, err);
     if (st == HET_OK && !(all_supported(a, g, 0, 2) && all_supported(b, g, 0, 2)))
-        st = het_error_set(err, HET_ERR_UNSUPPORTED, "calibrate: hand-off needs scale on both devices");
+        st = het_error_set(err, HET_ERR_UNSUPPORTED, "calibrate: hand-off needs add on both devices");
     if (st == HET_OK) st = het_mbench_time_split(a, &mb, 0, 1, t, &ta, err);
     if (st == HET_OK) st = het_mbench_time_split(b, &mb, 1, 1, t, &tb, err);
     if (st == HET_OK) st = het_mbench_time_handoff(a, b, &mb, 1, 1, t, &tab, err);
@@ -985,8 +1011,8 @@ enum het_status het_calibrate_handoff(het_device *from, het_device *to, het_prof
     const double sizes_quick[] = { 16e3, 4e6 }, sizes_full[] = { 16e3, 256e3, 4e6, 16e6 };
     const double *sizes = quick ? sizes_quick : sizes_full;
     int n = quick ? 2 : 4;
-    struct het_mbench_timing t = { .min_reps = 5, .max_reps = quick ? 15 : 40, .target_spread = 0.05,
-                                   .budget_us = quick ? 0.2e6 : 1e6 };
+    struct het_mbench_timing t = { .min_reps = quick ? 4 : 5, .max_reps = quick ? 10 : 40, .target_spread = 0.05,
+                                   .budget_us = quick ? 0.1e6 : 1e6 };
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (int i = 0; i < n; i++) {
         double h = 0;

@@ -66,7 +66,7 @@ uint64_t het_calibrate_needs_key(const struct het_calibrate_needs *n)
     const int nm = n->n_moe_shapes < 4 ? n->n_moe_shapes : 4;
     for (int i = 0; i < ns; i++) h = hash_shape(h, &n->shapes[i]);
     const long long v[] = { n->row_width, n->head_dim, n->n_head, n->n_head_kv, n->max_rows, n->n_expert,
-                            n->n_expert_used };
+                            n->n_expert_used, n->no_softmax };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) h = hash_int(h, v[i]);
     for (int i = 0; i < nm; i++) h = hash_shape(h, &n->moe_shapes[i]);
     return h;

@@ -325,6 +325,7 @@ struct het_calibrate_needs {
     int      row_width;        /* elements per row of norms and element-wise ops (n_embd) */
     int      head_dim, n_head, n_head_kv;
     int      max_rows;         /* largest batch the planner will see (prefill); 0: 512   */
+    bool     no_softmax;       /* the model has no softmax node: the class is not measured */
     /* mixture of experts (n_expert 0: none): the experts' matrices (k x n
      * per expert, by type), how many there are and how many a token uses */
     int      n_expert, n_expert_used;
