@@ -64,14 +64,18 @@ static uint64_t grouped_row_tiles(const struct het_vk_ctx *ctx, int64_t N, bool 
     return ((uint64_t)N + per - 1) / per;
 }
 
-/* The grouped GEMM pays off once experts see several pairs each; decode and
- * tiny batches keep the GEMV. It needs a GEMM kernel (the row kernel, or the
- * 64x64 tile where gemm_ok), experts the grouping pass can count, a grid
- * within the dispatch limits and scratch within one descriptor. */
+/* On GPUs the 64-pair tile pays off once experts see several pairs each:
+ * decode and tiny batches keep the GEMV. On CPU-type devices the row kernel
+ * takes every pair count: there the GEMV is the slow kernel (storage-buffer
+ * loads per lane) and one tile of a single pair already beats it. The
+ * grouped path needs a GEMM kernel (the row kernel, or the 64x64 tile where
+ * gemm_ok), experts the grouping pass can count, a grid within the dispatch
+ * limits and scratch within one descriptor. */
 static bool grouped_fits(const struct het_vk_ctx *ctx, const struct het_tensor *a, int64_t pairs, bool rows)
 {
     uint32_t tile = rows ? HET_VK_MOE_ROWS_TILE : HET_VK_GEMM_TILE;
-    if ((!rows && !ctx->gemm_ok) || pairs <= HET_VK_MOE_GEMV_MAX_PAIRS || a->ne[2] > HET_VK_MOE_MAX_E) return false;
+    if (rows ? false : !ctx->gemm_ok || pairs <= HET_VK_MOE_GEMV_MAX_PAIRS) return false;
+    if (a->ne[2] > HET_VK_MOE_MAX_E) return false;
     return grouped_row_tiles(ctx, a->ne[1], rows) <= ctx->max_groups[0] &&
            grouped_max_tiles(pairs, a->ne[2], tile) <= ctx->max_groups[1] &&
            grouped_scratch(pairs, a->ne[2], tile) <= ctx->max_bind;

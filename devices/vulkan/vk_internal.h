@@ -96,7 +96,7 @@ enum het_vk_kernel {
 /* grouped MUL_MAT_ID (moe_group.comp, mul_mat_id.comp) */
 #define HET_VK_MOE_MAX_E 1024 /* experts the grouping pass counts in shared memory (MAX_E) */
 #define HET_VK_MOE_TILES_AT 4 /* scratch word of the first column tile (TILES_AT) */
-#define HET_VK_MOE_GEMV_MAX_PAIRS 8 /* k*T token-slot pairs up to this: GEMV per pair */
+#define HET_VK_MOE_GEMV_MAX_PAIRS 8 /* GPU kernels: k*T token-slot pairs up to this run a GEMV per pair */
 #define HET_VK_MOE_ROWS_TILE 8 /* pairs per column tile of mul_mat_id_rows.comp (its TM) */
 
 /* ---- one descriptor and one queued dispatch ------------------------------- */
