@@ -341,10 +341,10 @@ HET_INLINE __m256 het_panel_scale(__m256 acc, __m256i isum, __m256 dw, float da)
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(da)), acc);
 }
 
-/* U4 / U5: unsigned quants, value d*q + c. For U5 the s16 sums are taken
- * per half block (4 groups * 2 * 31 * 127 = 31496 fits). */
-HET_INLINE void het_panel_u45_t(const struct het_panel_layout *l, const void *panel, const uint8_t *const *a,
-                                float *out, const int NC, const bool five)
+/* U5 (q5_0, q5_1, q5_K): unsigned quants 0..31, value d*q + c. The s16
+ * sums are taken per half block (4 groups * 2 * 31 * 127 = 31496 fits). */
+HET_INLINE void het_panel_u5_t(const struct het_panel_layout *l, const void *panel, const uint8_t *const *a,
+                               float *out, const int NC)
 {
     const size_t bs = HET_Q8R_BS;
     const __m256i ones = _mm256_set1_epi16(1);
@@ -360,9 +360,8 @@ HET_INLINE void het_panel_u45_t(const struct het_panel_layout *l, const void *pa
 #pragma GCC unroll 4
             for (int c = 0; c < NC; c++) {
                 const __m256i t = _mm256_maddubs_epi16(wv, het_bcast4(HET_QS(a[c], bs, b) + 4 * g));
-                /* two chains: even groups in p, odd in p2 (U4), or the
-                 * two half blocks (U5) */
-                if (five ? g >= 4 : (g & 1)) {
+                /* two chains, one per half block */
+                if (g >= 4) {
                     p2[c] = _mm256_add_epi16(p2[c], t);
                     HET_KEEP(p2[c]);
                 } else {
@@ -377,9 +376,7 @@ HET_INLINE void het_panel_u45_t(const struct het_panel_layout *l, const void *pa
         for (int c = 0; c < NC; c++) {
             const struct het_q8r_meta *m = HET_META(a[c], bs, b);
             _mm_prefetch((const char *)HET_QS(a[c], bs, b + HET_PF_BLOCKS), _MM_HINT_T0);
-            __m256i i;
-            if (five) i = _mm256_add_epi32(_mm256_madd_epi16(p[c], ones), _mm256_madd_epi16(p2[c], ones));
-            else i = _mm256_madd_epi16(_mm256_add_epi16(p[c], p2[c]), ones);
+            const __m256i i = _mm256_add_epi32(_mm256_madd_epi16(p[c], ones), _mm256_madd_epi16(p2[c], ones));
             acc[c] = het_panel_scale(acc[c], i, dv, m->d);
             acc[c] = _mm256_fmadd_ps(cv, _mm256_set1_ps(m->s), acc[c]);
         }
@@ -428,77 +425,6 @@ HET_INLINE void het_panel_u4n_t(const struct het_panel_layout *l, const void *pa
     for (int c = 0; c < NC; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
 }
 
-/* S8: signed quants; |a| x sign(w, a), one vpmaddwd per group. */
-HET_INLINE void het_panel_s8_t(const struct het_panel_layout *l, const void *panel, const uint8_t *const *a,
-                               float *out, const int NC)
-{
-    const size_t bs = HET_Q8R_BS_ABS;
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[4];
-    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
-    const uint8_t *pb = panel;
-    for (int64_t b = 0; b < l->nb; b++, pb += l->blk_bytes) {
-        __m256i is[4];
-        for (int c = 0; c < NC; c++) is[c] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) {
-            const __m256i wv = _mm256_load_si256((const __m256i *)(pb + 32 * g));
-#pragma GCC unroll 4
-            for (int c = 0; c < NC; c++) {
-                const __m256i sa = het_bcast4(HET_QS(a[c], bs, b) + 4 * g);
-                const __m256i ua = het_bcast4(HET_UA(a[c], bs, b) + 4 * g);
-                const __m256i t = _mm256_maddubs_epi16(ua, _mm256_sign_epi8(wv, sa));
-                is[c] = _mm256_add_epi32(is[c], _mm256_madd_epi16(t, ones));
-                HET_KEEP(is[c]);
-            }
-        }
-        const __m256 dv = _mm256_load_ps((const float *)(pb + l->off_d));
-#pragma GCC unroll 4
-        for (int c = 0; c < NC; c++) acc[c] = het_panel_scale(acc[c], is[c], dv, HET_META(a[c], bs, b)->d);
-    }
-    for (int c = 0; c < NC; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
-}
-
-/* U6 (q6_K): two groups' s16 pairs are summed (2 * 2 * 63 * 127 = 32004
- * fits), then vpmaddwd with the rows' half-block scales; the -32 offset
- * meets the activation's half-block sums in one vpmaddwd per block. */
-HET_INLINE void het_panel_u6_t(const struct het_panel_layout *l, const void *panel, const uint8_t *const *a,
-                               float *out, const int NC)
-{
-    const size_t bs = HET_Q8R_BS;
-    __m256 acc[4];
-    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
-    const uint8_t *pb = panel;
-    for (int64_t b = 0; b < l->nb; b++, pb += l->blk_bytes) {
-        const __m256i *sc = (const __m256i *)(pb + l->off_sc);
-        __m256i is[4];
-        for (int c = 0; c < NC; c++) is[c] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-        for (int h = 0; h < 4; h++) {
-            const __m256i w0 = _mm256_load_si256((const __m256i *)(pb + 64 * h));
-            const __m256i w1 = _mm256_load_si256((const __m256i *)(pb + 64 * h + 32));
-            const __m256i scv = _mm256_load_si256(sc + (h >> 1));
-#pragma GCC unroll 4
-            for (int c = 0; c < NC; c++) {
-                const int8_t *ab = HET_QS(a[c], bs, b) + 8 * h;
-                __m256i t = _mm256_maddubs_epi16(w0, het_bcast4(ab));
-                t = _mm256_add_epi16(t, _mm256_maddubs_epi16(w1, het_bcast4(ab + 4)));
-                is[c] = _mm256_add_epi32(is[c], _mm256_madd_epi16(t, scv));
-                HET_KEEP(is[c]);
-            }
-        }
-        const __m256i scp = _mm256_load_si256(sc + 2);
-        const __m256 dv = _mm256_load_ps((const float *)(pb + l->off_d));
-#pragma GCC unroll 4
-        for (int c = 0; c < NC; c++) {
-            const struct het_q8r_meta *m = HET_META(a[c], bs, b);
-            const __m256i o = _mm256_madd_epi16(scp, het_bcast4(m->sum16));
-            acc[c] = het_panel_scale(acc[c], _mm256_sub_epi32(is[c], _mm256_slli_epi32(o, 5)), dv, m->d);
-        }
-    }
-    for (int c = 0; c < NC; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
-}
-
 #define HET_PANEL_DISPATCH(name, body)                                                               \
     static void name(const struct het_panel_layout *l, const void *panel, const uint8_t *const *a,  \
                      int nc, float *out)                                                             \
@@ -511,15 +437,8 @@ HET_INLINE void het_panel_u6_t(const struct het_panel_layout *l, const void *pan
         }                                                                                            \
     }
 
-#define HET_U4(l, p, a, o, n) het_panel_u45_t(l, p, a, o, n, false)
-#define HET_U5(l, p, a, o, n) het_panel_u45_t(l, p, a, o, n, true)
-HET_PANEL_DISPATCH(het_panel_u4_avx2, HET_U4)
-HET_PANEL_DISPATCH(het_panel_u5_avx2, HET_U5)
+HET_PANEL_DISPATCH(het_panel_u5_avx2, het_panel_u5_t)
 HET_PANEL_DISPATCH(het_panel_u4n_avx2, het_panel_u4n_t)
-HET_PANEL_DISPATCH(het_panel_s8_avx2, het_panel_s8_t)
-HET_PANEL_DISPATCH(het_panel_u6_avx2, het_panel_u6_t)
-#undef HET_U4
-#undef HET_U5
 
 /* ---- float weights ------------------------------------------------------------------ */
 
@@ -630,9 +549,7 @@ const struct het_mm_kernels het_mm_kernels_avx2 = {
         [HET_TYPE_Q4_K] = het_dequant_q4_k_avx2, [HET_TYPE_Q6_K] = het_dequant_q6_k_avx2,
     },
     .panel = {
-        [HET_PANEL_U4] = het_panel_u4_avx2, [HET_PANEL_U5] = het_panel_u5_avx2,
-        [HET_PANEL_S8] = het_panel_s8_avx2, [HET_PANEL_U6] = het_panel_u6_avx2,
-        [HET_PANEL_U4N] = het_panel_u4n_avx2, [HET_PANEL_Q40] = het_panel_q40_avx2,
+        [HET_PANEL_U5] = het_panel_u5_avx2, [HET_PANEL_U4N] = het_panel_u4n_avx2, [HET_PANEL_Q40] = het_panel_q40_avx2,
         [HET_PANEL_Q80] = het_panel_q80_avx2, [HET_PANEL_Q6C] = het_panel_q6c_avx2,
         [HET_PANEL_Q4KC] = het_panel_q4kc_avx2,
     },
