@@ -1,19 +1,89 @@
 /*
- * attn_loops.h — the loops of the CPU attention's inner kernels around one
- * register block, shared by arch/avx2/attn_avx2.c and
- * arch/avx512/attn_avx512.c (internal). Include it after defining:
+ * attn_loops.h — the register blocks of the CPU attention's inner kernels
+ * and the loops around them, shared by arch/avx2/attn_avx2.c and
+ * arch/avx512/attn_avx512.c (internal). The two differ only in the vector
+ * they use; include this after defining:
  *   QK_ROWS, QK_KEYS   the QK block: query rows x keys
- *   PV_ROWS, PV_COLS   the PV block: query rows x output columns (2 vectors)
- *   qk_block(F16, NR, NK, hdp, q, k, ldk, s, lds)   NR <= QK_ROWS rows x
- *                      NK (1 or QK_KEYS) keys
- *   pv_block(F16, NR, NV, nk, hdp, s, lds, v, ldv, d, o)   NR <= PV_ROWS
- *                      rows, NV (1 or 2) vectors from column d
+ *   PV_ROWS            the PV block's query rows
+ *   ATTN_VLEN          floats per vector (the PV block is 2 vectors wide)
+ *   attn_vec           the vector type, and on it (all always inline):
+ *   attn_vzero()                    zeros
+ *   attn_vload(p), attn_vstore(p, v)   q and o rows (the kernels' scratch)
+ *   attn_vload_kv(F16, row, d)      ATTN_VLEN elements of a K or V row (F16
+ *                                   != 0: an F16 cache) from element d
+ *   attn_vbcast(s, i, j)            s[i + j] in every lane (i and j apart:
+ *                                   each file keeps its address arithmetic)
+ *   attn_vfma(a, b, c)              a * b + c
+ *   attn_scores(NK, acc, s)         the sums of acc[0..NK) (NK 1 or
+ *                                   QK_KEYS) into s[0..NK)
  * It defines qk_all and pv_all: the contracts of attention.h over any nr,
  * nk and hdp (a multiple of PV_COLS / 2), every row count a compile-time
  * constant in its instantiation so the accumulators stay in registers.
  */
 #ifndef HET_CPU_ATTN_LOOPS_H
 #define HET_CPU_ATTN_LOOPS_H
+
+#define PV_COLS (2 * ATTN_VLEN)
+
+/* ---- QK ------------------------------------------------------------------- */
+
+/* Scores of NR query rows against NK (1 or QK_KEYS) keys starting at row k. */
+static inline __attribute__((always_inline)) void qk_block(const int F16, const int NR, const int NK, int hdp,
+                                                           const float *q, const char *k, size_t ldk, float *s,
+                                                           int lds)
+{
+    attn_vec acc[QK_ROWS][QK_KEYS];
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NK; c++) acc[r][c] = attn_vzero();
+
+    for (int d = 0; d < hdp; d += ATTN_VLEN) {
+        attn_vec qv[QK_ROWS];
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; r++) qv[r] = attn_vload(q + r * hdp + d);
+#pragma GCC unroll 4
+        for (int c = 0; c < NK; c++) {
+            const attn_vec kv = attn_vload_kv(F16, k + c * ldk, d);
+#pragma GCC unroll 4
+            for (int r = 0; r < NR; r++) acc[r][c] = attn_vfma(qv[r], kv, acc[r][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; r++) attn_scores(NK, acc[r], s + r * lds);
+}
+
+/* ---- PV ------------------------------------------------------------------- */
+
+/* o[NR rows][NV vectors from column d] += s[NR rows][0..nk) * v[0..nk)[d..]. */
+static inline __attribute__((always_inline)) void pv_block(const int F16, const int NR, const int NV, int nk,
+                                                           int hdp, const float *s, int lds, const char *v,
+                                                           size_t ldv, int d, float *o)
+{
+    attn_vec acc[PV_ROWS][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; r++)
+#pragma GCC unroll 2
+        for (int c = 0; c < NV; c++) acc[r][c] = attn_vload(o + r * hdp + d + ATTN_VLEN * c);
+
+    for (int j = 0; j < nk; j++) {
+        attn_vec vv[2];
+#pragma GCC unroll 2
+        for (int c = 0; c < NV; c++) vv[c] = attn_vload_kv(F16, v + j * ldv, d + ATTN_VLEN * c);
+#pragma GCC unroll 8
+        for (int r = 0; r < NR; r++) {
+            const attn_vec pb = attn_vbcast(s, r * lds, j);
+#pragma GCC unroll 2
+            for (int c = 0; c < NV; c++) acc[r][c] = attn_vfma(pb, vv[c], acc[r][c]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; r++)
+#pragma GCC unroll 2
+        for (int c = 0; c < NV; c++) attn_vstore(o + r * hdp + d + ATTN_VLEN * c, acc[r][c]);
+}
+
+/* ---- the loops around the blocks -------------------------------------------- */
 
 /* NR rows (NR < QK_ROWS: the leftover rows) against all nk keys. */
 static inline __attribute__((always_inline)) void qk_rows(const int F16, const int NR, int nk, int hdp,

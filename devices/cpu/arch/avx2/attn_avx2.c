@@ -4,7 +4,9 @@
  * Contracts in devices/cpu/attention.h. Key and value rows are read either
  * as F32 or straight from an F16 cache (converted in registers with F16C),
  * so the cache is never copied. Both products are register-blocked so each
- * loaded vector feeds several FMAs:
+ * loaded vector feeds several FMAs (the blocks and the loops around them
+ * are arch/attn_loops.h, shared with attn_avx512.c; this file gives them
+ * ymm vectors):
  *  - QK: 3 query rows x 4 keys, 12 accumulators running along head_dim,
  *    reduced to 4 scores per row with an hadd tree (1 key at a time for the
  *    last nk % 4 keys).
@@ -23,77 +25,37 @@
 #define QK_ROWS 3
 #define QK_KEYS 4
 #define PV_ROWS 6
-#define PV_COLS 16 /* two vectors */
+#define ATTN_VLEN 8
 
 #define INLINE static inline __attribute__((always_inline))
 
+/* The vector of the shared blocks (attn_loops.h): ymm, 8 floats; q and o
+ * rows are 32-byte aligned scratch. */
+typedef __m256 attn_vec;
+INLINE __m256 attn_vzero(void) { return _mm256_setzero_ps(); }
+INLINE __m256 attn_vload(const float *p) { return _mm256_load_ps(p); }
+INLINE void attn_vstore(float *p, __m256 v) { _mm256_store_ps(p, v); }
+INLINE __m256 attn_vbcast(const float *s, int i, int j) { return _mm256_broadcast_ss(s + i + j); }
+INLINE __m256 attn_vfma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+
 /* 8 elements of an F16 (F16 != 0) or F32 row starting at element d. */
-INLINE __m256 load8(const int F16, const char *row, int d)
+INLINE __m256 attn_vload_kv(const int F16, const char *row, int d)
 {
     if (F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)d)));
     return _mm256_loadu_ps((const float *)(row + 4 * (size_t)d));
 }
 
-/* ---- QK ------------------------------------------------------------------- */
-
-/* Scores of NR query rows against NK (1 or 4) keys starting at row k. */
-INLINE void qk_block(const int F16, const int NR, const int NK, int hdp, const float *q, const char *k, size_t ldk,
-                     float *s, int lds)
+/* A query row's NK (1 or 4) scores: 4 by an hadd tree. */
+INLINE void attn_scores(const int NK, const __m256 *acc, float *s)
 {
-    __m256 acc[QK_ROWS][QK_KEYS];
-#pragma GCC unroll 4
-    for (int r = 0; r < NR; r++)
-#pragma GCC unroll 4
-        for (int c = 0; c < NK; c++) acc[r][c] = _mm256_setzero_ps();
-
-    for (int d = 0; d < hdp; d += 8) {
-        __m256 qv[QK_ROWS];
-#pragma GCC unroll 4
-        for (int r = 0; r < NR; r++) qv[r] = _mm256_load_ps(q + r * hdp + d);
-#pragma GCC unroll 4
-        for (int c = 0; c < NK; c++) {
-            __m256 kv = load8(F16, k + c * ldk, d);
-#pragma GCC unroll 4
-            for (int r = 0; r < NR; r++) acc[r][c] = _mm256_fmadd_ps(qv[r], kv, acc[r][c]);
-        }
+    if (NK == 1) {
+        s[0] = het_avx2_hsum(acc[0]);
+        return;
     }
-#pragma GCC unroll 4
-    for (int r = 0; r < NR; r++) {
-        if (NK == 1) { s[r * lds] = het_avx2_hsum(acc[r][0]); continue; }
-        __m256 t0 = _mm256_hadd_ps(acc[r][0], acc[r][1]);
-        __m256 t1 = _mm256_hadd_ps(acc[r][2], acc[r][3]);
-        __m256 t2 = _mm256_hadd_ps(t0, t1);
-        _mm_storeu_ps(s + r * lds, _mm_add_ps(_mm256_castps256_ps128(t2), _mm256_extractf128_ps(t2, 1)));
-    }
-}
-
-/* ---- PV ------------------------------------------------------------------- */
-
-/* o[NR rows][NV vectors from column d] += s[NR rows][0..nk) * v[0..nk)[d..]. */
-INLINE void pv_block(const int F16, const int NR, const int NV, int nk, int hdp, const float *s, int lds,
-                     const char *v, size_t ldv, int d, float *o)
-{
-    __m256 acc[PV_ROWS][2];
-#pragma GCC unroll 8
-    for (int r = 0; r < NR; r++)
-#pragma GCC unroll 2
-        for (int c = 0; c < NV; c++) acc[r][c] = _mm256_load_ps(o + r * hdp + d + 8 * c);
-
-    for (int j = 0; j < nk; j++) {
-        __m256 vv[2];
-#pragma GCC unroll 2
-        for (int c = 0; c < NV; c++) vv[c] = load8(F16, v + j * ldv, d + 8 * c);
-#pragma GCC unroll 8
-        for (int r = 0; r < NR; r++) {
-            __m256 pb = _mm256_broadcast_ss(s + r * lds + j);
-#pragma GCC unroll 2
-            for (int c = 0; c < NV; c++) acc[r][c] = _mm256_fmadd_ps(pb, vv[c], acc[r][c]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < NR; r++)
-#pragma GCC unroll 2
-        for (int c = 0; c < NV; c++) _mm256_store_ps(o + r * hdp + d + 8 * c, acc[r][c]);
+    __m256 t0 = _mm256_hadd_ps(acc[0], acc[1]);
+    __m256 t1 = _mm256_hadd_ps(acc[2], acc[3]);
+    __m256 t2 = _mm256_hadd_ps(t0, t1);
+    _mm_storeu_ps(s, _mm_add_ps(_mm256_castps256_ps128(t2), _mm256_extractf128_ps(t2, 1)));
 }
 
 #include "devices/cpu/arch/attn_loops.h"

@@ -1,7 +1,8 @@
 /*
  * attn_avx512.c — AVX-512 inner kernels (QK and PV) of the CPU fused
  * attention, for head dims that are a multiple of 16: the AVX2 kernels'
- * blocking (attn_avx2.c) with zmm vectors, so each FMA does 16 lanes. The
+ * blocking (arch/attn_loops.h, shared with attn_avx2.c) with zmm vectors,
+ * so each FMA does 16 lanes. The
  * online softmax stays the AVX2 one (a small share of the time).
  *
  * Contracts in devices/cpu/attention.h, with hdp % 16 == 0. Key and value
@@ -21,12 +22,20 @@
 #define QK_ROWS 3
 #define QK_KEYS 4
 #define PV_ROWS 6
-#define PV_COLS 32 /* two vectors */
+#define ATTN_VLEN 16
 
 #define INLINE static inline __attribute__((always_inline))
 
+/* The vector of the shared blocks (attn_loops.h): zmm, 16 floats. */
+typedef __m512 attn_vec;
+INLINE __m512 attn_vzero(void) { return _mm512_setzero_ps(); }
+INLINE __m512 attn_vload(const float *p) { return _mm512_loadu_ps(p); }
+INLINE void attn_vstore(float *p, __m512 v) { _mm512_storeu_ps(p, v); }
+INLINE __m512 attn_vbcast(const float *s, int i, int j) { return _mm512_set1_ps(s[i + j]); }
+INLINE __m512 attn_vfma(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
+
 /* 16 elements of an F16 (F16 != 0) or F32 row starting at element d. */
-INLINE __m512 load16(const int F16, const char *row, int d)
+INLINE __m512 attn_vload_kv(const int F16, const char *row, int d)
 {
     if (F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * (size_t)d)));
     return _mm512_loadu_ps((const float *)(row + 4 * (size_t)d));
@@ -47,63 +56,11 @@ INLINE void hsum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3, float *s)
     _mm_storeu_ps(s, _mm512_castps512_ps128(r));
 }
 
-/* ---- QK ------------------------------------------------------------------- */
-
-/* Scores of NR query rows against NK (1 or 4) keys starting at row k. */
-INLINE void qk_block(const int F16, const int NR, const int NK, int hdp, const float *q, const char *k, size_t ldk,
-                     float *s, int lds)
+/* A query row's NK (1 or 4) scores. */
+INLINE void attn_scores(const int NK, const __m512 *acc, float *s)
 {
-    __m512 acc[QK_ROWS][QK_KEYS];
-#pragma GCC unroll 4
-    for (int r = 0; r < NR; r++)
-#pragma GCC unroll 4
-        for (int c = 0; c < NK; c++) acc[r][c] = _mm512_setzero_ps();
-
-    for (int d = 0; d < hdp; d += 16) {
-        __m512 qv[QK_ROWS];
-#pragma GCC unroll 4
-        for (int r = 0; r < NR; r++) qv[r] = _mm512_loadu_ps(q + r * hdp + d);
-#pragma GCC unroll 4
-        for (int c = 0; c < NK; c++) {
-            const __m512 kv = load16(F16, k + c * ldk, d);
-#pragma GCC unroll 4
-            for (int r = 0; r < NR; r++) acc[r][c] = _mm512_fmadd_ps(qv[r], kv, acc[r][c]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < NR; r++) {
-        if (NK == 1) s[r * lds] = _mm512_reduce_add_ps(acc[r][0]);
-        else hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3], s + r * lds);
-    }
-}
-
-/* ---- PV ------------------------------------------------------------------- */
-
-/* o[NR rows][NV vectors from column d] += s[NR rows][0..nk) * v[0..nk)[d..]. */
-INLINE void pv_block(const int F16, const int NR, const int NV, int nk, int hdp, const float *s, int lds,
-                     const char *v, size_t ldv, int d, float *o)
-{
-    __m512 acc[PV_ROWS][2];
-#pragma GCC unroll 8
-    for (int r = 0; r < NR; r++)
-#pragma GCC unroll 2
-        for (int c = 0; c < NV; c++) acc[r][c] = _mm512_loadu_ps(o + r * hdp + d + 16 * c);
-
-    for (int j = 0; j < nk; j++) {
-        __m512 vv[2];
-#pragma GCC unroll 2
-        for (int c = 0; c < NV; c++) vv[c] = load16(F16, v + j * ldv, d + 16 * c);
-#pragma GCC unroll 8
-        for (int r = 0; r < NR; r++) {
-            const __m512 pb = _mm512_set1_ps(s[r * lds + j]);
-#pragma GCC unroll 2
-            for (int c = 0; c < NV; c++) acc[r][c] = _mm512_fmadd_ps(pb, vv[c], acc[r][c]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < NR; r++)
-#pragma GCC unroll 2
-        for (int c = 0; c < NV; c++) _mm512_storeu_ps(o + r * hdp + d + 16 * c, acc[r][c]);
+    if (NK == 1) s[0] = _mm512_reduce_add_ps(acc[0]);
+    else hsum4(acc[0], acc[1], acc[2], acc[3], s);
 }
 
 #include "devices/cpu/arch/attn_loops.h"
