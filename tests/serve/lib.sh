@@ -40,9 +40,15 @@ need_node() {
 }
 
 # need_openai: install the openai npm client into the build tree once; a
-# failure is an error, not a skip (CI must be able to run this test)
+# failure is an error, not a skip (CI must be able to run this test). Two
+# serve tests may start at once (ctest -j): the check and the install hold
+# a lock, or the second npm rewrites the package under the first test
+# (seen: "Cannot find module './messages.js'" under ASan).
 need_openai() {
     local dir; dir="$(dirname "$hetrun")/node"
+    mkdir -p "$dir"
+    exec 9>"$dir.lock"
+    flock 9
     if [ ! -f "$dir/node_modules/openai/package.json" ]; then
         if ! command -v npm >/dev/null 2>&1; then
             echo "FAIL: npm is missing: cannot install the openai client (npm install --prefix $dir openai@4)"; exit 1
@@ -52,5 +58,7 @@ need_openai() {
             sed 's/^/    /' "$dir.log" | tail -20; exit 1
         fi
     fi
+    flock -u 9
+    exec 9>&-
     export NODE_PATH="$dir/node_modules"
 }
