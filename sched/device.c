@@ -115,7 +115,8 @@ enum het_status het_device_run_split(het_device *dev, struct het_tensor *const *
     if (st == HET_OK) {
         dev->stats.n_splits++;
         dev->stats.n_nodes += (uint64_t)n;
-        for (int i = 0; i < n; i++) {
+        /* only where a first run may build a kernel: the CPU's splits skip this */
+        for (int i = 0; dev->caps.builds_kernels && i < n; i++) {
             unsigned op, bit;
             if (node_kind(nodes[i], &op, &bit)) dev->ran[op] |= 1ull << bit;
         }

@@ -113,8 +113,8 @@ enum het_status het_device_prepare_weights(het_device *dev, struct het_tensor *c
 enum het_status het_device_run_split(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err);
 enum het_status het_device_sync(het_device *dev, het_error *err);
 /* Has a node of node's kind (op, first operand's type, one row or several)
- * run on dev? Where caps.builds_kernels, one that has not may build a
- * kernel when it first runs. */
+ * run on dev? Recorded only where caps.builds_kernels (elsewhere always
+ * false): one that has not may build a kernel when it first runs. */
 bool            het_device_has_run(const het_device *dev, const struct het_tensor *node);
 /* What building one kernel took on dev, on average, in this process
  * (stats.build_us / n_builds); NAN before the first build. */
