@@ -832,11 +832,14 @@ static void test_mul_mat_id(struct env *e, enum het_type t, int64_t n_b, bool id
     free(ref);
 }
 
+/* the weight types every mul_mat_id test runs */
+static const enum het_type mmid_types[] = { HET_TYPE_F32, HET_TYPE_F16, HET_TYPE_Q4_0,
+                                            HET_TYPE_Q8_0, HET_TYPE_Q4_K, HET_TYPE_Q6_K };
+
 static void test_mul_mat_id_all(struct env *e)
 {
-    static const enum het_type types[] = { HET_TYPE_F32, HET_TYPE_F16, HET_TYPE_Q4_0,
-                                           HET_TYPE_Q8_0, HET_TYPE_Q4_K, HET_TYPE_Q6_K };
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+    const enum het_type *types = mmid_types;
+    for (size_t i = 0; i < sizeof mmid_types / sizeof mmid_types[0]; i++) {
         test_mul_mat_id(e, types[i], 1, false, false, false); /* gate/up: one column per token */
         test_mul_mat_id(e, types[i], 3, true, false, true);   /* down: one column per slot */
     }
@@ -945,9 +948,8 @@ static void test_mul_mat_id_prefill(struct env *e, const struct mmid_case *c)
 
 static void test_mul_mat_id_prefill_all(struct env *e)
 {
-    static const enum het_type types[] = { HET_TYPE_F32, HET_TYPE_F16, HET_TYPE_Q4_0,
-                                           HET_TYPE_Q8_0, HET_TYPE_Q4_K, HET_TYPE_Q6_K };
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+    const enum het_type *types = mmid_types;
+    for (size_t i = 0; i < sizeof mmid_types / sizeof mmid_types[0]; i++) {
         enum het_type t = types[i];
         /* plain types: K not a multiple of the 32-wide step, then one the row kernels take */
         test_mul_mat_id_prefill(e, &(struct mmid_case){ t, is_quant(t) ? 512 : 333, 130, 1, i % 2 == 0, false });
