@@ -172,15 +172,32 @@ static void bench_close(struct bench *b)
 /* ---------------------------------------------------------------------------
  * one point: timed, re-timed while disturbed or off trend, recorded         */
 
+struct work { double bytes, flops; };
+
 struct point {
     enum het_op_class cls;
     enum het_type     wtype;
     int               first, n;      /* the nodes timed, identical in shape      */
-    double            work;          /* max(bytes, flops / 8) of one node        */
+    struct work       work;          /* what one node reads and computes         */
     const struct het_op_cost *cost;  /* what one node costs (NULL: from the node) */
 };
 
-static double work_of(const struct het_op_cost *oc) { return fmax(oc->bytes, oc->flops / 8); }
+static struct work work_of(const struct het_op_cost *oc) { return (struct work){ oc->bytes, oc->flops }; }
+
+/* How much longer a point may take than the previous one (prev: nothing
+ * before it when empty), before slack: as much as its fastest-growing need.
+ * A device slow at arithmetic (a sanitizer build, a CPU-type driver) is
+ * bound by flops already at M = 1, so a sweep's time grows with its flops
+ * even while its bytes dominate a roofline's idea of the work. */
+static double growth(struct work now, struct work prev)
+{
+    double g = 1.0;
+    if (prev.bytes > 0) g = fmax(g, now.bytes / prev.bytes);
+    if (prev.flops > 0) g = fmax(g, now.flops / prev.flops);
+    return g;
+}
+
+static bool has_work(struct work w) { return w.bytes > 0 || w.flops > 0; }
 
 /* µs per node of [first, first+n) once; *contended when too few repetitions were undisturbed */
 static enum het_status time_nodes(struct cal *c, struct bench *b, int first, int n, double *per, bool *contended,
@@ -201,7 +218,7 @@ static enum het_status time_nodes(struct cal *c, struct bench *b, int first, int
 /* Measure point pt of bench b and add its sample unless it is an outlier.
  * prev: the sweep's previous kept point (work, us), work 0 for none.
  * *us receives the time kept (NAN: dropped). */
-static enum het_status measure_point(struct cal *c, struct bench *b, const struct point *pt, double prev_work,
+static enum het_status measure_point(struct cal *c, struct bench *b, const struct point *pt, struct work prev_work,
                                      double prev_us, double *us, het_error *err)
 {
     *us = NAN;
@@ -221,8 +238,7 @@ static enum het_status measure_point(struct cal *c, struct bench *b, const struc
             spread = c->timing_spread;
             contended = cont;
         }
-        double grow = prev_work > 0 ? fmax(1.0, pt->work / prev_work) : 0;
-        off = prev_work > 0 && best > prev_us * grow * TREND_SLACK + 5.0;
+        off = has_work(prev_work) && best > prev_us * growth(pt->work, prev_work) * TREND_SLACK + 5.0;
     }
     c->busy_run = contended ? c->busy_run + 1 : 0;
     if (off) { /* still far off its neighbour's trend: a stray measurement, not a datum */
@@ -245,7 +261,7 @@ static enum het_status measure_point(struct cal *c, struct bench *b, const struc
  * in the progress, and *stop set when the sweep ends here (the device cannot
  * run it, or it took longer than max_node_us: the fit extrapolates the rest;
  * left = points after this one). */
-struct sweep { double prev_work, prev_us; };
+struct sweep { struct work prev_work; double prev_us; };
 
 static enum het_status sweep_point(struct cal *c, struct bench *b, const struct point *pt, struct sweep *sw,
                                    const char *what, int left, bool *stop, het_error *err)
@@ -441,7 +457,7 @@ static enum het_status sweep_matmul(struct cal *c, const struct het_calibrate_sh
     enum het_status st = bench_open(c, &b, g, err);
     int from = 0;
     het_profile_samples(c->prof, HET_OPCLASS_MATMUL, t, &from);
-    struct sweep sw = { 0, 0 };
+    struct sweep sw = { { 0, 0 }, 0 };
     for (int i = 0; st == HET_OK && i < n_ms; i++) {
         struct het_op_cost oc;
         het_op_cost_of(het_graph_node(g, first[i]), &oc);
@@ -541,7 +557,8 @@ static enum het_status calibrate_small(struct cal *c, het_error *err)
         }
         int from = 0;
         het_profile_samples(c->prof, small_cls[op], HET_TYPE_F32, &from);
-        double prev_work = 0, prev_us = 0;
+        struct work prev_work = { 0, 0 };
+        double prev_us = 0;
         stage_begin(c, "%s", small_names[op]);
         for (int i = 0; i < n_rows; i++) {
             het_graph *g = small_graph(c, (enum small_op)op, rows[i], 8);
@@ -596,12 +613,13 @@ static enum het_status calibrate_attn(struct cal *c, het_error *err)
         c->done += nd + np;
         return HET_OK;
     }
-    double prev_work = 0, prev_us = 0;
+    struct work prev_work = { 0, 0 };
+    double prev_us = 0;
     for (int i = 0; i < nd + np; i++) {
         bool decode = i < nd;
         int n_kv = decode ? (c->quick ? quick_kv : full_kv)[i] : (c->quick ? quick_pf : full_pf)[i - nd];
         int m = decode ? 1 : n_kv;
-        if (i == nd) prev_work = 0; /* prefill is a sweep of its own */
+        if (i == nd) prev_work = (struct work){ 0, 0 }; /* prefill is a sweep of its own */
         het_graph *g = attn_graph(c, m, n_kv, decode ? 4 : 1);
         if (!g) return het_error_set(err, HET_ERR_NOMEM, "calibrate: out of memory");
         struct bench b;
@@ -750,7 +768,7 @@ static enum het_status sweep_moe(struct cal *c, const struct het_calibrate_shape
     for (int i = 0; st == HET_OK && i < n_pts; i++) /* node r reads copy r % C from expert (r / C)·hit on */
         for (int r = 0; r < rm[i]; r++)
             moe_fill_ids(het_graph_node(g, first[i] + r)->src[2], E, pts[i].hit, (r / n_copies) * pts[i].hit);
-    struct sweep sw = { 0, 0 };
+    struct sweep sw = { { 0, 0 }, 0 };
     for (int i = 0; st == HET_OK && i < n_pts; i++) {
         struct het_op_cost oc;
         het_op_cost_with_experts(het_graph_node(g, first[i]), pts[i].hit, &oc);
@@ -758,7 +776,7 @@ static enum het_status sweep_moe(struct cal *c, const struct het_calibrate_shape
         char what[96];
         snprintf(what, sizeof what, "experts %s %lldx%lld x%d T=%d hit=%d", het_type_name(t), (long long)sh->n,
                  (long long)sh->k, E, pts[i].T, pts[i].hit);
-        if (i > 0 && pts[i].T != pts[i - 1].T) sw.prev_work = 0; /* the trend check compares within a token count */
+        if (i > 0 && pts[i].T != pts[i - 1].T) sw.prev_work = (struct work){ 0, 0 }; /* the trend check compares within a token count */
         bool stop;
         st = sweep_point(c, &b, &pt, &sw, what, n_pts - 1 - i, &stop, err);
         if (stop) break;
