@@ -60,6 +60,8 @@ struct series {
     int    n;
     double min, med, max;
     long   tokens, csw_vol, csw_invol; /* context switches over all runs */
+    double probe_ms, run_ms;            /* of the runs' time, online correction's probes */
+    long   probes;
 };
 
 /* Busy-loop processes for --load; each dies with hetrun (PR_SET_PDEATHSIG). */
@@ -93,14 +95,28 @@ static void load_stop(struct load *l)
 static bool run_one(struct hr_session *s, const int32_t *toks, int n, bool pp, struct series *x, het_error *err)
 {
     struct rusage r0, r1;
+    struct het_sched_stats st0, st1;
+    het_sched_get_stats(s->sched, &st0);
     getrusage(RUSAGE_SELF, &r0);
     if (!(pp ? run_pp : run_tg)(s, toks, n, &x->v[x->n], err)) return false;
     getrusage(RUSAGE_SELF, &r1);
+    het_sched_get_stats(s->sched, &st1);
+    x->probe_ms += (st1.probe_us - st0.probe_us) / 1e3;
+    x->probes += (long)(st1.n_probes - st0.n_probes);
+    x->run_ms += n * 1000.0 / x->v[x->n];
     x->n++;
     x->tokens += n;
     x->csw_vol += r1.ru_nvcsw - r0.ru_nvcsw;
     x->csw_invol += r1.ru_nivcsw - r0.ru_nivcsw;
     return true;
+}
+
+/* online correction's share of the timed runs, said rather than hidden */
+static void print_probes(const struct series *x)
+{
+    if (x->probes > 0)
+        printf("  of which timing nodes for the cost model: %.1f ms (%.1f%%, %ld probes)", x->probe_ms,
+               100.0 * x->probe_ms / x->run_ms, x->probes);
 }
 
 static void print_csw(const struct series *x)
@@ -243,6 +259,7 @@ int cmd_bench(int argc, char **argv)
                "\"peak_int8_gops\":%.1f,\"peak_f32_gflops\":%.1f,\"pp_bound_tps\":%.1f",
                o.model, dev, threads, wbytes, dbytes, o.pp, o.tg, o.reps, pp.med, pp.min, pp.max, tg.med, tg.min,
                tg.max, bw, bound, peak.int8_gops, peak.f32_gflops, pp_bound);
+        printf(",\"pp_probe_ms\":%.1f,\"tg_probe_ms\":%.1f", pp.probe_ms, tg.probe_ms);
         if (o.load)
             printf(",\"load\":%d,\"pp_load_tps\":%.2f,\"pp_load_tps_min\":%.2f,\"pp_load_tps_max\":%.2f,"
                    "\"tg_load_tps\":%.2f,\"tg_load_tps_min\":%.2f,\"tg_load_tps_max\":%.2f",
@@ -257,6 +274,7 @@ int cmd_bench(int argc, char **argv)
                 printf("   bound: %.1f tok/s = %.3f G int8 ops/token at %.0f GOP/s (%s) + %.3f GFLOP/token at "
                        "%.0f GFLOP/s (%s), measured peaks", pp_bound, q_ops * 1e-9, peak.int8_gops, peak.int8_instr,
                        f_ops * 1e-9, peak.f32_gflops, peak.f32_instr);
+            print_probes(&pp);
             if (o.load) print_csw(&pp);
             printf("\n");
         }
@@ -264,6 +282,7 @@ int cmd_bench(int argc, char **argv)
             printf("tg%-4d %8.2f tok/s median  (min %.2f, max %.2f, %d runs)   bound: %.1f tok/s = %.1f GB/s measured "
                    "read bandwidth / %.1f MB per token",
                    o.tg, tg.med, tg.min, tg.max, tg.n, bound, bw, dbytes / 1e6);
+            print_probes(&tg);
             if (o.load) print_csw(&tg);
             printf("\n");
         }
@@ -273,6 +292,7 @@ int cmd_bench(int argc, char **argv)
             printf("%s%-4d %8.2f tok/s median  (min %.2f, max %.2f, %d runs) beside %d busy loop%s: %.2fx quiet",
                    k ? "tg" : "pp", k ? o.tg : o.pp, loaded[k]->med, loaded[k]->min, loaded[k]->max, loaded[k]->n,
                    o.load, o.load > 1 ? "s" : "", loaded[k]->med / quiet[k]->med);
+            print_probes(loaded[k]);
             print_csw(loaded[k]);
             printf("\n");
         }
