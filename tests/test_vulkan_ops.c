@@ -1586,6 +1586,30 @@ static void test_listing(void)
 static VkInstance keep_icd_loaded;
 #endif
 
+/* Texel view sizes never have bits 8..15 all zero where the buffer has room
+ * (llvmpipe compiles a kernel again per value of "level zero only"), stay
+ * inside the buffer and the texel limit, and cover the range. */
+static void test_texel_range(void)
+{
+    struct { VkDeviceSize range, room; uint64_t max; VkDeviceSize want; } c[] = {
+        { 16384, 4096, 1u << 27, 16384 },        /* bits 8..15 = 64: kept       */
+        { 65536, 4096, 1u << 27, 65536 + 256 },  /* bits 8..15 = 0: extended    */
+        { 65528, 4096, 1u << 27, 65536 + 256 },  /* rounded to a texel first    */
+        { 65536, 255, 1u << 27, 65536 },         /* no room in the buffer: kept */
+        { 65536, 256, 1u << 27, 65536 + 256 },   /* exactly enough room         */
+        { 65536, 4096, 4096, 65536 },            /* the texel limit: kept       */
+        { 4096, 4096, 1u << 27, 4096 },          /* bits 8..15 = 16: kept       */
+        { 200, 0, 1u << 27, 208 },               /* under 256 bytes: kept       */
+        { 1u << 20, 1u << 12, 1u << 27, (1u << 20) + 256 },
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        VkDeviceSize got = het_vk_texel_range(c[i].range, c[i].room, c[i].max);
+        CHECK(got == c[i].want, "texel range %llu room %llu max %llu: %llu, want %llu", (unsigned long long)c[i].range,
+              (unsigned long long)c[i].room, (unsigned long long)c[i].max, (unsigned long long)got,
+              (unsigned long long)c[i].want);
+    }
+}
+
 int main(void)
 {
 #if defined(__SANITIZE_ADDRESS__)
@@ -1593,6 +1617,7 @@ int main(void)
 #endif
     if (het_vulkan_device_count(NULL) == 0) het_test_skip("no Vulkan device (install mesa-vulkan-drivers for lavapipe)");
     het_test_seed(0x5eed1234);
+    test_texel_range();
     test_listing();
     run_config("A", NULL, true);
     run_config("B", &(struct het_vk_options){ .no_import = true, .no_subgroup = true, .no_gemm = true,

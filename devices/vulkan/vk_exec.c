@@ -150,6 +150,15 @@ bool het_vk_texel_ok(const struct het_vk_ctx *ctx, const struct het_vk_operand *
     return b->range != VK_WHOLE_SIZE && b->offset % ctx->texel_align == 0 && (b->range + 15) / 16 <= ctx->texel_max;
 }
 
+VkDeviceSize het_vk_texel_range(VkDeviceSize range, VkDeviceSize room, uint64_t texel_max)
+{
+    /* ranges end on an 8-byte boundary inside a page-aligned chunk, so one
+     * rounded up to the 16-byte texel stays inside the buffer */
+    VkDeviceSize r = (range + 15) & ~(VkDeviceSize)15;
+    if (((r >> 8) & 0xff) == 0 && r + 256 <= range + room && (r + 256) / 16 <= texel_max) r += 256;
+    return r;
+}
+
 enum het_status het_vk_texel_view(struct het_vk_ctx *ctx, const struct het_vk_operand *op, VkBufferView *out,
                                   het_error *err)
 {
@@ -161,14 +170,12 @@ enum het_status het_vk_texel_view(struct het_vk_ctx *ctx, const struct het_vk_op
         s->views = p;
         s->cap_views = cap;
     }
-    /* ranges end on an 8-byte boundary inside a page-aligned chunk, so one
-     * rounded up to the 16-byte texel stays inside the buffer */
     VkBufferViewCreateInfo vci = {
         .sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
         .buffer = op->bind.buf,
         .format = VK_FORMAT_R32G32B32A32_UINT,
         .offset = op->bind.offset,
-        .range = (op->bind.range + 15) & ~(VkDeviceSize)15,
+        .range = het_vk_texel_range(op->bind.range, op->room, ctx->texel_max),
     };
     VkResult r = vkCreateBufferView(ctx->device, &vci, NULL, out);
     if (r != VK_SUCCESS) return het_vk_fail(ctx, r, err, "vkCreateBufferView");

@@ -115,6 +115,7 @@ struct het_vk_bind {
 struct het_vk_operand {
     struct het_vk_bind bind;
     uint32_t           off;
+    VkDeviceSize       room;  /* bytes of the buffer past the range (a texel view may extend into them) */
 };
 
 struct het_vk_dispatch {
@@ -340,10 +341,19 @@ enum het_status het_vk_emit_views(struct het_vk_ctx *ctx, enum het_vk_kernel k, 
                                   const uint32_t groups[3], het_error *err);
 /* Whether op's range can be viewed as RGBA32UI texels (offset, size limits). */
 bool            het_vk_texel_ok(const struct het_vk_ctx *ctx, const struct het_vk_operand *op);
-/* An RGBA32UI view of op's range (its end rounded up to a texel), kept until
- * the split has run. */
+/* An RGBA32UI view of op's range (its size from het_vk_texel_range), kept
+ * until the split has run. */
 enum het_status het_vk_texel_view(struct het_vk_ctx *ctx, const struct het_vk_operand *op, VkBufferView *out,
                                   het_error *err);
+/* The byte size of a texel view of `range` bytes followed by `room` bytes
+ * of its buffer, at most texel_max texels: range rounded up to a 16-byte
+ * texel, then 256 bytes more where bits 8..15 of that are zero and the
+ * buffer has the room. Mesa's llvmpipe (lavapipe) keys the machine code of
+ * a kernel on those bits of each bound texel buffer's size (they overlay a
+ * texture's last mip level: zero reads as "level zero only"), so two
+ * views whose sizes differ only there (16 KiB and 64 KiB of activations)
+ * compile the same kernel twice, seconds each for the row kernels. */
+VkDeviceSize    het_vk_texel_range(VkDeviceSize range, VkDeviceSize room, uint64_t texel_max);
 /* Whether the row-per-invocation kernels (mul_mat_rows.glsl) can read
  * weights a and activations b through these operands (vk_encode_mm.c). */
 bool            het_vk_rows_fit(const struct het_vk_ctx *ctx, const struct het_tensor *a, const struct het_tensor *b,

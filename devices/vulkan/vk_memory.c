@@ -464,6 +464,7 @@ enum het_status het_vk_bind_span(struct het_vk_ctx *ctx, const uint8_t *lo, size
     op->bind.offset = start - c->start;
     op->bind.range = end - start;
     op->off = (uint32_t)(off - start);
+    op->room = c->start + c->size - end;
     if (rg->imported) return HET_OK;
     return note_mirror(ctx, rg, c, lo, size, write, gaps, err);
 }
