@@ -57,6 +57,9 @@
 #define MB (1024.0 * 1024.0)
 #define RETRIES     2     /* extra measurements of a disturbed or off-trend point */
 #define TREND_SLACK 4.0   /* a point may cost this much more than its work explains */
+#define SPLIT_WORK_US 2000.0 /* time a split of slow nodes needs to be measured well      */
+#define SLOW_GBPS   10.0  /* a node slower than 10x reading its bytes at this rate is  */
+                          /* bound by arithmetic: where its weights lie hardly matters */
 
 struct cal {
     het_device *dev;
@@ -74,6 +77,7 @@ struct cal {
     double cold_bytes;               /* weight bytes that leave the caches     */
     struct het_calibrate_stage *stage; /* where time is being counted now      */
     double stage_t0;
+    struct het_device_stats stage_stats; /* the device's counters when it began */
 };
 
 /* Count time in the stage called name from now on (one of that name
@@ -99,12 +103,19 @@ static void stage_begin(struct cal *c, const char *fmt, ...)
         c->stage = &r->stages[HET_CALIBRATE_MAX_STAGES - 1];
         snprintf(c->stage->name, sizeof c->stage->name, "others");
     }
+    het_device_get_stats(c->dev, &c->stage_stats);
     c->stage_t0 = het_now_us();
 }
 
 static void stage_end(struct cal *c)
 {
-    if (c->stage) c->stage->seconds += (het_now_us() - c->stage_t0) / 1e6;
+    if (c->stage) {
+        struct het_device_stats now;
+        het_device_get_stats(c->dev, &now);
+        c->stage->seconds += (het_now_us() - c->stage_t0) / 1e6;
+        c->stage->builds += (int)(now.n_builds - c->stage_stats.n_builds);
+        c->stage->build_seconds += (now.build_us - c->stage_stats.build_us) / 1e6;
+    }
     c->stage = NULL;
 }
 
@@ -199,6 +210,22 @@ static double growth(struct work now, struct work prev)
 
 static bool has_work(struct work w) { return w.bytes > 0 || w.flops > 0; }
 
+/* How many of a point's n nodes to time. The copies are there to read the
+ * weights from memory and to spread the split's overhead; a node that by
+ * the previous point's time (scaled by growth(), an over-estimate) takes
+ * over ten times what reading its bytes from memory would, and a split of
+ * them over SPLIT_WORK_US, needs neither: fewer are timed (a CPU-type
+ * Vulkan driver runs a 1024x1024 Q4_0 matmul at M = 4 in ~0.6 ms; timing
+ * 228 copies of it, as the cold set asks, took 130 ms a run). */
+static int nodes_to_time(const struct point *pt, struct work prev_work, double prev_us)
+{
+    if (!has_work(prev_work) || prev_us <= 0 || pt->n <= 1) return pt->n;
+    double est = prev_us * growth(pt->work, prev_work);
+    if (est < 10.0 * pt->work.bytes / (SLOW_GBPS * 1e3) || est * pt->n <= SPLIT_WORK_US) return pt->n;
+    int n = (int)ceil(SPLIT_WORK_US / est);
+    return n < 1 ? 1 : n > pt->n ? pt->n : n;
+}
+
 /* µs per node of [first, first+n) once; *contended when too few repetitions were undisturbed */
 static enum het_status time_nodes(struct cal *c, struct bench *b, int first, int n, double *per, bool *contended,
                                   het_error *err)
@@ -225,12 +252,12 @@ static enum het_status measure_point(struct cal *c, struct bench *b, const struc
     if (!all_supported(b->dev, b->mb.g, pt->first, pt->n)) return HET_ERR_UNSUPPORTED;
     double best = INFINITY, spread = 0;
     bool contended = true, off = true;
-    int tries = c->busy_run >= 3 ? 1 : 1 + RETRIES;
+    int tries = c->busy_run >= 3 ? 1 : 1 + RETRIES, n_time = nodes_to_time(pt, prev_work, prev_us);
     for (int t = 0; t < tries && (contended || off); t++) {
         if (t > 0) c->rep.n_remeasured++;
         double per = 0;
         bool cont = false;
-        enum het_status st = time_nodes(c, b, pt->first, pt->n, &per, &cont, err);
+        enum het_status st = time_nodes(c, b, pt->first, n_time, &per, &cont, err);
         if (st != HET_OK) return st;
         /* keep the best attempt: undisturbed first, then the faster */
         if ((contended && !cont) || (cont == contended && per < best)) {
@@ -400,11 +427,14 @@ static double cold_bytes(void)
  * copies for that), but no split longer than ~20 ms unless leaving the
  * caches needs it. Matrices under
  * 1/512 of the cold set (256 KiB for 128 MiB) are measured warm: only
- * models small enough to stay in the last-level cache have them. */
+ * models small enough to stay in the last-level cache have them. A set
+ * within 5% of the cold size is cold enough (the cold size has margin:
+ * Qwen3-0.6B's output matrix, 3.99x a 32 MiB L3, is measured alone instead
+ * of twice over 255 MiB). */
 static int copies(const struct cal *c, double wbytes, int m, double est_us)
 {
     const bool cold = m <= 16 && wbytes > c->cold_bytes / 512;
-    double cache = cold ? ceil(c->cold_bytes / wbytes) : 1;                       /* >= 1 */
+    double cache = cold ? fmax(1, ceil(0.95 * c->cold_bytes / wbytes)) : 1;
     double work = fmin(fmin(ceil(1000.0 / est_us), 64), fmax(1, floor(20000.0 / est_us)));
     return (int)fmin(fmax(cache, work), 4096);
 }

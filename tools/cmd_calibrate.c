@@ -66,12 +66,12 @@ static void fmt_time(int64_t t, char *buf, size_t size)
 /* -v: where the time went */
 static void print_stages(het_device *dev, const struct het_calibrate_report *rep)
 {
-    fprintf(stderr, "%s: %-28s %8s %8s %8s %6s %6s\n", het_device_name(dev), "stage", "s", "set-up", "warm-up",
-            "points", "runs");
+    fprintf(stderr, "%s: %-28s %8s %8s %8s %6s %6s %6s %8s\n", het_device_name(dev), "stage", "s", "set-up",
+            "warm-up", "points", "runs", "builds", "build s");
     for (int i = 0; i < rep->n_stages; i++) {
         const struct het_calibrate_stage *s = &rep->stages[i];
-        fprintf(stderr, "%s: %-28s %8.2f %8.2f %8.2f %6d %6d\n", het_device_name(dev), s->name, s->seconds,
-                s->setup_seconds, s->warmup_seconds, s->points, s->runs);
+        fprintf(stderr, "%s: %-28s %8.2f %8.2f %8.2f %6d %6d %6d %8.2f\n", het_device_name(dev), s->name, s->seconds,
+                s->setup_seconds, s->warmup_seconds, s->points, s->runs, s->builds, s->build_seconds);
     }
 }
 

@@ -379,6 +379,8 @@ struct het_calibrate_stage {
     double warmup_seconds; /* of which first runs (a Vulkan device compiles pipelines then)  */
     int    points;         /* points timed, re-measurements included                        */
     int    runs;           /* graph runs, warm-ups included                                 */
+    int    builds;         /* kernels the device built during the stage (stats.n_builds)    */
+    double build_seconds;  /* of the stage's time, building them (stats.build_us)           */
 };
 
 struct het_calibrate_report {
