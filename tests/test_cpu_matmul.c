@@ -343,6 +343,47 @@ static void test_dequant(enum het_cpu_isa best)
     }
 }
 
+/* Every level's own activation quantiser (a level without one uses the one
+ * below) writes het_q8r_quantize_scalar's bytes
+ * (quants, |quants|, the block's d, s and integer sums), for rows with an
+ * all-zero block, a block of one sign, a block of ties (k + 0.5 at d = 1) and
+ * random data. */
+static void test_quantize(enum het_cpu_isa best)
+{
+    const struct het_mm_kernels *levels[] = { &het_mm_kernels_avx2, &het_mm_kernels_avx512,
+                                              &het_mm_kernels_avx512vnni };
+    const int64_t K = 32 * 9;
+    float *x = malloc(sizeof(float) * (size_t)K);
+    for (int with_abs = 0; with_abs < 2; with_abs++) {
+        struct het_q8r_layout ql;
+        het_q8r_layout_init(&ql, K, with_abs);
+        uint8_t *want = malloc(ql.row_bytes), *got = malloc(ql.row_bytes);
+        for (int lv = HET_CPU_ISA_AVX2; lv <= (int)best; lv++) {
+            const struct het_mm_kernels *k = levels[lv - HET_CPU_ISA_AVX2];
+            if (!k->quantize) continue;
+            int bad = 0;
+            for (int rep = 0; rep < 20; rep++) {
+                for (int64_t i = 0; i < K; i++) x[i] = het_test_rand_normal() * (float)(1 + rep);
+                for (int64_t i = 0; i < 32; i++) x[i] = 0.0f;                 /* block 0: zeros      */
+                for (int64_t i = 32; i < 64; i++) x[i] = -fabsf(x[i]);         /* block 1: negative   */
+                /* block 2: d = 127/127 = 1 exactly, so k + 0.5 are ties (to even) */
+                for (int64_t i = 64; i < 96; i++) x[i] = (float)(i % 7 - 3) + 0.5f;
+                x[64] = 127.0f;
+                memset(want, 0xaa, ql.row_bytes);
+                memset(got, 0x55, ql.row_bytes);
+                het_q8r_quantize_scalar(x, &ql, want);
+                k->quantize(x, &ql, got);
+                bad += memcmp(want, got, ql.row_bytes) != 0;
+            }
+            CHECK(bad == 0, "q8r quantiser at %s (abs %d) differs from the scalar one in %d of 20 rows",
+                  het_cpu_isa_name((enum het_cpu_isa)lv), with_abs, bad);
+        }
+        free(want);
+        free(got);
+    }
+    free(x);
+}
+
 int main(void)
 {
     het_test_seed(1234);
@@ -355,6 +396,7 @@ int main(void)
     fprintf(stderr, "cpu: avx2=%d avx512=%d vnni=%d; testing up to %s\n", f.avx2, f.avx512, f.avx512_vnni,
             het_cpu_isa_name(best));
     test_dequant(best);
+    test_quantize(best);
 
     static const enum het_type qtypes[] = {
         HET_TYPE_Q4_0, HET_TYPE_Q4_1, HET_TYPE_Q5_0, HET_TYPE_Q5_1, HET_TYPE_Q8_0,

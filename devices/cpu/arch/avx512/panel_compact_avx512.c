@@ -371,14 +371,17 @@ HET_INLINE __m512i het_x_start(const struct het_q8r_meta *m, int half, const enu
 }
 
 /* The wide walker: nb expanded blocks of 32 rows against NC activation
- * rows. Q6C's two half blocks are two passes (scale per half); the other
- * kinds take all 8 groups in one. */
+ * rows. Q6C's two half blocks are two passes (a scale per half); the other
+ * kinds take all 8 groups in one. The i32 sums' float work shares the FMA
+ * pipes with vpdpbusd, so Q6C folds its two half scales first (lo * d_lo +
+ * hi * d_hi) and applies the activation's d once: three multiply-adds per
+ * row vector, activation row and block where a scale per half took four. */
 HET_INLINE void het_wide_t(int64_t nb, const uint8_t *xp, const uint8_t *const *a, float *out, size_t ldo,
                            bool accumulate, const int NC, const enum het_panel_kind kind, const bool vnni)
 {
     const size_t bs = het_q8r_bs_for(kind == HET_PANEL_Q80 ? HET_TYPE_Q8_0 : HET_TYPE_Q4_0);
     const int passes = kind == HET_PANEL_Q6C ? 2 : 1, gpp = 8 / passes;
-    __m512 acc[2][4];
+    __m512 acc[2][4], hs[2][4]; /* Q6C: the block's half-scaled sums */
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) acc[0][c] = acc[1][c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++, xp += het_xpanel_kind_blk_bytes(kind, 16)) {
@@ -409,6 +412,22 @@ HET_INLINE void het_wide_t(int64_t nb, const uint8_t *xp, const uint8_t *const *
             }
             const __m512 d0 = _mm512_load_ps((const void *)(xp + 1024 + 128 * half));
             const __m512 d1 = _mm512_load_ps((const void *)(xp + 1088 + 128 * half));
+            if (kind == HET_PANEL_Q6C) {
+#pragma GCC unroll 4
+                for (int c = 0; c < NC; c++) {
+                    if (half == 0) {
+                        hs[0][c] = _mm512_mul_ps(_mm512_cvtepi32_ps(s0[c]), d0);
+                        hs[1][c] = _mm512_mul_ps(_mm512_cvtepi32_ps(s1[c]), d1);
+                        continue;
+                    }
+                    const __m512 da = _mm512_set1_ps(HET_MT(a[c], bs, b)->d);
+                    hs[0][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0[c]), d0, hs[0][c]);
+                    hs[1][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1[c]), d1, hs[1][c]);
+                    acc[0][c] = _mm512_fmadd_ps(hs[0][c], da, acc[0][c]);
+                    acc[1][c] = _mm512_fmadd_ps(hs[1][c], da, acc[1][c]);
+                }
+                continue;
+            }
 #pragma GCC unroll 4
             for (int c = 0; c < NC; c++) {
                 const struct het_q8r_meta *m = HET_MT(a[c], bs, b);
