@@ -404,7 +404,7 @@ static void attn_pick_kernels(struct attn_ctx *c)
 {
     const bool avx2 = het_vec_use_avx2(c->isa);
     const bool zmm = c->isa >= HET_CPU_ISA_AVX512 && c->pl.hd % 16 == 0;
-    c->softmax = avx2 ? het_attn_softmax_avx2 : attn_softmax_scalar;
+    c->softmax = zmm ? het_attn_softmax_avx512 : avx2 ? het_attn_softmax_avx2 : attn_softmax_scalar;
     c->qk_f32 = zmm ? het_attn_qk_f32_avx512 : avx2 ? het_attn_qk_f32_avx2 : attn_qk_scalar;
     c->pv_f32 = zmm ? het_attn_pv_f32_avx512 : avx2 ? het_attn_pv_f32_avx2 : attn_pv_scalar;
     c->qk_cache = NULL;

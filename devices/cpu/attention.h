@@ -43,5 +43,7 @@ void het_attn_pv_f32_avx512(int nr, int nk, int hdp, const float *s, int lds, co
 void het_attn_pv_f16_avx512(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o);
 void het_attn_softmax_avx2(int nr, int nk, float *s, int lds, const int *valid, float *m, float *l, float *o,
                            int hdp);
+void het_attn_softmax_avx512(int nr, int nk, float *s, int lds, const int *valid, float *m, float *l, float *o,
+                             int hdp);
 
 #endif /* HET_CPU_ATTENTION_H */

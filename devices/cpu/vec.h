@@ -6,8 +6,9 @@
  * conversion) have AVX2 twins in devices/cpu/arch/avx2/vec_avx2.c, which is
  * the only place compiled with -mavx2. The het_vec_* wrappers pick one by
  * the kernel's ISA level, so callers stay free of #ifdefs. AVX-512 machines
- * use the AVX2 versions: these ops are memory-bound. Include only from
- * files built with OpenMP (all of libhet is).
+ * use the AVX2 versions, these ops being memory-bound, except silu and
+ * swiglu (arch/avx512/vec_avx512.c: an exp and a divide per element).
+ * Include only from files built with OpenMP (all of libhet is).
  */
 #ifndef HET_CPU_VEC_H
 #define HET_CPU_VEC_H
@@ -28,7 +29,12 @@ void  het_vec_f16_to_f32_avx2(int64_t n, float *y, const uint16_t *x);
 void  het_vec_f32_to_f16_avx2(int64_t n, uint16_t *y, const float *x);
 double het_vec_sumsq_f64_avx2(int64_t n, const float *x);
 
+/* ---- AVX-512 twins (arch/avx512/vec_avx512.c) ------------------------------ */
+void  het_vec_silu_f32_avx512(int64_t n, float *y, const float *x);
+void  het_vec_swiglu_f32_avx512(int64_t n, float *y, const float *g, const float *u);
+
 static inline bool het_vec_use_avx2(enum het_cpu_isa isa) { return isa >= HET_CPU_ISA_AVX2; }
+static inline bool het_vec_use_avx512(enum het_cpu_isa isa) { return isa >= HET_CPU_ISA_AVX512; }
 
 /* ---- plain arithmetic ------------------------------------------------------
  * "omp simd" makes GCC vectorise these at -O2 (its default cost model there
@@ -69,6 +75,7 @@ static inline float het_silu_f32(float x) { return x / (1.0f + expf(-x)); }
 /* y = silu(x) = x * sigmoid(x) */
 static inline void het_vec_silu_f32(enum het_cpu_isa isa, int64_t n, float *y, const float *x)
 {
+    if (het_vec_use_avx512(isa)) { het_vec_silu_f32_avx512(n, y, x); return; }
     if (het_vec_use_avx2(isa)) { het_vec_silu_f32_avx2(n, y, x); return; }
     for (int64_t i = 0; i < n; i++) y[i] = het_silu_f32(x[i]);
 }
@@ -77,6 +84,7 @@ static inline void het_vec_silu_f32(enum het_cpu_isa isa, int64_t n, float *y, c
 static inline void het_vec_swiglu_f32(enum het_cpu_isa isa, int64_t n, float *y, const float *g,
                                       const float *u)
 {
+    if (het_vec_use_avx512(isa)) { het_vec_swiglu_f32_avx512(n, y, g, u); return; }
     if (het_vec_use_avx2(isa)) { het_vec_swiglu_f32_avx2(n, y, g, u); return; }
     for (int64_t i = 0; i < n; i++) y[i] = het_silu_f32(g[i]) * u[i];
 }

@@ -14,9 +14,14 @@
  *  - PV: 6 query rows x 32 output columns, 12 accumulators; per key, two V
  *    loads and six broadcasts of P feed 12 FMAs.
  * The row counts are compile-time constants per instantiation.
+ * The online softmax step works on 16 scores at a time (a block's 64 keys
+ * are four vectors), with het_avx512_exp, the AVX2 exp on 16 lanes.
  */
 #include <immintrin.h>
+#include <math.h>
+#include <string.h>
 
+#include "devices/cpu/arch/avx512/vmath_avx512.h"
 #include "devices/cpu/attention.h"
 
 #define QK_ROWS 3
@@ -83,4 +88,39 @@ void het_attn_pv_f32_avx512(int nr, int nk, int hdp, const float *s, int lds, co
 void het_attn_pv_f16_avx512(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o)
 {
     pv_all(1, nr, nk, hdp, s, lds, v, ldv, o);
+}
+
+void het_attn_softmax_avx512(int nr, int nk, float *s, int lds, const int *valid, float *m, float *l, float *o,
+                             int hdp)
+{
+    for (int r = 0; r < nr; r++) {
+        float *sr = s + (size_t)r * lds;
+        const int n = valid[r] < nk ? valid[r] : nk;
+        if (n <= 0) { memset(sr, 0, (size_t)nk * sizeof(float)); continue; }
+        __m512 mx = _mm512_set1_ps(-INFINITY);
+        for (int j = 0; j < n; j += 16) {
+            const __mmask16 k = het_avx512_tail(n - j < 16 ? n - j : 16);
+            mx = _mm512_mask_max_ps(mx, k, mx, _mm512_maskz_loadu_ps(k, sr + j));
+        }
+        const float mb = _mm512_reduce_max_ps(mx);
+        const float m_new = mb > m[r] ? mb : m[r];
+        const __m512 vm = _mm512_set1_ps(m_new);
+        __m512 sum = _mm512_setzero_ps();
+        for (int j = 0; j < nk; j += 16) { /* the valid scores' exp, zeros after them */
+            const __mmask16 store = het_avx512_tail(nk - j < 16 ? nk - j : 16);
+            const __mmask16 k = het_avx512_tail(n - j <= 0 ? 0 : n - j < 16 ? n - j : 16);
+            const __m512 e = _mm512_maskz_mov_ps(k, het_avx512_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, sr + j), vm)));
+            _mm512_mask_storeu_ps(sr + j, store, e);
+            sum = _mm512_add_ps(sum, e);
+        }
+        if (m_new != m[r]) {
+            const float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - m_new);
+            const __m512 va = _mm512_set1_ps(alpha);
+            float *orow = o + (size_t)r * hdp;
+            for (int d = 0; d < hdp; d += 16) _mm512_storeu_ps(orow + d, _mm512_mul_ps(va, _mm512_loadu_ps(orow + d)));
+            l[r] *= alpha;
+            m[r] = m_new;
+        }
+        l[r] += _mm512_reduce_add_ps(sum);
+    }
 }
