@@ -288,7 +288,10 @@ HET_INLINE void het_u4n_t(const struct het_panel_layout *l, const uint8_t *panel
  * p1), then float scales per row: d[32] (Q40, Q80), d*sc[32] and
  * -(dmin*m)[32] (Q4KC), d*sc_half[2][32] (Q6C). Nibble quants become bytes
  * (0..15, Q6C 0..63; offsets go through the activation sums in the
- * kernel); Q80 quants stay signed, or become w + 128 (xor 0x80) with VNNI. */
+ * kernel); Q80 quants stay signed, or become w + 128 (xor 0x80) with VNNI.
+ * The compact panels are read here once per matmul, straight from memory
+ * (a prefill's weights do not stay in cache), so each block asks
+ * HET_PF_AHEAD bytes ahead as the decode walker does. */
 
 HET_INLINE void het_xexpand_t(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,
                               int64_t b1, void *dst, const enum het_panel_kind kind, const bool vnni)
@@ -301,6 +304,9 @@ HET_INLINE void het_xexpand_t(const struct het_panel_layout *l, const void *p0, 
         for (int h = 0; h < 2; h++) {
             const uint8_t *grp = src[h] ? het_cpanel_grp(l, src[h], gi) : NULL;
             const uint8_t *pb = grp ? grp + blk * (size_t)j : NULL;
+            /* the compact panels come from memory once per matmul, and
+             * nothing else runs meanwhile: ask ahead, as decode does */
+            if (pb) het_pf(pb, (int)(blk / 64));
             float *f = (float *)(void *)(x + 1024) + 16 * h; /* scale vector i at f + 32 * i */
             if (kind == HET_PANEL_Q80) {
                 const __m512i bias = _mm512_set1_epi8(vnni ? (char)0x80 : 0);
