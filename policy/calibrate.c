@@ -22,8 +22,10 @@
  * as the scheduler runs splits (policy/microbench.c). A split holds R
  * identical nodes with distinct weights, so small matmuls are not timed out
  * of a warm cache and the split's own overhead (measured first) is spread
- * over R nodes and subtracted. A size sweep stops once one node takes
- * longer than max_node_ms: the fit extrapolates from there. Sweeps:
+ * over R nodes and subtracted (a node the previous point shows bound by
+ * arithmetic is timed in fewer: nodes_to_time). A size sweep stops once
+ * one node takes longer than max_node_ms: the fit extrapolates from there.
+ * Sweeps:
  *   matmul   per weight type, N x K from the model classes, M = 1 .. 512
  *            (quick, for a model: every M on the largest matrix of a type,
  *            M = 1, 4 on the others);
