@@ -7,6 +7,7 @@
  */
 #include "het/npu.h"
 #include "het/profile.h"
+#include "sched/clock.h"
 #include "sched/device_impl.h"
 #include "testutil.h"
 
@@ -369,6 +370,54 @@ static void test_covers_moe(void)
     het_profile_free(p);
 }
 
+/* A device whose matmul nodes are slow for their bytes (each spins 100 µs,
+ * as a CPU-type Vulkan driver's are bound by arithmetic) and whose other
+ * nodes cost nothing; it records the most matmul nodes of each M (1..512)
+ * any one split held. */
+struct slow_mm { int most[513]; };
+
+static enum het_status slow_mm_run(het_device *d, struct het_tensor *const *nodes, int n, het_error *err)
+{
+    struct slow_mm *s = d->context;
+    int count = 0, m = 0;
+    for (int i = 0; i < n; i++) {
+        if (nodes[i]->op != HET_OP_MUL_MAT) continue;
+        count++;
+        m = (int)nodes[i]->src[1]->ne[1];
+        double t0 = het_now_us();
+        while (het_now_us() - t0 < 100.0) {}
+    }
+    if (m >= 1 && m <= 512 && count > s->most[m]) s->most[m] = count;
+    return HET_OK;
+}
+
+/* Calibration times a point's full set of copies until the previous point
+ * shows its nodes bound by arithmetic, then only enough of them for ~2 ms
+ * a split (a 256 x 256 Q4_0 matrix stays in the caches: 64 copies a split
+ * to spread the overhead). No time is asserted: only how many nodes a split
+ * held, which follows from each node taking at least 100 µs. */
+static void test_calibrate_slow_nodes(void)
+{
+    static const struct het_device_i iface = { .supports_op = fake_supports, .run_split = slow_mm_run };
+    struct slow_mm s = { { 0 } };
+    het_device *dev = het_device_new(&iface, HET_DEVICE_VULKAN, "vulkan0", &s);
+    dev->caps.host_timed = true;
+    struct het_calibrate_needs needs = { .n_shapes = 1, .shapes = { { HET_TYPE_Q4_0, 256, 256, false } },
+                                         .row_width = 256, .head_dim = 64, .n_head = 4, .n_head_kv = 2,
+                                         .max_rows = 16, .no_softmax = true };
+    struct het_calibrate_params cp = { .quick = true, .needs = &needs };
+    het_error err = { 0 };
+    het_profile *p = het_calibrate_device(dev, &cp, &err);
+    CHECK(p != NULL, "calibrating the slow device: %s", err.msg);
+    CHECK(s.most[1] == 64, "M = 1 (nothing measured before it): all 64 copies timed, got %d", s.most[1]);
+    /* >= 90 µs a node measured (at most a tenth comes off for the split's
+     * overhead), times 4 for the next M's flops: at most ceil(2000 / 360) */
+    CHECK(s.most[4] >= 1 && s.most[4] <= 6, "M = 4: at most 6 of 64 timed, got %d", s.most[4]);
+    CHECK(s.most[16] >= 1 && s.most[16] <= 6, "M = 16: at most 6 of 64 timed, got %d", s.most[16]);
+    het_profile_free(p);
+    het_device_free(dev);
+}
+
 static void test_cache(const char *dir)
 {
     setenv("XDG_CACHE_HOME", dir, 1);
@@ -463,6 +512,7 @@ int main(void)
     test_defaults();
     test_npu_profile();
     test_covers_moe();
+    test_calibrate_slow_nodes();
 #ifdef HET_HAVE_JANSSON
     test_round_trip(dir);
     test_malformed();
