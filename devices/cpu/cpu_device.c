@@ -8,7 +8,10 @@
  * all that orders it before the next node (cpu_sync.c says why this beats a
  * static split and a barrier on a busy machine, cpu_pool.c why a pool and
  * not an OpenMP region). A worker that joins late starts at the node the
- * caller is in. The thread count (the caller included) defaults to the
+ * caller is in. Two kinds of node run together, to pay fewer step ends (a
+ * decode token has a few hundred): matmuls that share one activation row
+ * (het_cpu_mul_mat_group), and a run of small nodes, as one part that one
+ * thread runs alone (HET_CPU_SOLO_MAX_BYTES). The thread count (the caller included) defaults to the
  * number of physical cores (hwloc), since SMT siblings share the SIMD units
  * the kernels saturate.
  *
@@ -39,6 +42,12 @@
  * longer waited for a second thread to be scheduled at every token; its pp64
  * (~190 KB per node) is faster on two. */
 #define HET_CPU_SHARE_MIN_BYTES (64u << 10)
+/* In a shared split, a run of nodes that each touch fewer bytes than this
+ * (decode's norms, element-wise ops, rope, cache writes: a few KB each) is
+ * one step of one part: the thread that takes it runs them all alone, so
+ * the other threads wait for one step end instead of one per node, and no
+ * node's few KB move between cores in pieces. */
+#define HET_CPU_SOLO_MAX_BYTES (64u << 10)
 
 struct cpu_context {
     int                     n_threads;
@@ -86,6 +95,10 @@ static enum het_status ensure_wdata(struct cpu_context *c, size_t need, het_erro
     return HET_OK;
 }
 
+/* A node whose steps depend on data its own parts wrote (het_cpu_sync_all
+ * at its end): entered through the gate (het_cpu_node_enter). */
+static bool node_is_gated(const struct het_tensor *t) { return t->op == HET_OP_MUL_MAT_ID; }
+
 /* One split as a pool job (shared by every thread that runs it). */
 struct cpu_split_job {
     struct cpu_context       *c;
@@ -95,12 +108,48 @@ struct cpu_split_job {
     _Atomic uint64_t          at;      /* node the caller is in << 32 | its first step */
     int                       failed;  /* caller only: first failed node, or -1 */
     enum het_status           failed_st;
+    _Atomic uint64_t          solo_failed; /* first failed node of a solo run << 32 | its
+                                              status (any thread), or UINT64_MAX */
     double                    t_nodes; /* caller only: profiled node time     */
 };
 
-/* A node whose steps depend on data its own parts wrote (het_cpu_sync_all
- * at its end): entered through the gate (het_cpu_node_enter). */
-static bool node_is_gated(const struct het_tensor *t) { return t->op == HET_OP_MUL_MAT_ID; }
+/* Bytes a node's tensors hold (elements, not strides: a view of the KV
+ * cache counts what it covers, not the cache's extent). */
+static size_t cpu_node_dense_bytes(const struct het_tensor *t)
+{
+    size_t bytes = 0;
+    for (int i = -1; i < HET_MAX_SRC; i++) {
+        const struct het_tensor *x = i < 0 ? t : t->src[i];
+        if (!x) break;
+        const struct het_type_traits *tr = het_type_get_traits(x->type);
+        bytes += tr ? (size_t)het_nelements(x) / (size_t)tr->blck_size * tr->type_size : 0;
+    }
+    return bytes;
+}
+
+static bool cpu_node_is_solo(const struct het_tensor *t)
+{
+    return !node_is_gated(t) && cpu_node_dense_bytes(t) < HET_CPU_SOLO_MAX_BYTES;
+}
+
+/* Nodes [i, e) as one step of one part, run by whichever thread takes it
+ * as if it were alone (nth 1, thread 0's scratch: the others are not in a
+ * kernel meanwhile). */
+static void cpu_run_solo(struct cpu_split_job *j, const struct het_compute_params *p, int i, int e)
+{
+    for (int64_t k = het_cpu_part_first(p, 1); k < 1; k = het_cpu_part_next(p, 1, k)) {
+        const struct het_compute_params solo = {
+            .ith = 0, .nth = 1, .wdata = p->wdata, .wsize = p->wsize, .isa = p->isa, .f32_act = p->f32_act,
+        };
+        for (int x = i; x < e; x++) {
+            const enum het_status s = het_cpu_compute(&solo, j->nodes[x]);
+            if (s == HET_OK) continue;
+            uint64_t none = UINT64_MAX;
+            atomic_compare_exchange_strong(&j->solo_failed, &none, (uint64_t)x << 32 | (uint32_t)s);
+            break;
+        }
+    }
+}
 
 /* The caller walks every node; a worker starts where the caller is (the
  * steps before are over) and leaves at the end, or at a gated node it may
@@ -124,11 +173,18 @@ static void cpu_split_run(void *arg, struct het_cpu_worker *w, int ith)
     };
     struct het_cpu_profile *prof = ith == 0 ? c->profile : NULL;
     double t0 = prof ? het_cpu_profile_now_us(prof) : 0.0;
-    for (; i < j->n; i++) {
+    for (int used; i < j->n; i += used) {
         struct het_tensor *t = j->nodes[i];
         if (ith == 0) atomic_store_explicit(&j->at, (uint64_t)i << 32 | w->step, memory_order_release);
         if (node_is_gated(t) && !het_cpu_node_enter(&p, j->key0 + (unsigned)i)) return;
-        const enum het_status s = het_cpu_compute(&p, t);
+        enum het_status s = HET_OK;
+        if (cpu_node_is_solo(t)) {
+            used = 1;
+            while (i + used < j->n && cpu_node_is_solo(j->nodes[i + used])) used++;
+            cpu_run_solo(j, &p, i, i + used);
+        } else {
+            used = het_cpu_compute_nodes(&p, j->nodes + i, j->n - i, &s);
+        }
         if (ith != 0) continue;
         if (s != HET_OK && j->failed < 0) {
             j->failed = i;
@@ -136,7 +192,7 @@ static void cpu_split_run(void *arg, struct het_cpu_worker *w, int ith)
         }
         if (prof) {
             const double t1 = het_cpu_profile_now_us(prof);
-            het_cpu_profile_add(prof, t, t1 - t0);
+            het_cpu_profile_add(prof, j->nodes + i, used, t1 - t0);
             j->t_nodes += t1 - t0;
             t0 = t1;
         }
@@ -158,6 +214,7 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
     struct het_cpu_profile *prof = c->profile;
     const double t_split = prof ? het_cpu_profile_now_us(prof) : 0.0;
     struct cpu_split_job j = { .c = c, .nodes = nodes, .n = n, .failed = -1 };
+    atomic_init(&j.solo_failed, UINT64_MAX);
     /* one thread, or nodes too small to share: the calling thread alone,
      * without the pool's steps (no atomics, no worker woken) */
     if (c->n_threads == 1 || (n > 0 && work / (size_t)n < HET_CPU_SHARE_MIN_BYTES)) {
@@ -165,15 +222,16 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
             .ith = 0, .nth = 1, .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa, .f32_act = c->f32_act,
         };
         double t0 = prof ? het_cpu_profile_now_us(prof) : 0.0;
-        for (int i = 0; i < n; i++) {
-            const enum het_status s = het_cpu_compute(&p, nodes[i]);
+        for (int i = 0, used; i < n; i += used) {
+            enum het_status s;
+            used = het_cpu_compute_nodes(&p, nodes + i, n - i, &s);
             if (s != HET_OK && j.failed < 0) {
                 j.failed = i;
                 j.failed_st = s;
             }
             if (prof) {
                 const double t1 = het_cpu_profile_now_us(prof);
-                het_cpu_profile_add(prof, nodes[i], t1 - t0);
+                het_cpu_profile_add(prof, nodes + i, used, t1 - t0);
                 j.t_nodes += t1 - t0;
                 t0 = t1;
             }
@@ -188,6 +246,11 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         het_cpu_pool_run(c->threads, cpu_split_run, &j);
     }
     if (prof) het_cpu_profile_add_split(prof, het_cpu_profile_now_us(prof) - t_split - j.t_nodes);
+    const uint64_t sf = atomic_load(&j.solo_failed);
+    if (sf != UINT64_MAX && (j.failed < 0 || (int)(sf >> 32) < j.failed)) {
+        j.failed = (int)(sf >> 32);
+        j.failed_st = (enum het_status)(int32_t)(uint32_t)sf;
+    }
     if (j.failed >= 0) {
         const struct het_tensor *t = nodes[j.failed];
         return het_error_set(err, j.failed_st, "cpu: %s '%s' (%s x %s) failed: %s", het_op_name(t->op), t->name,

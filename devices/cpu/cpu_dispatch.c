@@ -86,3 +86,11 @@ enum het_status het_cpu_compute(const struct het_compute_params *p, struct het_t
     default:              return HET_ERR_UNSUPPORTED;
     }
 }
+
+int het_cpu_compute_nodes(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
+                          enum het_status *st)
+{
+    if (n > 0 && nodes[0]->op == HET_OP_MUL_MAT) return het_cpu_mul_mat_group(p, nodes, n, st);
+    *st = n > 0 ? het_cpu_compute(p, nodes[0]) : HET_OK;
+    return n > 0 ? 1 : 0;
+}

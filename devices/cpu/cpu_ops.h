@@ -125,12 +125,27 @@ size_t het_cpu_node_work(const struct het_tensor *node);
 bool het_cpu_supports(const struct het_tensor *node);
 /* Run one node; returns HET_OK or HET_ERR_UNSUPPORTED (never aborts). */
 enum het_status het_cpu_compute(const struct het_compute_params *p, struct het_tensor *node);
+/* Run nodes[0], or a group of nodes from nodes[0] that share one step
+ * (het_cpu_mul_mat_group); returns how many nodes ran, *st their status. */
+int             het_cpu_compute_nodes(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
+                                      enum het_status *st);
 
 /* ---- op entry points (one file per op family) ---------------------------- */
 /* matmul.c */
 size_t          het_cpu_mul_mat_work_size(const struct het_tensor *node, int nth, bool f32_act);
 bool            het_cpu_mul_mat_supports(const struct het_tensor *node);
 enum het_status het_cpu_mul_mat(const struct het_compute_params *p, struct het_tensor *dst);
+/* Matmuls that read the same activations, run as one step: nodes[0] and
+ * the longest run of the nodes after it (at most HET_CPU_MM_GROUP_MAX in
+ * all) that multiply the same b, when b is one row (decode) that each thread
+ * quantises once for all of them, and no member writes what another reads.
+ * The threads take parts of the members' rows from one counter, so the
+ * group pays one step end instead of one per matmul. Returns how many nodes
+ * it ran (1: nodes[0] alone, as het_cpu_mul_mat); *st as het_cpu_mul_mat's.
+ * Every thread gets the same count. */
+#define HET_CPU_MM_GROUP_MAX 4
+int             het_cpu_mul_mat_group(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
+                                      enum het_status *st);
 /* True when `isa` (or a level below it, above scalar) has a GEMV that streams
  * `type` weights as stored; otherwise unpacked weights take the scalar one. */
 bool            het_cpu_gemv_is_simd(enum het_type type, enum het_cpu_isa isa);

@@ -59,12 +59,24 @@ static const char *het_prof_strip_layer(const char *name)
     return s ? s + 1 : name;
 }
 
-static void het_prof_key(const struct het_tensor *node, char *key, size_t size)
+static void het_prof_key(struct het_tensor *const *nodes, int n, char *key, size_t size)
 {
+    const struct het_tensor *node = nodes[0];
     const struct het_tensor *a = node->src[0], *b = node->src[1];
     if (node->op == HET_OP_MUL_MAT && a && b) {
-        snprintf(key, size, "mul_mat %s %s %s", het_type_name(a->type), het_prof_strip_layer(a->name),
-                 b->ne[1] < 4 ? "M<4" : "M>=4");
+        char names[HET_PROF_KEY] = "";
+        for (int i = 0; i < n; i++) {
+            const size_t len = strlen(names);
+            snprintf(names + len, sizeof names - len, "%s%s", i ? "+" : "", het_prof_strip_layer(nodes[i]->src[0]->name));
+        }
+        snprintf(key, size, "mul_mat %s %s %s", het_type_name(a->type), names, b->ne[1] < 4 ? "M<4" : "M>=4");
+    } else if (n > 1) { /* small nodes run by one thread as one step */
+        char ops[HET_PROF_KEY] = "";
+        for (int i = 0; i < n; i++) {
+            const size_t len = strlen(ops);
+            snprintf(ops + len, sizeof ops - len, "%s%s", i ? "+" : "", het_op_name(nodes[i]->op));
+        }
+        snprintf(key, size, "small: %s", ops);
     } else {
         snprintf(key, size, "%s %s", het_op_name(node->op), a ? het_type_name(a->type) : "-");
     }
@@ -87,18 +99,20 @@ static struct het_prof_row *het_prof_row(struct het_cpu_profile *p, const char *
     return NULL;
 }
 
-void het_cpu_profile_add(struct het_cpu_profile *p, const struct het_tensor *node, double us)
+void het_cpu_profile_add(struct het_cpu_profile *p, struct het_tensor *const *nodes, int n, double us)
 {
     char key[HET_PROF_KEY];
-    het_prof_key(node, key, sizeof key);
+    het_prof_key(nodes, n, key, sizeof key);
     struct het_prof_row *r = het_prof_row(p, key);
     if (!r) return;
     r->calls++;
     r->us += us;
-    const struct het_tensor *a = node->src[0], *b = node->src[1];
-    if (node->op == HET_OP_MUL_MAT && a && b) {
-        r->flops += 2.0 * (double)a->ne[0] * (double)a->ne[1] * (double)(b->ne[1] * b->ne[2] * b->ne[3]);
-        r->bytes += (double)het_nbytes(a);
+    for (int i = 0; i < n; i++) {
+        const struct het_tensor *a = nodes[i]->src[0], *b = nodes[i]->src[1];
+        if (nodes[i]->op == HET_OP_MUL_MAT && a && b) {
+            r->flops += 2.0 * (double)a->ne[0] * (double)a->ne[1] * (double)(b->ne[1] * b->ne[2] * b->ne[3]);
+            r->bytes += (double)het_nbytes(a);
+        }
     }
 }
 

@@ -26,8 +26,10 @@ struct het_cpu_profile *het_cpu_profile_new(void);
 void het_cpu_profile_free(struct het_cpu_profile *p);
 
 double het_cpu_profile_now_us(const struct het_cpu_profile *p);
-/* Adds one run of node taking us microseconds. */
-void het_cpu_profile_add(struct het_cpu_profile *p, const struct het_tensor *node, double us);
+/* Adds one run of nodes[0..n) taking us microseconds: one node, or matmuls
+ * that ran as one step (het_cpu_mul_mat_group), a row of their own keyed by
+ * the weights' names joined with '+'. */
+void het_cpu_profile_add(struct het_cpu_profile *p, struct het_tensor *const *nodes, int n, double us);
 /* Adds the fixed cost of one split (parallel region entry and exit). */
 void het_cpu_profile_add_split(struct het_cpu_profile *p, double us);
 

@@ -425,32 +425,44 @@ static int64_t het_mm_chunk_rows(size_t row_bytes)
 
 /* ---- quantised GEMV -------------------------------------------------------- */
 
+/* Weight rows [lo, hi) (over all batches) against all of M. */
+static void het_mm_gemv_part(const struct het_mm_plan *p, const struct het_compute_params *cp, int64_t lo,
+                             int64_t hi)
+{
+    const int64_t mc = het_mm_chunk_rows(p->act_row_bytes);
+    for (int64_t m0 = 0; m0 < p->M; m0 += mc) {
+        const int64_t m1 = m0 + mc < p->M ? m0 + mc : p->M;
+        for (int64_t t = lo; t < hi; t++) {
+            const int64_t n = t % p->N, bi = t / p->N, i2 = bi % p->B2, i3 = bi / p->B2;
+            const void *w = het_mm_a_row(p, n, i2, i3);
+            for (int64_t m = m0; m < m1; m += 4) {
+                const int nc = m1 - m < 4 ? (int)(m1 - m) : 4;
+                const uint8_t *act[4];
+                float out[4];
+                for (int c = 0; c < nc; c++) act[c] = het_mm_act(p, cp, m + c, i2, i3);
+                p->gemv_fn(p->K, w, act, nc, out);
+                for (int c = 0; c < nc; c++) het_mm_store(p, n, m + c, i2, i3, out[c]);
+            }
+        }
+    }
+}
+
+/* Parts of the GEMV's rows. */
+static int64_t het_mm_gemv_parts(const struct het_mm_plan *p, const struct het_compute_params *cp)
+{
+    return het_mm_parts(cp, p->B2 * p->B3 * p->N, p->a->nb[1], p->M);
+}
+
 static void het_mm_gemv(const struct het_mm_plan *p, const struct het_compute_params *cp)
 {
-    const int64_t nbatch = p->B2 * p->B3;
-    const int64_t mc = het_mm_chunk_rows(p->act_row_bytes);
-    const int64_t rows = nbatch * p->N;
-    const int64_t np = het_mm_parts(cp, rows, p->a->nb[1], p->M);
+    const int64_t rows = p->B2 * p->B3 * p->N;
+    const int64_t np = het_mm_gemv_parts(p, cp);
     bool ready = false;
     for (int64_t k = het_cpu_part_first(cp, np); k < np; k = het_cpu_part_next(cp, np, k)) {
         int64_t lo, hi;
         het_mm_range(rows, k, np, &lo, &hi);
         het_mm_own_acts(p, cp, &ready);
-        for (int64_t m0 = 0; m0 < p->M; m0 += mc) {
-            const int64_t m1 = m0 + mc < p->M ? m0 + mc : p->M;
-            for (int64_t t = lo; t < hi; t++) {
-                const int64_t n = t % p->N, bi = t / p->N, i2 = bi % p->B2, i3 = bi / p->B2;
-                const void *w = het_mm_a_row(p, n, i2, i3);
-                for (int64_t m = m0; m < m1; m += 4) {
-                    const int nc = m1 - m < 4 ? (int)(m1 - m) : 4;
-                    const uint8_t *act[4];
-                    float out[4];
-                    for (int c = 0; c < nc; c++) act[c] = het_mm_act(p, cp, m + c, i2, i3);
-                    p->gemv_fn(p->K, w, act, nc, out);
-                    for (int c = 0; c < nc; c++) het_mm_store(p, n, m + c, i2, i3, out[c]);
-                }
-            }
-        }
+        het_mm_gemv_part(p, cp, lo, hi);
     }
 }
 
@@ -552,16 +564,28 @@ static void het_mm_panels_part(const struct het_mm_plan *p, const struct het_com
     }
 }
 
+static int64_t het_mm_panel_items(const struct het_mm_plan *p)
+{
+    return p->B2 * p->B3 * ((p->N + p->pl.R - 1) / p->pl.R);
+}
+
+/* Parts of the panels, or of M (4 rows at a time) when there are too few
+ * panels to go round (*split_m). */
+static int64_t het_mm_panel_parts(const struct het_mm_plan *p, const struct het_compute_params *cp, bool *split_m)
+{
+    const int64_t items = het_mm_panel_items(p);
+    *split_m = items < 4 * (int64_t)cp->nth;
+    const size_t pbytes = het_mm_align(p->pl.bytes);
+    return *split_m ? het_mm_parts(cp, (p->M + 3) / 4, pbytes * (size_t)items, 4)
+                    : het_mm_parts(cp, items, pbytes, p->M);
+}
+
 static void het_mm_panels(const struct het_mm_plan *p, const struct het_compute_params *cp)
 {
-    const int64_t items = p->B2 * p->B3 * ((p->N + p->pl.R - 1) / p->pl.R);
-    /* Parts of the panels, or of M (4 rows at a time) when there are too few
-     * panels to go round. */
-    const bool split_m = items < 4 * (int64_t)cp->nth;
+    const int64_t items = het_mm_panel_items(p);
+    bool split_m;
+    const int64_t n_parts = het_mm_panel_parts(p, cp, &split_m);
     const int64_t units = split_m ? (p->M + 3) / 4 : items;
-    const size_t pbytes = het_mm_align(p->pl.bytes);
-    const int64_t n_parts = split_m ? het_mm_parts(cp, units, pbytes * (size_t)items, 4)
-                                    : het_mm_parts(cp, units, pbytes, p->M);
     bool ready = false;
     for (int64_t k = het_cpu_part_first(cp, n_parts); k < n_parts; k = het_cpu_part_next(cp, n_parts, k)) {
         int64_t lo = 0, hi = items, mlo = 0, mhi = p->M;
@@ -779,29 +803,129 @@ static void het_mm_float(const struct het_mm_plan *p, const struct het_compute_p
 }
 
 
-/* ---- entry point ----------------------------------------------------------------- */
+/* ---- entry points ----------------------------------------------------------------- */
+
+/* Plan dst for this call; false when its scratch does not fit. */
+static bool het_mm_plan_call(struct het_mm_plan *p, const struct het_compute_params *cp, struct het_tensor *dst)
+{
+    het_mm_plan_init(p, dst, cp->isa, cp->nth, cp->f32_act);
+    const size_t ws = het_mm_plan_wsize(p, cp->nth);
+    return ws <= cp->wsize && (!ws || cp->wdata);
+}
+
+static void het_mm_run(const struct het_mm_plan *p, const struct het_compute_params *cp)
+{
+    /* a step of its own, over before the products start (decode-sized b:
+     * none, each thread quantises b in its first part) */
+    if (p->act_bytes && !p->act_private) het_mm_prepare(p, cp);
+    if (!p->quantized) {
+        het_mm_float(p, cp);
+    } else if (p->use_wide) {
+        het_mm_wide(p, cp);
+    } else if (p->use_panel) {
+        het_mm_panels(p, cp);
+    } else {
+        het_mm_gemv(p, cp);
+    }
+}
 
 enum het_status het_cpu_mul_mat(const struct het_compute_params *cp, struct het_tensor *dst)
 {
     /* Every thread takes the same decisions, so barriers match up. */
     if (!het_cpu_mul_mat_supports(dst)) return HET_ERR_UNSUPPORTED;
     struct het_mm_plan p;
-    het_mm_plan_init(&p, dst, cp->isa, cp->nth, cp->f32_act);
-    if (het_mm_plan_wsize(&p, cp->nth) > cp->wsize || (het_mm_plan_wsize(&p, cp->nth) && !cp->wdata))
-        return HET_ERR_INVALID;
-    /* a step of its own, over before the products start (decode-sized b:
-     * none, each thread quantises b in its first part) */
-    if (p.act_bytes && !p.act_private) het_mm_prepare(&p, cp);
-    if (!p.quantized) {
-        het_mm_float(&p, cp);
-    } else if (p.use_wide) {
-        het_mm_wide(&p, cp);
-    } else if (p.use_panel) {
-        het_mm_panels(&p, cp);
-    } else {
-        het_mm_gemv(&p, cp);
-    }
+    if (!het_mm_plan_call(&p, cp, dst)) return HET_ERR_INVALID;
+    het_mm_run(&p, cp);
     return HET_OK;
+}
+
+/* ---- matmuls that share their activations (decode), as one step ----------------- */
+
+/* Can this plan's parts run in a shared step: quantised, b one row that each
+ * thread quantises itself, and rows or panels (not M) cut into parts. */
+static bool het_mm_groupable(const struct het_mm_plan *p, const struct het_compute_params *cp)
+{
+    if (!p->quantized || !p->act_private || p->use_wide) return false;
+    bool split_m = false;
+    if (p->use_panel) het_mm_panel_parts(p, cp, &split_m);
+    return !split_m;
+}
+
+static bool het_mm_overlap(const struct het_tensor *x, const struct het_tensor *y)
+{
+    const uint8_t *a = x->data, *b = y->data;
+    return a < b + het_nbytes(y) && b < a + het_nbytes(x);
+}
+
+/* May plan q join the group g[0..n): same b, the same activation rows (so
+ * one quantised copy serves all), and no member's output in the way of
+ * another's inputs or output. */
+static bool het_mm_joins(const struct het_mm_plan *g, int n, const struct het_mm_plan *q)
+{
+    if (q->b != g[0].b || q->K != g[0].K || q->ql.with_abs != g[0].ql.with_abs || q->act_bytes != g[0].act_bytes)
+        return false;
+    if (het_mm_overlap(q->dst, q->b) || het_mm_overlap(q->dst, q->a)) return false;
+    for (int i = 0; i < n; i++)
+        if (het_mm_overlap(q->dst, g[i].dst) || het_mm_overlap(q->dst, g[i].a) || het_mm_overlap(g[i].dst, q->a) ||
+            het_mm_overlap(g[i].dst, q->b))
+            return false;
+    return true;
+}
+
+int het_cpu_mul_mat_group(const struct het_compute_params *cp, struct het_tensor *const *nodes, int n,
+                          enum het_status *st)
+{
+    *st = HET_OK;
+    if (n < 1) return 0;
+    if (!het_cpu_mul_mat_supports(nodes[0])) {
+        *st = HET_ERR_UNSUPPORTED;
+        return 1;
+    }
+    struct het_mm_plan g[HET_CPU_MM_GROUP_MAX];
+    if (!het_mm_plan_call(&g[0], cp, nodes[0])) {
+        *st = HET_ERR_INVALID;
+        return 1;
+    }
+    int ng = 1;
+    if (het_mm_groupable(&g[0], cp)) {
+        while (ng < n && ng < HET_CPU_MM_GROUP_MAX && het_cpu_mul_mat_supports(nodes[ng])) {
+            if (!het_mm_plan_call(&g[ng], cp, nodes[ng]) || !het_mm_groupable(&g[ng], cp) ||
+                !het_mm_joins(g, ng, &g[ng]))
+                break;
+            ng++;
+        }
+    }
+    /* one step: the members' parts one after the other (as many members as
+     * the step's part count allows); each thread quantises b (the same for
+     * all) once, in the first part it runs */
+    int64_t parts[HET_CPU_MM_GROUP_MAX], total = 0;
+    for (int i = 0; i < ng; i++) {
+        bool split_m;
+        parts[i] = g[i].use_panel ? het_mm_panel_parts(&g[i], cp, &split_m) : het_mm_gemv_parts(&g[i], cp);
+        if (i > 0 && total + parts[i] > HET_CPU_PARTS_MAX) ng = i;
+        else total += parts[i];
+    }
+    if (ng == 1) {
+        het_mm_run(&g[0], cp);
+        return 1;
+    }
+    bool ready = false;
+    for (int64_t k = het_cpu_part_first(cp, total); k < total; k = het_cpu_part_next(cp, total, k)) {
+        int i = 0;
+        int64_t local = k;
+        while (local >= parts[i]) local -= parts[i++];
+        const struct het_mm_plan *p = &g[i];
+        het_mm_own_acts(&g[0], cp, &ready);
+        int64_t lo, hi;
+        if (p->use_panel) {
+            het_mm_range(het_mm_panel_items(p), local, parts[i], &lo, &hi);
+            het_mm_panels_part(p, cp, lo, hi, 0, p->M, false);
+        } else {
+            het_mm_range(p->B2 * p->B3 * p->N, local, parts[i], &lo, &hi);
+            het_mm_gemv_part(p, cp, lo, hi);
+        }
+    }
+    return ng;
 }
 
 /* ---- load-time repacking ------------------------------------------------------ */

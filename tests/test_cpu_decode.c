@@ -1,0 +1,336 @@
+/*
+ * test_cpu_decode.c — how the CPU device runs a decode-shaped split:
+ * matmuls that read the same activation row as one step
+ * (het_cpu_mul_mat_group) and runs of small nodes as one step that one
+ * thread runs alone (cpu_device.c). Checked for results only, never time:
+ *   - het_cpu_mul_mat_group against each node run alone by het_cpu_mul_mat
+ *     (same level, one thread): outputs bit for bit, for weight types that
+ *     share an activation layout (q4_0, q4_K, q6_K, q5_1) and one that does
+ *     not (q8_0: the group stops before it), odd row counts, load-time
+ *     panels on some members and not others, b a strided view, dst rows
+ *     strided; with threads sharing parts and with the static split, 2 and
+ *     3 threads; and how many nodes it takes: not a second b, not b of two
+ *     rows, not a member whose output overlaps another's input;
+ *   - the CPU device (2 and 4 threads) on a split of norms, element-wise
+ *     nodes and those matmuls, run many times: every output bit for bit
+ *     equal to the nodes run one by one on one thread.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devices/cpu/cpu_ops.h"
+#include "devices/cpu/quant_dot.h"
+#include "het/device.h"
+#include "het/graph.h"
+#include "sched/device_impl.h"
+#include "testutil.h"
+
+#define K   1024
+#define MAX_NODES 16
+
+/* A tensor with its own buffer (freed by the test's end). */
+static void *bufs[64];
+static int n_bufs;
+
+static void *test_alloc(size_t n)
+{
+    void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
+    memset(p, 0, n);
+    bufs[n_bufs++] = p;
+    return p;
+}
+
+static void weight_init(struct het_tensor *w, enum het_type type, int64_t n, const char *name)
+{
+    const int64_t ne[2] = { K, n };
+    het_tensor_init(w, type, 2, ne);
+    w->data = test_alloc(het_nbytes(w));
+    float row[K];
+    for (int64_t r = 0; r < n; r++) {
+        het_test_fill_normal(row, K, 1.0f);
+        het_quantize_row(type, row, (uint8_t *)w->data + r * w->nb[1], K);
+    }
+    w->flags |= HET_TENSOR_FLAG_WEIGHT;
+    snprintf(w->name, sizeof w->name, "%s", name);
+}
+
+/* dst = a x b; dst rows strided (nb0 = 2 floats) when strided */
+static void mm_init(struct het_tensor *d, struct het_tensor *a, struct het_tensor *b, bool strided)
+{
+    const int64_t ne[2] = { a->ne[1], b->ne[1] };
+    het_tensor_init(d, HET_TYPE_F32, 2, ne);
+    if (strided) {
+        d->nb[0] = 2 * sizeof(float);
+        d->nb[1] = d->nb[0] * (size_t)ne[0];
+        d->nb[2] = d->nb[3] = d->nb[1] * (size_t)ne[1];
+    }
+    d->data = test_alloc(het_nbytes(d));
+    d->op = HET_OP_MUL_MAT;
+    d->src[0] = a;
+    d->src[1] = b;
+    snprintf(d->name, sizeof d->name, "mm %.40s", a->name);
+}
+
+/* Every output of nodes[0..n) run one by one with one thread. */
+static void run_alone(struct het_tensor *const *nodes, int n, enum het_cpu_isa isa, uint8_t **out)
+{
+    for (int i = 0; i < n; i++) {
+        const size_t ws = het_cpu_work_size(nodes[i], 1, false);
+        void *wd = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
+        const struct het_compute_params p = { .ith = 0, .nth = 1, .wdata = wd, .wsize = ws, .isa = isa };
+        enum het_status st = het_cpu_compute(&p, nodes[i]);
+        CHECK(st == HET_OK, "%s alone: %s", nodes[i]->name, het_status_name(st));
+        free(wd);
+        if (out) memcpy(out[i], nodes[i]->data, het_nbytes(nodes[i]));
+    }
+}
+
+static void poison(struct het_tensor *const *nodes, int n)
+{
+    for (int i = 0; i < n; i++) memset(nodes[i]->data, 0xff, het_nbytes(nodes[i]));
+}
+
+/* het_cpu_mul_mat_group over nodes[0..n) in one parallel region; returns
+ * the count every thread got (-1 if they disagreed). */
+static int run_group(struct het_tensor *const *nodes, int n, int nth, enum het_cpu_isa isa, bool shared)
+{
+    size_t ws = 0;
+    for (int i = 0; i < n; i++) {
+        const size_t w = het_cpu_work_size(nodes[i], nth, false);
+        if (w > ws) ws = w;
+    }
+    void *wd = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
+    struct het_cpu_sync sync;
+    het_cpu_sync_init(&sync);
+    int got[8] = { 0 };
+    enum het_status sts[8] = { HET_OK };
+#pragma omp parallel num_threads(nth)
+    {
+        struct het_cpu_worker w;
+        het_cpu_worker_init(&w, &sync);
+        const int ith = omp_get_thread_num();
+        const struct het_compute_params p = { .ith = ith, .nth = omp_get_num_threads(), .wdata = wd, .wsize = ws,
+                                              .isa = isa, .worker = shared ? &w : NULL };
+        got[ith] = het_cpu_mul_mat_group(&p, nodes, n, &sts[ith]);
+    }
+    free(wd);
+    for (int i = 0; i < nth; i++) CHECK(sts[i] == HET_OK, "group: thread %d: %s", i, het_status_name(sts[i]));
+    for (int i = 1; i < nth; i++)
+        if (got[i] != got[0]) return -1;
+    return got[0];
+}
+
+static int count_differ(struct het_tensor *const *nodes, int n, uint8_t **want)
+{
+    int bad = 0;
+    for (int i = 0; i < n; i++) bad += memcmp(nodes[i]->data, want[i], het_nbytes(nodes[i])) != 0;
+    return bad;
+}
+
+static void test_group(enum het_cpu_isa isa)
+{
+    n_bufs = 0;
+    /* b: one row of K floats, every other float of a buffer (strided view) */
+    struct het_tensor b, b2, bm;
+    const int64_t bne[2] = { K, 1 }, bmne[2] = { K, 2 };
+    het_tensor_init(&b, HET_TYPE_F32, 2, bne);
+    b.nb[0] = 2 * sizeof(float);
+    b.nb[1] = b.nb[2] = b.nb[3] = 2 * sizeof(float) * K;
+    b.data = test_alloc(b.nb[1]);
+    het_test_fill_normal(b.data, 2 * K, 1.0f);
+    het_tensor_init(&b2, HET_TYPE_F32, 2, bne);
+    b2.data = test_alloc(het_nbytes(&b2));
+    het_test_fill_normal(b2.data, K, 1.0f);
+    het_tensor_init(&bm, HET_TYPE_F32, 2, bmne);
+    bm.data = test_alloc(het_nbytes(&bm));
+    het_test_fill_normal(bm.data, 2 * K, 1.0f);
+
+    struct het_tensor w[6], d[8];
+    weight_init(&w[0], HET_TYPE_Q4_K, 301, "wq");
+    weight_init(&w[1], HET_TYPE_Q6_K, 67, "wk");
+    weight_init(&w[2], HET_TYPE_Q4_0, 290, "wv"); /* enough panels to be cut by rows with 3 threads */
+    weight_init(&w[3], HET_TYPE_Q5_1, 45, "wx");
+    weight_init(&w[4], HET_TYPE_Q8_0, 99, "w8");
+    weight_init(&w[5], HET_TYPE_Q4_0, 77, "wo");
+    /* load-time panels on the first and third, as the device makes them */
+    void *packed[2] = { NULL, NULL };
+    for (int i = 0, j = 0; i < 3; i += 2, j++) {
+        const size_t n = het_cpu_mul_mat_repack_size(&w[i], isa);
+        if (!n) continue;
+        packed[j] = aligned_alloc(64, (n + 63) & ~(size_t)63);
+        CHECK(het_cpu_mul_mat_repack(&w[i], isa, packed[j], n) == HET_OK, "repack %s", w[i].name);
+        w[i].extra = packed[j];
+    }
+    for (int i = 0; i < 5; i++) mm_init(&d[i], &w[i], &b, i == 1);
+    mm_init(&d[5], &w[5], &b2, false); /* another b */
+    mm_init(&d[6], &w[5], &bm, false); /* two rows: no group */
+    mm_init(&d[7], &w[2], &bm, false);
+
+    struct het_tensor *nodes[8];
+    for (int i = 0; i < 8; i++) nodes[i] = &d[i];
+    uint8_t *want[8];
+    for (int i = 0; i < 8; i++) want[i] = malloc(het_nbytes(&d[i]));
+    poison(nodes, 8); /* the gaps of strided rows too */
+    run_alone(nodes, 8, isa, want);
+
+    for (int nth = 2; nth <= 3; nth++) {
+        for (int shared = 0; shared < 2; shared++) {
+            /* q4_K, q6_K, q4_0, q5_1 share a layout; q8_0's has the block sums */
+            poison(nodes, 8);
+            int got = run_group(nodes, 8, nth, isa, shared);
+            CHECK(got == 4, "%s nth=%d: group of %d, want 4", het_cpu_isa_name(isa), nth, got);
+            CHECK(count_differ(nodes, 4, want) == 0, "%s nth=%d shared=%d: group outputs differ from alone",
+                  het_cpu_isa_name(isa), nth, shared);
+            got = run_group(nodes + 4, 4, nth, isa, shared); /* q8_0, then another b */
+            CHECK(got == 1, "%s nth=%d: q8_0 then another b: group of %d, want 1", het_cpu_isa_name(isa), nth, got);
+            got = run_group(nodes + 5, 3, nth, isa, shared);
+            CHECK(got == 1, "%s nth=%d: b of another tensor: group of %d", het_cpu_isa_name(isa), nth, got);
+            got = run_group(nodes + 6, 2, nth, isa, shared);
+            CHECK(got == 1, "%s nth=%d: b of two rows: group of %d", het_cpu_isa_name(isa), nth, got);
+            got = run_group(nodes + 7, 1, nth, isa, shared);
+            CHECK(got == 1, "%s nth=%d: last node: %d", het_cpu_isa_name(isa), nth, got);
+            CHECK(count_differ(nodes + 4, 4, want + 4) == 0, "%s nth=%d shared=%d: single outputs differ",
+                  het_cpu_isa_name(isa), nth, shared);
+            /* the whole list, a group at a time */
+            poison(nodes, 8);
+            for (int i = 0; i < 8;) {
+                const int n = run_group(nodes + i, 8 - i, nth, isa, shared);
+                CHECK(n >= 1, "group from node %d: %d", i, n);
+                i += n >= 1 ? n : 1;
+            }
+            CHECK(count_differ(nodes, 8, want) == 0, "%s nth=%d shared=%d: outputs differ", het_cpu_isa_name(isa),
+                  nth, shared);
+        }
+    }
+    /* a member whose output is another member's weight is not taken */
+    struct het_tensor ov = d[1];
+    ov.data = w[0].data;
+    struct het_tensor *ovn[2] = { &d[0], &ov };
+    CHECK(run_group(ovn, 2, 2, isa, true) == 1, "an output over another member's weights joined the group");
+    ov.data = (uint8_t *)b.data + 64;
+    CHECK(run_group(ovn, 2, 2, isa, true) == 1, "an output over the shared b joined the group");
+
+    for (int i = 0; i < 8; i++) free(want[i]);
+    for (int i = 0; i < 6; i++) w[i].extra = NULL;
+    free(packed[0]);
+    free(packed[1]);
+    for (int i = 0; i < n_bufs; i++) free(bufs[i]);
+    n_bufs = 0;
+}
+
+/* A decode layer's shape: norm, gain, three matmuls of one row, a q8_0
+ * matmul, then small nodes over their outputs. */
+static void test_device(int threads)
+{
+    n_bufs = 0;
+    het_error err = { 0 };
+    het_device *dev = het_cpu_device_init(threads, &err);
+    CHECK(dev != NULL, "cpu device: %s", err.msg);
+    if (!dev) return;
+    struct het_cpu_features f;
+    het_cpu_features_detect(&f);
+    const enum het_cpu_isa isa = het_cpu_isa_select(&f);
+
+    const int64_t vne[2] = { K, 1 };
+    struct het_tensor x, gain, norm, h, w[4], d[4], sum, prod, sw;
+    het_tensor_init(&x, HET_TYPE_F32, 2, vne);
+    x.data = test_alloc(het_nbytes(&x));
+    het_tensor_init(&gain, HET_TYPE_F32, 1, vne);
+    gain.data = test_alloc(het_nbytes(&gain));
+    het_tensor_init(&norm, HET_TYPE_F32, 2, vne);
+    norm.data = test_alloc(het_nbytes(&norm));
+    norm.op = HET_OP_RMS_NORM;
+    norm.src[0] = &x;
+    const float eps = 1e-6f;
+    memcpy(&norm.op_params[0], &eps, sizeof eps);
+    snprintf(norm.name, sizeof norm.name, "norm");
+    het_tensor_init(&h, HET_TYPE_F32, 2, vne);
+    h.data = test_alloc(het_nbytes(&h));
+    h.op = HET_OP_MUL;
+    h.src[0] = &norm;
+    h.src[1] = &gain;
+    snprintf(h.name, sizeof h.name, "h");
+    weight_init(&w[0], HET_TYPE_Q4_0, 1024, "wq");
+    weight_init(&w[1], HET_TYPE_Q4_K, 512, "wk");
+    weight_init(&w[2], HET_TYPE_Q6_K, 517, "wv");
+    weight_init(&w[3], HET_TYPE_Q8_0, 1024, "wo");
+    for (int i = 0; i < 4; i++) mm_init(&d[i], &w[i], &h, i == 2);
+    /* sum = d0 + d3, prod = d0 * d3 (1024 rows each), sw = swiglu(sum, prod) */
+    const int64_t one[2] = { 1024, 1 };
+    het_tensor_init(&sum, HET_TYPE_F32, 2, one);
+    sum.data = test_alloc(het_nbytes(&sum));
+    sum.op = HET_OP_ADD;
+    sum.src[0] = &d[0];
+    sum.src[1] = &d[3];
+    snprintf(sum.name, sizeof sum.name, "sum");
+    prod = sum;
+    prod.data = test_alloc(het_nbytes(&prod));
+    prod.op = HET_OP_MUL;
+    snprintf(prod.name, sizeof prod.name, "prod");
+    sw = sum;
+    sw.data = test_alloc(het_nbytes(&sw));
+    sw.op = HET_OP_SWIGLU;
+    sw.src[0] = &sum;
+    sw.src[1] = &prod;
+    snprintf(sw.name, sizeof sw.name, "swiglu");
+
+    struct het_tensor *wl[4] = { &w[0], &w[1], &w[2], &w[3] };
+    CHECK(het_device_prepare_weights(dev, wl, 4, &err) == HET_OK, "prepare weights: %s", err.msg);
+    struct het_tensor *nodes[] = { &norm, &h, &d[0], &d[1], &d[2], &d[3], &sum, &prod, &sw };
+    const int n = (int)(sizeof nodes / sizeof nodes[0]);
+    size_t work = 0;
+    for (int i = 0; i < n; i++) {
+        CHECK(het_cpu_supports(nodes[i]), "%s not supported", nodes[i]->name);
+        work += het_cpu_node_work(nodes[i]);
+    }
+    /* as the device decides: big enough on average to share between threads */
+    CHECK(work / (size_t)n >= (64u << 10), "split too small to be shared: %zu bytes a node", work / (size_t)n);
+
+    het_test_fill_normal(x.data, K, 2.0f);
+    het_test_fill_normal(gain.data, K, 1.0f);
+    uint8_t *want[MAX_NODES];
+    for (int i = 0; i < n; i++) want[i] = malloc(het_nbytes(nodes[i]));
+    poison(nodes, n);
+    run_alone(nodes, n, isa, want);
+
+    int failed = 0, runs_wrong = 0;
+    for (int rep = 0; rep < 300; rep++) {
+        poison(nodes, n);
+        if (het_device_run_split(dev, nodes, n, &err) != HET_OK) {
+            failed++;
+            continue;
+        }
+        runs_wrong += count_differ(nodes, n, want) > 0;
+    }
+    CHECK(failed == 0, "%d threads: split failed %d times: %s", threads, failed, err.msg);
+    CHECK(runs_wrong == 0, "%d threads: %d of 300 runs differ from the nodes run alone", threads, runs_wrong);
+    /* a small node that fails inside a run of small nodes fails the split, naming it */
+    struct het_tensor odd;
+    const int64_t odd_ne[2] = { 1000, 1 }; /* does not divide prod's rows: invalid */
+    het_tensor_init(&odd, HET_TYPE_F32, 2, odd_ne);
+    odd.data = test_alloc(het_nbytes(&odd));
+    prod.src[1] = &odd;
+    const enum het_status st = het_device_run_split(dev, nodes, n, &err);
+    CHECK(st == HET_ERR_INVALID && strstr(err.msg, "'prod'"), "a failing small node: %s (%s)", het_status_name(st),
+          err.msg);
+    prod.src[1] = &d[3];
+
+    for (int i = 0; i < n; i++) free(want[i]);
+    het_device_free(dev);
+    for (int i = 0; i < n_bufs; i++) free(bufs[i]);
+    n_bufs = 0;
+}
+
+int main(void)
+{
+    het_test_seed(4321);
+    struct het_cpu_features f;
+    het_cpu_features_detect(&f);
+    const enum het_cpu_isa best = het_cpu_isa_select(&f);
+    for (int lv = HET_CPU_ISA_SCALAR; lv <= (int)best; lv++) test_group((enum het_cpu_isa)lv);
+    test_device(2);
+    test_device(4);
+    return het_test_finish();
+}
