@@ -12,8 +12,9 @@
  *     3 threads; and how many nodes it takes: not a second b, not b of two
  *     rows, not a member whose output overlaps another's input;
  *   - the CPU device (2 and 4 threads) on a split of norms, element-wise
- *     nodes and those matmuls, run many times: every output bit for bit
- *     equal to the nodes run one by one on one thread.
+ *     nodes and those matmuls, and an 18 MB matrix last (cut into parts of
+ *     at most 1 MB), run many times: every output bit for bit equal to the
+ *     nodes run one by one on one thread.
  */
 #include <math.h>
 #include <omp.h>
@@ -234,7 +235,7 @@ static void test_device(int threads)
     const enum het_cpu_isa isa = het_cpu_isa_select(&f);
 
     const int64_t vne[2] = { K, 1 };
-    struct het_tensor x, gain, norm, h, w[4], d[4], sum, prod, sw;
+    struct het_tensor x, gain, norm, h, w[5], d[5], sum, prod, sw;
     het_tensor_init(&x, HET_TYPE_F32, 2, vne);
     x.data = test_alloc(het_nbytes(&x));
     het_tensor_init(&gain, HET_TYPE_F32, 1, vne);
@@ -256,6 +257,8 @@ static void test_device(int threads)
     weight_init(&w[1], HET_TYPE_Q4_K, 512, "wk");
     weight_init(&w[2], HET_TYPE_Q6_K, 517, "wv");
     weight_init(&w[3], HET_TYPE_Q8_0, 1024, "wo");
+    /* an output-layer-sized matrix (18 MB): cut into parts of at most 1 MB */
+    weight_init(&w[4], HET_TYPE_Q4_0, 32771, "wout");
     for (int i = 0; i < 4; i++) mm_init(&d[i], &w[i], &h, i == 2);
     /* sum = d0 + d3, prod = d0 * d3 (1024 rows each), sw = swiglu(sum, prod) */
     const int64_t one[2] = { 1024, 1 };
@@ -275,10 +278,11 @@ static void test_device(int threads)
     sw.src[0] = &sum;
     sw.src[1] = &prod;
     snprintf(sw.name, sizeof sw.name, "swiglu");
+    mm_init(&d[4], &w[4], &sw, false);
 
-    struct het_tensor *wl[4] = { &w[0], &w[1], &w[2], &w[3] };
-    CHECK(het_device_prepare_weights(dev, wl, 4, &err) == HET_OK, "prepare weights: %s", err.msg);
-    struct het_tensor *nodes[] = { &norm, &h, &d[0], &d[1], &d[2], &d[3], &sum, &prod, &sw };
+    struct het_tensor *wl[5] = { &w[0], &w[1], &w[2], &w[3], &w[4] };
+    CHECK(het_device_prepare_weights(dev, wl, 5, &err) == HET_OK, "prepare weights: %s", err.msg);
+    struct het_tensor *nodes[] = { &norm, &h, &d[0], &d[1], &d[2], &d[3], &sum, &prod, &sw, &d[4] };
     const int n = (int)(sizeof nodes / sizeof nodes[0]);
     size_t work = 0;
     for (int i = 0; i < n; i++) {

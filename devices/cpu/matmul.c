@@ -59,6 +59,13 @@
 /* Fewest weight (or activation) bytes a part of a step should cover: the
  * atomic that hands a part out costs about what streaming ~1 KB does. */
 #define HET_MM_PART_BYTES       (32u << 10)
+/* Most weight bytes a part of a decode step streams. The output matrix
+ * (128 MB for Qwen3-0.6B's q6_K) in a few parts per thread would make its
+ * parts 16 MB: at the step's end a thread could wait for most of one
+ * (~0.5 ms) while the other finishes it, or far longer when that thread
+ * lost its core (issue 12 part 2). At 1 MB a part the wait is ~30 us, and
+ * handing out the 128 parts costs ~128 atomics. */
+#define HET_MM_PART_MAX_BYTES   (1u << 20)
 /* Up to this many rows of b (decode), every thread quantises them itself
  * (about a microsecond) instead of the threads sharing a step for it: a
  * step end less per matmul, where a thread would wait for the one that
@@ -347,11 +354,19 @@ static void het_mm_range(int64_t total, int64_t k, int64_t n, int64_t *lo, int64
 }
 
 /* Parts of a loop over `units`, each of which streams `bytes` of weights
- * once per 4 rows of b (the kernels take 4 at a time). */
+ * once per 4 rows of b (the kernels take 4 at a time). In decode (M <= 4)
+ * a large matrix is cut finer than a few parts per thread, into parts of
+ * at most HET_MM_PART_MAX_BYTES. */
 static int64_t het_mm_parts(const struct het_compute_params *cp, int64_t units, size_t bytes, int64_t M)
 {
     const size_t work = (bytes ? bytes : 1) * (size_t)((M + 3) / 4);
-    return het_cpu_n_parts(cp, units, (int64_t)(HET_MM_PART_BYTES / work) + 1);
+    const int64_t n = het_cpu_n_parts(cp, units, (int64_t)(HET_MM_PART_BYTES / work) + 1);
+    if (M > 4 || cp->nth <= 1) return n;
+    int64_t fine = (int64_t)((double)work * (double)units / HET_MM_PART_MAX_BYTES);
+    if (fine > units) fine = units;
+    if (fine > HET_CPU_PARTS_MAX) fine = HET_CPU_PARTS_MAX;
+    fine -= fine % cp->nth; /* runs of adjacent parts, one per thread (cpu_sync.c) */
+    return fine > n ? fine : n;
 }
 
 static uint8_t *het_mm_thread_scratch(const struct het_mm_plan *p, const struct het_compute_params *cp)
