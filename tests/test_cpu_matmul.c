@@ -352,7 +352,7 @@ static void test_quantize(enum het_cpu_isa best)
 {
     const struct het_mm_kernels *levels[] = { &het_mm_kernels_avx2, &het_mm_kernels_avx512,
                                               &het_mm_kernels_avx512vnni };
-    const int64_t K = 32 * 9;
+    const int64_t K = 32 * 70; /* more blocks than a quantiser may take at once */
     float *x = malloc(sizeof(float) * (size_t)K);
     for (int with_abs = 0; with_abs < 2; with_abs++) {
         struct het_q8r_layout ql;
