@@ -9,8 +9,13 @@
  * (see cpu_s); wall time is printed too. The per-layer shapes add up to a
  * matmul-only estimate of prompt (pp) and generation (tg) tokens/s.
  *
- *   bench_matmul [-t threads] [-T q4_0,q8_0,...] [-M 1,512] [-s seconds] [-i isa] [-p 1]
+ *   bench_matmul [-t threads] [-T q4_0,q8_0,...] [-M 1,512] [-s seconds] [-i isa] [-p 1] [-w MiB]
  * -p 1 packs the weights once first (the CPU device's load-time repack).
+ * -w N keeps copies of the weights adding up to at least N MiB and takes
+ * the next copy each call, so that the weights come from memory as in a
+ * decode (which reads every layer once per token), not from the caches
+ * where one matrix of these shapes fits: -w 0 (the default) measures the
+ * kernel's own rate, -w 256 the rate decode can have.
  */
 #include <immintrin.h>
 #include <omp.h>
@@ -148,10 +153,10 @@ static double peak_fma_gflops(int nth)
 struct bench_res { double sec, wall, gops, gbs; };
 
 static int run_case(enum het_type type, int64_t K, int64_t N, int64_t M, int nth, enum het_cpu_isa isa,
-                    double min_sec, bool prepack, struct bench_res *res)
+                    double min_sec, bool prepack, size_t wset, struct bench_res *res)
 {
-    const size_t rs = het_type_row_size(type, K);
-    uint8_t *a_buf = aligned_alloc(64, (rs * (size_t)N + 63) & ~(size_t)63);
+    const size_t rs = het_type_row_size(type, K), a_bytes = (rs * (size_t)N + 63) & ~(size_t)63;
+    uint8_t *a_buf = aligned_alloc(64, a_bytes);
     float *row = malloc(sizeof(float) * (size_t)K);
     /* 16 distinct random rows, repeated: same bandwidth, much faster set-up */
     for (int r = 0; r < 16 && r < N; r++) {
@@ -172,11 +177,18 @@ static int run_case(enum het_type type, int64_t K, int64_t N, int64_t M, int nth
     d.op = HET_OP_MUL_MAT;
     d.src[0] = &a;
     d.src[1] = &b;
-    void *packed = NULL;
+    uint8_t *packed = NULL;
     const size_t psize = prepack ? het_cpu_mul_mat_repack_size(&a, isa) : 0;
+    const size_t pbytes = (psize + 63) & ~(size_t)63, wbytes = psize ? pbytes : a_bytes;
+    const size_t ncopy = wset > wbytes ? (wset + wbytes - 1) / wbytes : 1;
+    uint8_t *copies = NULL; /* ncopy - 1 more copies of the weights a call reads */
     if (psize) {
-        packed = aligned_alloc(64, (psize + 63) & ~(size_t)63);
+        packed = aligned_alloc(64, pbytes);
         if (het_cpu_mul_mat_repack(&a, isa, packed, psize) == HET_OK) a.extra = packed;
+    }
+    if (ncopy > 1) {
+        copies = aligned_alloc(64, (ncopy - 1) * wbytes);
+        for (size_t i = 0; i + 1 < ncopy; i++) memcpy(copies + i * wbytes, psize ? packed : a_buf, wbytes);
     }
     const size_t ws = het_cpu_mul_mat_work_size(&d, nth, false);
     void *wdata = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
@@ -206,6 +218,10 @@ static int run_case(enum het_type type, int64_t K, int64_t N, int64_t M, int nth
                 reps++;
                 t = now_s() - t0;
                 stop = t >= min_sec || failed;
+                const size_t ci = (size_t)reps % ncopy; /* copy 0 is the original */
+                uint8_t *w = ci ? copies + (ci - 1) * wbytes : psize ? packed : a_buf;
+                if (psize && a.extra) a.extra = w;
+                else a.data = w;
             }
             if (stop) break;
         }
@@ -214,7 +230,7 @@ static int run_case(enum het_type type, int64_t K, int64_t N, int64_t M, int nth
     res->sec = (cpu_s() - c0) / nth / reps;
     res->gops = 2.0 * (double)N * (double)K * (double)M / res->sec / 1e9;
     res->gbs = (double)rs * (double)N / res->sec / 1e9;
-    free(wdata); free(a_buf); free(b_buf); free(d_buf); free(row); free(packed);
+    free(wdata); free(a_buf); free(b_buf); free(d_buf); free(row); free(packed); free(copies);
     return failed ? -1 : 0;
 }
 
@@ -234,6 +250,7 @@ int main(int argc, char **argv)
     int nth = 2;
     bool prepack = false;
     double min_sec = 0.3;
+    size_t wset = 0;
     const char *types_arg = "q4_0,q8_0,q4_K,q6_K,f16";
     const char *ms_arg = "1,512";
     struct het_cpu_features f;
@@ -245,16 +262,18 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-M")) ms_arg = argv[i + 1];
         else if (!strcmp(argv[i], "-s")) min_sec = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "-p")) prepack = atoi(argv[i + 1]) != 0;
+        else if (!strcmp(argv[i], "-w")) wset = (size_t)atoll(argv[i + 1]) << 20;
         else if (!strcmp(argv[i], "-i")) {
             for (int lv = HET_CPU_ISA_SCALAR; lv < (int)isa; lv++)
                 if (!strcmp(argv[i + 1], het_cpu_isa_name((enum het_cpu_isa)lv))) isa = (enum het_cpu_isa)lv;
         } else {
-            fprintf(stderr, "usage: %s [-t threads] [-T types] [-M m,...] [-s seconds] [-i isa] [-p 0|1]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-t threads] [-T types] [-M m,...] [-s seconds] [-i isa] [-p 0|1] [-w MiB]\n", argv[0]);
             return 2;
         }
     }
-    printf("threads %d, isa %s, weights %s\n", nth, het_cpu_isa_name(isa),
-           prepack ? "packed at load time" : "packed per call (M >= 4) / row GEMV");
+    printf("threads %d, isa %s, weights %s, %s\n", nth, het_cpu_isa_name(isa),
+           prepack ? "packed at load time" : "packed per call (M >= 4) / row GEMV",
+           wset ? "copies rotated (from memory)" : "one copy (in cache where it fits)");
     if (f.avx2) {
         printf("machine: read bandwidth %.1f GB/s, int8 maddubs peak %.0f GOP/s, fp32 FMA peak %.0f GFLOP/s\n",
                read_bw_gbs(nth), peak_int8_gops(nth), peak_fma_gflops(nth));
@@ -273,7 +292,7 @@ int main(int argc, char **argv)
             double layer_sec = 0;
             for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
                 struct bench_res r;
-                if (run_case(type, shapes[s].K, shapes[s].N, M, nth, isa, min_sec, prepack, &r) != 0) {
+                if (run_case(type, shapes[s].K, shapes[s].N, M, nth, isa, min_sec, prepack, wset, &r) != 0) {
                     printf("%-5s M=%-4lld %-20s FAILED\n", tp, (long long)M, shapes[s].name);
                     continue;
                 }
@@ -287,7 +306,7 @@ int main(int argc, char **argv)
     }
     /* the output projection at decode: the largest single weight read */
     struct bench_res r;
-    if (run_case(HET_TYPE_Q6_K, 1024, 151936, 1, nth, isa, min_sec, prepack, &r) == 0)
+    if (run_case(HET_TYPE_Q6_K, 1024, 151936, 1, nth, isa, min_sec, prepack, wset, &r) == 0)
         printf("q6_K  M=1    output 1024->151936  %9.3f ms (wall %8.3f) %8.1f GOP/s %7.1f GB/s\n", r.sec * 1e3,
                r.wall * 1e3, r.gops, r.gbs);
     return 0;
