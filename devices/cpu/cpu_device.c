@@ -49,6 +49,25 @@
  * node's few KB move between cores in pieces. */
 #define HET_CPU_SOLO_MAX_BYTES (64u << 10)
 
+/* A matmul's scratch need, remembered per weight and activation shape:
+ * het_cpu_mul_mat_work_size plans the node at every kernel level and thread
+ * count (8 plans with 2 threads), and a decode token asks it for each of its
+ * ~200 matmuls. The key is everything the plan reads of the node (the weight
+ * by identity, its panels included, and the shapes, types and element
+ * strides), so a hit is the value the call would return. */
+#define CPU_WS_BITS  10
+#define CPU_WS_PROBE 8 /* slots looked at from a key's own */
+#define CPU_WS_SLOTS (1 << CPU_WS_BITS)
+struct cpu_ws_memo {
+    const struct het_tensor *a;       /* NULL: empty slot */
+    const void              *a_extra;
+    int64_t                  a_ne[HET_MAX_DIMS], b_ne[HET_MAX_DIMS], d_ne[HET_MAX_DIMS];
+    size_t                   a_nb0, b_nb0;
+    enum het_type            a_type, b_type, d_type;
+    bool                     has_data;
+    size_t                   need;
+};
+
 struct cpu_context {
     int                     n_threads;
     struct het_cpu_features features;
@@ -64,6 +83,9 @@ struct cpu_context {
     struct het_cpu_profile *profile;    /* HET_CPU_PROFILE set: per-node times */
     het_cpu_pool           *threads;    /* n_threads - 1 workers                */
     unsigned                node_key;   /* keys handed to gated nodes so far    */
+    uint8_t                *solo;       /* per node of the split being run: cpu_node_is_solo */
+    int                     cap_solo;
+    struct cpu_ws_memo      ws_memo[CPU_WS_SLOTS];
 };
 
 static int physical_cores(void)
@@ -95,6 +117,52 @@ static enum het_status ensure_wdata(struct cpu_context *c, size_t need, het_erro
     return HET_OK;
 }
 
+static void cpu_ws_key(struct cpu_ws_memo *k, const struct het_tensor *node)
+{
+    const struct het_tensor *a = node->src[0], *b = node->src[1];
+    memset(k, 0, sizeof *k);
+    k->a = a;
+    k->a_extra = a->extra;
+    memcpy(k->a_ne, a->ne, sizeof k->a_ne);
+    memcpy(k->b_ne, b->ne, sizeof k->b_ne);
+    memcpy(k->d_ne, node->ne, sizeof k->d_ne);
+    k->a_nb0 = a->nb[0];
+    k->b_nb0 = b->nb[0];
+    k->a_type = a->type;
+    k->b_type = b->type;
+    k->d_type = node->type;
+    k->has_data = a->data && b->data && node->data;
+}
+
+static bool cpu_ws_same(const struct cpu_ws_memo *x, const struct cpu_ws_memo *y)
+{
+    return x->a == y->a && x->a_extra == y->a_extra && !memcmp(x->a_ne, y->a_ne, sizeof x->a_ne) &&
+           !memcmp(x->b_ne, y->b_ne, sizeof x->b_ne) && !memcmp(x->d_ne, y->d_ne, sizeof x->d_ne) &&
+           x->a_nb0 == y->a_nb0 && x->b_nb0 == y->b_nb0 && x->a_type == y->a_type && x->b_type == y->b_type &&
+           x->d_type == y->d_type && x->has_data == y->has_data;
+}
+
+/* het_cpu_work_size, a matmul's from the memo when it was asked before. */
+static size_t cpu_work_size(struct cpu_context *c, const struct het_tensor *node)
+{
+    if (node->op != HET_OP_MUL_MAT || !node->src[0] || !node->src[1])
+        return het_cpu_work_size(node, c->n_threads, c->f32_act);
+    struct cpu_ws_memo k;
+    cpu_ws_key(&k, node);
+    const uint64_t h = ((uint64_t)(uintptr_t)k.a ^ (uint64_t)k.b_ne[1] << 40 ^ (uint64_t)k.b_ne[2] << 52) *
+                       0x9E3779B97F4A7C15ull;
+    const size_t home = (size_t)(h >> (64 - CPU_WS_BITS));
+    struct cpu_ws_memo *slot = &c->ws_memo[home];
+    for (int i = 0; i < CPU_WS_PROBE; i++) {
+        struct cpu_ws_memo *m = &c->ws_memo[(home + (size_t)i) % CPU_WS_SLOTS];
+        if (!m->a) { slot = m; break; } /* not there: it goes in the first free slot */
+        if (cpu_ws_same(m, &k)) return m->need;
+    }
+    k.need = het_cpu_work_size(node, c->n_threads, c->f32_act);
+    *slot = k; /* (the key's own slot when every one looked at was taken) */
+    return k.need;
+}
+
 /* A node whose steps depend on data its own parts wrote (het_cpu_sync_all
  * at its end): entered through the gate (het_cpu_node_enter). */
 static bool node_is_gated(const struct het_tensor *t) { return t->op == HET_OP_MUL_MAT_ID; }
@@ -103,6 +171,7 @@ static bool node_is_gated(const struct het_tensor *t) { return t->op == HET_OP_M
 struct cpu_split_job {
     struct cpu_context       *c;
     struct het_tensor *const *nodes;
+    const uint8_t            *solo;    /* cpu_node_is_solo of each node       */
     int                       n;
     unsigned                  key0;    /* gate key of node i: key0 + i        */
     _Atomic uint64_t          at;      /* node the caller is in << 32 | its first step */
@@ -178,9 +247,9 @@ static void cpu_split_run(void *arg, struct het_cpu_worker *w, int ith)
         if (ith == 0) atomic_store_explicit(&j->at, (uint64_t)i << 32 | w->step, memory_order_release);
         if (node_is_gated(t) && !het_cpu_node_enter(&p, j->key0 + (unsigned)i)) return;
         enum het_status s = HET_OK;
-        if (cpu_node_is_solo(t)) {
+        if (j->solo[i]) {
             used = 1;
-            while (i + used < j->n && cpu_node_is_solo(j->nodes[i + used])) used++;
+            while (i + used < j->n && j->solo[i + used]) used++;
             cpu_run_solo(j, &p, i, i + used);
         } else {
             used = het_cpu_compute_nodes(&p, j->nodes + i, j->n - i, &s);
@@ -202,18 +271,25 @@ static void cpu_split_run(void *arg, struct het_cpu_worker *w, int ith)
 static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err)
 {
     struct cpu_context *c = dev->context;
+    if (n > c->cap_solo) {
+        uint8_t *solo = realloc(c->solo, (size_t)n);
+        if (!solo) return het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory for a split of %d nodes", n);
+        c->solo = solo;
+        c->cap_solo = n;
+    }
     size_t need = 0, work = 0;
     for (int i = 0; i < n; i++) {
-        size_t w = het_cpu_work_size(nodes[i], c->n_threads, c->f32_act);
+        size_t w = cpu_work_size(c, nodes[i]);
         if (w > need) need = w;
         work += het_cpu_node_work(nodes[i]);
+        c->solo[i] = cpu_node_is_solo(nodes[i]);
     }
     enum het_status st = ensure_wdata(c, need, err);
     if (st != HET_OK) return st;
 
     struct het_cpu_profile *prof = c->profile;
     const double t_split = prof ? het_cpu_profile_now_us(prof) : 0.0;
-    struct cpu_split_job j = { .c = c, .nodes = nodes, .n = n, .failed = -1 };
+    struct cpu_split_job j = { .c = c, .nodes = nodes, .solo = c->solo, .n = n, .failed = -1 };
     atomic_init(&j.solo_failed, UINT64_MAX);
     /* one thread, or nodes too small to share: the calling thread alone,
      * without the pool's steps (no atomics, no worker woken) */
@@ -323,6 +399,7 @@ static enum het_status cpu_register_pool(het_device *dev, het_pool *pool, het_er
 static enum het_status cpu_prepare_weights(het_device *dev, struct het_tensor *const *w, int n, het_error *err)
 {
     struct cpu_context *c = dev->context;
+    memset(c->ws_memo, 0, sizeof c->ws_memo); /* weights get panels: new keys */
     const bool lean = cpu_lean_weights(c, w, n);
     /* first the bytes of every panel to make, for one arena of them all */
     size_t total = 0, *sizes = calloc(n > 0 ? (size_t)n : 1, sizeof *sizes);
@@ -380,6 +457,7 @@ static enum het_status cpu_prepare_weights(het_device *dev, struct het_tensor *c
 static void cpu_release_weights(het_device *dev, struct het_tensor *const *w, int n)
 {
     struct cpu_context *c = dev->context;
+    memset(c->ws_memo, 0, sizeof c->ws_memo); /* the weights' panels, part of its keys, go */
     for (int k = 0; k < n; k++)
         for (int i = 0; i < c->n_packed; i++) {
             if (c->packed_t[i] != w[k]) continue;
@@ -407,6 +485,7 @@ static void cpu_free(het_device *dev)
     free(c->packed_t);
     free(c->packed_in);
     free(c->wdata);
+    free(c->solo);
     het_cpu_pool_free(c->threads);
     het_cpu_profile_free(c->profile);
     free(c);
