@@ -16,6 +16,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 /* rms_norm(x) * gain */
 static struct het_tensor *norm(het_graph *g, struct het_tensor *x, struct het_tensor *gain, float eps)
@@ -23,16 +24,36 @@ static struct het_tensor *norm(het_graph *g, struct het_tensor *x, struct het_te
     return het_mul(g, het_rms_norm(g, x, eps), gain);
 }
 
+/* y's name after weight w's: "attn_q.3" for blk.3.attn_q.weight, else the
+ * first 40 characters of w's. Spelled out rather than sscanf + snprintf:
+ * seven of these a layer, every token. */
+static void name_after_weight(struct het_tensor *y, const char *w)
+{
+    const char *p = w + 4, *what;
+    size_t nd = 0, nw = 0;
+    if (!strncmp(w, "blk.", 4)) {
+        while (p[nd] >= '0' && p[nd] <= '9') nd++;
+        what = p + nd + 1;
+        if (nd > 0 && nd < 10 && p[nd] == '.')
+            while (what[nw] && what[nw] != '.' && nw < 31) nw++;
+    }
+    if (!nw) {
+        het_tensor_set_name(y, "%.40s", w);
+        return;
+    }
+    const char *digits = p;
+    while (nd > 1 && *digits == '0') digits++, nd--; /* as %d reads them */
+    memcpy(y->name, what, nw);
+    y->name[nw] = '.';
+    memcpy(y->name + nw + 1, digits, nd);
+    y->name[nw + 1 + nd] = '\0';
+}
+
 /* W·x (+ b), named after the weight ("attn_q.3" for blk.3.attn_q.weight) */
 static struct het_tensor *linear(het_graph *g, struct het_tensor *w, struct het_tensor *b, struct het_tensor *x)
 {
     struct het_tensor *y = het_mul_mat(g, w, x);
-    if (y && w) {
-        int il = -1;
-        char what[32] = "";
-        if (sscanf(w->name, "blk.%d.%31[^.]", &il, what) == 2) het_tensor_set_name(y, "%s.%d", what, il);
-        else het_tensor_set_name(y, "%.40s", w->name);
-    }
+    if (y && w) name_after_weight(y, w->name);
     return b ? het_add(g, y, b) : y;
 }
 

@@ -96,6 +96,31 @@ struct het_tensor *het_new_tensor(het_graph *g, enum het_type type, int n_dims, 
 }
 
 /* A new F32 (or given type) dense result of op over sources, appended as a node. */
+/* name = the first a_max characters of a, then b, cut to the name's room:
+ * what snprintf("%.*s%s") would write. Every node and view is named as it
+ * is built, a few hundred a decode token, and snprintf's format parsing was
+ * a measurable part of building the graph. */
+static void name_join(char name[HET_MAX_NAME], const char *a, size_t a_max, const char *b)
+{
+    size_t n = strnlen(a, a_max < HET_MAX_NAME - 1 ? a_max : HET_MAX_NAME - 1);
+    memmove(name, a, n); /* (a may be the name itself) */
+    size_t m = strnlen(b, HET_MAX_NAME - 1 - n);
+    memcpy(name + n, b, m);
+    name[n + m] = '\0';
+}
+
+/* "#<id>" into buf (room for any int). */
+static const char *name_id(char buf[16], int id)
+{
+    char *p = buf + 15;
+    *p = '\0';
+    unsigned u = id < 0 ? 0u - (unsigned)id : (unsigned)id;
+    do *--p = (char)('0' + u % 10); while (u /= 10);
+    if (id < 0) *--p = '-';
+    *--p = '#';
+    return p;
+}
+
 static struct het_tensor *new_node(het_graph *g, enum het_op op, enum het_type type, const int64_t ne[4],
                                    struct het_tensor *s0, struct het_tensor *s1, struct het_tensor *s2)
 {
@@ -107,7 +132,8 @@ static struct het_tensor *new_node(het_graph *g, enum het_op op, enum het_type t
     t->src[1] = s1;
     t->src[2] = s2;
     t->id = g->n_nodes;
-    snprintf(t->name, sizeof t->name, "%s#%d", het_op_name(op), t->id); /* until the model names it */
+    char id[16];
+    name_join(t->name, het_op_name(op), HET_MAX_NAME, name_id(id, t->id)); /* until the model names it */
     g->nodes[g->n_nodes++] = t;
     return t;
 }
@@ -127,7 +153,7 @@ static struct het_tensor *new_view(het_graph *g, struct het_tensor *a, size_t of
     t->view_offs = (a->view_src ? a->view_offs : 0) + offset;
     t->data = a->data ? (char *)a->data + offset : NULL;
     t->flags = a->flags & (HET_TENSOR_FLAG_WEIGHT | HET_TENSOR_FLAG_STATE);
-    snprintf(t->name, sizeof t->name, "%.56s (view)", a->name);
+    name_join(t->name, a->name, 56, " (view)");
     return t;
 }
 
@@ -331,7 +357,7 @@ struct het_tensor *het_cpy(het_graph *g, struct het_tensor *a, struct het_tensor
     t->view_src = het_tensor_owner(dst);
     t->view_offs = dst->view_src ? dst->view_offs : 0;
     t->id = g->n_nodes;
-    snprintf(t->name, sizeof t->name, "%.56s (cpy)", dst->name);
+    name_join(t->name, dst->name, 56, " (cpy)");
     g->nodes[g->n_nodes++] = t;
     return t;
 }
