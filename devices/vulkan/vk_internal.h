@@ -91,7 +91,7 @@ enum het_vk_kernel {
 #define HET_VK_GEMM_SHARED (2 * 64 * 33 * 4) /* bytes of shared memory mul_mat.comp uses */
 /* mul_mat_rows*.comp: output rows per invocation (R) and columns per pass (TM) */
 #define HET_VK_ROWS1_R   8
-#define HET_VK_ROWSN_R   16
+#define HET_VK_ROWSN_R   8
 #define HET_VK_ROWSN_TM  8
 /* grouped MUL_MAT_ID (moe_group.comp, mul_mat_id.comp) */
 #define HET_VK_MOE_MAX_E 1024 /* experts the grouping pass counts in shared memory (MAX_E) */

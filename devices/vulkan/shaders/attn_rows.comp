@@ -95,7 +95,8 @@ void main()
     for (int j0 = 0; j0 < lim; j0 += int(KB)) {
         float s[KB];
         float mb = NEG_BIG;
-        [[unroll]] for (uint i = 0; i < KB * ONE; i++) {
+        [[unroll]] for (uint i = 0; i < KB; i++) s[i] = NEG_BIG;
+        [[dont_unroll]] for (uint i = 0; i < KB; i++) {
             uint j = min(uint(j0) + i, p.n_kv - 1u);
             uvec4 w[TMAX];
             load_k(kt0 + j * ks, w);
@@ -106,8 +107,9 @@ void main()
                 dot[e & 3u] = fma(q[2u * e + 1u], kv2.y, dot[e & 3u]);
             }
             float sc = (dot[0] + dot[1]) + (dot[2] + dot[3]);
-            s[i] = j0 + int(i) < vis ? sc : NEG_BIG;
-            mb = max(mb, s[i]);
+            sc = j0 + int(i) < vis ? sc : NEG_BIG;
+            [[unroll]] for (uint u = 0; u < KB; u++) s[u] = u == i ? sc : s[u]; // a select each, no indexing
+            mb = max(mb, sc);
         }
         float mn = max(m, mb), alpha = exp(m - mn), ps = 0.0;
         [[unroll]] for (uint i = 0; i < KB * ONE; i++) {
@@ -116,14 +118,16 @@ void main()
         }
         l = l * alpha + ps;
         [[unroll]] for (uint d = 0; d < HD; d++) o[d] *= alpha;
-        [[unroll]] for (uint i = 0; i < KB * ONE; i++) {
+        [[dont_unroll]] for (uint i = 0; i < KB; i++) {
             uint j = min(uint(j0) + i, p.n_kv - 1u);
             uvec4 w[TMAX];
             load_v(vt0 + j * vs, w);
+            float si = s[0];
+            [[unroll]] for (uint u = 1; u < KB; u++) si = u == i ? s[u] : si;
             [[unroll]] for (uint e = 0; e < HD / 2u; e++) {
                 vec2 v2 = pair_at(w, e);
-                o[2u * e] = fma(s[i], v2.x, o[2u * e]);
-                o[2u * e + 1u] = fma(s[i], v2.y, o[2u * e + 1u]);
+                o[2u * e] = fma(si, v2.x, o[2u * e]);
+                o[2u * e + 1u] = fma(si, v2.y, o[2u * e + 1u]);
             }
         }
         m = mn;

@@ -7,13 +7,17 @@
 // lavapipe), and a value one lane holds reaches every lane for the price of
 // a register permute (subgroupShuffle from a constant lane; Mesa 22's
 // subgroupBroadcast costs a loop). So each invocation owns R whole output
-// rows (no reduction, shared memory or barrier) and walks K 128 weights
-// (one step) at a time: it fetches its rows' quantised bytes as 16-byte
-// texels (binding 4: an RGBA32UI view of src0's range), dequantises them 32
-// at a time, and the subgroup fetches the matching 32 activations of a
-// column once (binding 5: a view of src1), spread over its lanes, and
-// shuffles each to every lane. TM columns per pass (R and TM come from the
-// .comp). Dispatch: (ceil(N / (WG*R)), ceil(M / TM), batches).
+// rows (no reduction, shared memory or barrier) and walks K 32 weights (a
+// chunk) at a time: it fetches its rows' quantised bytes as 16-byte texels
+// (binding 4: an RGBA32UI view of src0's range), dequantises them, and the
+// subgroup fetches the matching 32 activations of a column once (binding
+// 5: a view of src1), spread over its lanes, and shuffles each to every
+// lane. TM columns per pass (R and TM come from the .comp). Loops over
+// chunks stay rolled ([[dont_unroll]] where the trip count is known): the
+// driver compiles one chunk's R*TM*32 multiply-adds, which LLVM does in a
+// fraction of a second, where four unrolled chunks of a 16x8 tile took it
+// seconds at the first dispatch, and they run as fast.
+// Dispatch: (ceil(N / (WG*R)), ceil(M / TM), batches).
 // Host-checked requirements: K a multiple of 128; src1 F32 with unit stride
 // and columns 16-byte aligned in its binding; rows at even byte offsets (F32:
 // 4-byte), unit element stride for plain types; both ranges viewable as
@@ -73,22 +77,20 @@ void rd(uint a, uint len, out uint s[18])
 
 float nib(uint w, uint i) { return float((w >> (4u * i)) & 15u); }
 float sbyte(uint w, uint i) { return float(bitfieldExtract(int(w), int(8u * i), 8)); }
-uint byte_at(uint s[18], uint i) { return (s[i >> 2] >> (8u * (i & 3u))) & 255u; }
 
-// Q4_0 block b (0..3) of a step stream: blocks start at bytes 18b, so even
-// blocks are word aligned and odd ones start 2 bytes into a word.
-void q4_0_block(uint s[18], uint b, out float w[KC])
+// Q4_0 block c (0..3, any value) of a step's 72 bytes held in s: blocks
+// start at bytes 18c, so even ones are word aligned and odd ones start 2
+// bytes into a word. Its five words are picked by selects, not a variable
+// index, so the loop over blocks can stay rolled.
+void q4_0_block(uint s[18], uint c, out float w[KC])
 {
-    uint t = (b * 18u) >> 2;
-    float d;
+    uint u[5];
+    [[unroll]] for (uint i = 0; i < 5u; i++)
+        u[i] = c == 0u ? s[i] : c == 1u ? s[4u + i] : c == 2u ? s[9u + i] : s[13u + i];
+    bool odd = (c & 1u) == 1u;
+    float d = unpackHalf2x16(odd ? u[0] >> 16 : u[0]).x;
     uint q[4];
-    if ((b & 1u) == 0u) {
-        d = unpackHalf2x16(s[t]).x;
-        [[unroll]] for (uint j = 0; j < 4u; j++) q[j] = (s[t + j] >> 16) | (s[t + j + 1u] << 16);
-    } else {
-        d = unpackHalf2x16(s[t] >> 16).x;
-        [[unroll]] for (uint j = 0; j < 4u; j++) q[j] = s[t + 1u + j];
-    }
+    [[unroll]] for (uint j = 0; j < 4u; j++) q[j] = odd ? u[j + 1u] : (u[j] >> 16) | (u[j + 1u] << 16);
     [[unroll]] for (uint j = 0; j < 4u; j++)
         [[unroll]] for (uint i = 0; i < 4u; i++) {
             w[4u * j + i] = d * (nib(q[j], 2u * i) - 8.0);
@@ -107,15 +109,21 @@ void q8_0_block(uint o, out float w[KC])
     }
 }
 
-// 6-bit scale and min of Q4_K sub-block sb (0..7, a constant) from the 12
-// scale bytes held in h[1..3].
+// Byte i (0..11, any value) of the Q4_K scale bytes held in a, b, c: selects,
+// no indexing, so a loop over sub-blocks can stay rolled.
+uint k4_byte(uint a, uint b, uint c, uint i)
+{
+    return ((i < 4u ? a : i < 8u ? b : c) >> (8u * (i & 3u))) & 255u;
+}
+
+// 6-bit scale and min of Q4_K sub-block sb (0..7) from the 12 scale bytes
+// held in h[1..3].
 vec2 k4_scale(uint h[18], uint sb)
 {
-    uint sc12[18];
-    [[unroll]] for (uint i = 0; i < 3u; i++) sc12[i] = h[i + 1u];
-    if (sb < 4u) return vec2(float(byte_at(sc12, sb) & 63u), float(byte_at(sc12, sb + 4u) & 63u));
-    return vec2(float((byte_at(sc12, sb + 4u) & 15u) | ((byte_at(sc12, sb - 4u) >> 6) << 4)),
-                float((byte_at(sc12, sb + 4u) >> 4) | ((byte_at(sc12, sb) >> 6) << 4)));
+    uint a = h[1], b = h[2], c = h[3];
+    if (sb < 4u) return vec2(float(k4_byte(a, b, c, sb) & 63u), float(k4_byte(a, b, c, sb + 4u) & 63u));
+    return vec2(float((k4_byte(a, b, c, sb + 4u) & 15u) | ((k4_byte(a, b, c, sb - 4u) >> 6) << 4)),
+                float((k4_byte(a, b, c, sb + 4u) >> 4) | ((k4_byte(a, b, c, sb) >> 6) << 4)));
 }
 
 // dst[n, m] += sum over the 32 weights of chunk k0 of w * src1[k, m];
@@ -142,44 +150,83 @@ void product(uint row[R], uint xcol[TM], out float acc[R][TM])
     [[unroll]] for (uint r = 0; r < R1; r++)
         [[unroll]] for (uint m = 0; m < TM1; m++) acc[r][m] = 0.0;
 
+    // Q4_0 goes either way: with TM = 1 (decode) fetching its bytes is most of
+    // the cost, and a step's four blocks take 6 texels read at once, 8 read
+    // one by one; with more columns the selects cost more than that saves.
+    const bool Q4_0_STEPS = VARIANT == T_Q4_0 && TM == 1u;
+    if (VARIANT != T_Q4_K && VARIANT != T_Q6_K && !Q4_0_STEPS) {
+        // One chunk of 32 weights an iteration, the loop left rolled: the
+        // driver compiles R*TM*32 multiply-adds, not four times as many
+        // (LLVM took seconds over an unrolled step on lavapipe), and they run
+        // as fast.
+        for (uint ch = 0; ch < p.K / KC; ch++) {
+            float w[R][KC];
+            [[unroll]] for (uint r = 0; r < R1; r++) {
+                if (VARIANT == T_Q4_0) {
+                    uint s[18];
+                    rd(row[r] + ch * 18u, 18u, s);
+                    q4_0_block(s, 0u, w[r]);
+                } else if (VARIANT == T_Q8_0) {
+                    q8_0_block(row[r] + ch * 34u, w[r]);
+                } else if (VARIANT == T_F16) {
+                    uint s[18];
+                    rd(row[r] + ch * 64u, 64u, s);
+                    [[unroll]] for (uint j = 0; j < 16u; j++) {
+                        vec2 hv = unpackHalf2x16(s[j]);
+                        w[r][2u * j] = hv.x;
+                        w[r][2u * j + 1u] = hv.y;
+                    }
+                } else { // F32: 32 weights are two 64-byte reads
+                    [[unroll]] for (uint hf = 0; hf < 2u; hf++) {
+                        uint s[18];
+                        rd(row[r] + ch * 128u + hf * 64u, 64u, s);
+                        [[unroll]] for (uint j = 0; j < 16u; j++) w[r][16u * hf + j] = uintBitsToFloat(s[j]);
+                    }
+                }
+            }
+            accumulate(ch * KC, xcol, w, acc);
+        }
+        return;
+    }
+    // A step of 128 weights read at once (four Q4_0 blocks; half a K-quant
+    // block, whose scales sit apart from its quants), its four chunks a
+    // rolled loop too, which picks the words it needs by selects, never by
+    // a variable index
     uint steps = p.K / STEP;
     for (uint st = 0; st < steps; st++) {
-        uint k = st * STEP;
-        float w[R][KC];
-        if (VARIANT == T_Q4_0) {
+        uint k = st * STEP, hh = st & 1u; // K-quants: which half of the 256-weight block
+        if (Q4_0_STEPS) {
             uint s[R][18];
             [[unroll]] for (uint r = 0; r < R1; r++) rd(row[r] + st * 72u, 72u, s[r]);
-            [[unroll]] for (uint c = 0; c < 4u * ONE; c++) {
+            [[dont_unroll]] for (uint c = 0; c < 4u; c++) {
+                float w[R][KC];
                 [[unroll]] for (uint r = 0; r < R1; r++) q4_0_block(s[r], c, w[r]);
                 accumulate(k + c * KC, xcol, w, acc);
             }
-        } else if (VARIANT == T_Q8_0) {
-            [[unroll]] for (uint c = 0; c < 4u * ONE; c++) {
-                [[unroll]] for (uint r = 0; r < R1; r++) q8_0_block(row[r] + (st * 4u + c) * 34u, w[r]);
-                accumulate(k + c * KC, xcol, w, acc);
-            }
         } else if (VARIANT == T_Q4_K) {
-            uint hh = st & 1u; // which half of the 256-weight block
             uint h[R][18], s[R][18];
             [[unroll]] for (uint r = 0; r < R1; r++) {
                 uint o = row[r] + (st >> 1) * 144u;
                 rd(o, 16u, h[r]);
                 rd(o + 16u + 64u * hh, 64u, s[r]);
             }
-            [[unroll]] for (uint c = 0; c < 4u * ONE; c++) {
+            [[dont_unroll]] for (uint c = 0; c < 4u; c++) {
+                float w[R][KC];
                 [[unroll]] for (uint r = 0; r < R1; r++) {
                     vec2 dm = unpackHalf2x16(h[r][0]);
-                    vec2 sm = hh == 0u ? k4_scale(h[r], c) : k4_scale(h[r], 4u + c);
+                    vec2 sm = k4_scale(h[r], 4u * hh + c);
                     float dd = dm.x * sm.x, mm = dm.y * sm.y;
-                    uint sh = (c & 1u) * 4u, t = (c >> 1) * 8u; // low nibbles for even sub-blocks
-                    [[unroll]] for (uint j = 0; j < 8u; j++)
+                    uint sh = (c & 1u) * 4u; // low nibbles for even sub-blocks
+                    bool up = c >= 2u;       // sub-blocks 2, 3: the half's second 32 bytes
+                    [[unroll]] for (uint j = 0; j < 8u; j++) {
+                        uint q = up ? s[r][8u + j] : s[r][j];
                         [[unroll]] for (uint i = 0; i < 4u; i++)
-                            w[r][4u * j + i] = dd * float((s[r][t + j] >> (8u * i + sh)) & 15u) - mm;
+                            w[r][4u * j + i] = dd * float((q >> (8u * i + sh)) & 15u) - mm;
+                    }
                 }
                 accumulate(k + c * KC, xcol, w, acc);
             }
-        } else if (VARIANT == T_Q6_K) {
-            uint hh = st & 1u;
+        } else { // Q6_K
             uint ql[R][18], qh[R][18], sc[R][18], dw[R][18];
             [[unroll]] for (uint r = 0; r < R1; r++) {
                 uint o = row[r] + (st >> 1) * 210u;
@@ -188,44 +235,25 @@ void product(uint row[R], uint xcol[TM], out float acc[R][TM])
                 rd(o + 192u + 8u * hh, 8u, sc[r]);
                 rd(o + 208u, 2u, dw[r]);
             }
-            [[unroll]] for (uint g = 0; g < 4u * ONE; g++) {
+            [[dont_unroll]] for (uint g = 0; g < 4u; g++) {
+                float w[R][KC];
                 [[unroll]] for (uint r = 0; r < R1; r++) {
                     float d = unpackHalf2x16(dw[r][0]).x;
-                    float d0 = d * sbyte(sc[r][g >> 1], (2u * g) & 3u);
-                    float d1 = d * sbyte(sc[r][g >> 1], (2u * g + 1u) & 3u);
-                    uint nsh = (g >> 1) * 4u, t = (g & 1u) * 8u;
-                    [[unroll]] for (uint j = 0; j < 8u; j++)
+                    uint scw = g < 2u ? sc[r][0] : sc[r][1];
+                    float d0 = d * sbyte(scw, (2u * g) & 3u);
+                    float d1 = d * sbyte(scw, (2u * g + 1u) & 3u);
+                    uint nsh = (g >> 1) * 4u;
+                    bool odd = (g & 1u) == 1u; // groups 1, 3: the half's second 32 ql bytes
+                    [[unroll]] for (uint j = 0; j < 8u; j++) {
+                        uint l = odd ? ql[r][8u + j] : ql[r][j];
                         [[unroll]] for (uint i = 0; i < 4u; i++) {
-                            uint lo = (ql[r][t + j] >> (8u * i + nsh)) & 15u;
+                            uint lo = (l >> (8u * i + nsh)) & 15u;
                             uint hi = (qh[r][j] >> (8u * i + 2u * g)) & 3u;
                             w[r][4u * j + i] = (j < 4u ? d0 : d1) * (float(lo | (hi << 4)) - 32.0);
                         }
+                    }
                 }
                 accumulate(k + g * KC, xcol, w, acc);
-            }
-        } else if (VARIANT == T_F16) {
-            [[unroll]] for (uint c = 0; c < 4u * ONE; c++) {
-                [[unroll]] for (uint r = 0; r < R1; r++) {
-                    uint s[18];
-                    rd(row[r] + (k + c * KC) * 2u, 64u, s);
-                    [[unroll]] for (uint j = 0; j < 16u; j++) {
-                        vec2 hv = unpackHalf2x16(s[j]);
-                        w[r][2u * j] = hv.x;
-                        w[r][2u * j + 1u] = hv.y;
-                    }
-                }
-                accumulate(k + c * KC, xcol, w, acc);
-            }
-        } else { // F32: 32 weights are two 64-byte reads
-            [[unroll]] for (uint c = 0; c < 4u * ONE; c++) {
-                [[unroll]] for (uint r = 0; r < R1; r++) {
-                    [[unroll]] for (uint hf = 0; hf < 2u; hf++) {
-                        uint s[18];
-                        rd(row[r] + (k + c * KC) * 4u + hf * 64u, 64u, s);
-                        [[unroll]] for (uint j = 0; j < 16u; j++) w[r][16u * hf + j] = uintBitsToFloat(s[j]);
-                    }
-                }
-                accumulate(k + c * KC, xcol, w, acc);
             }
         }
     }
