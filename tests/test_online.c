@@ -211,7 +211,7 @@ static void test_prefill(void)
             if (k == 1) wrong = none_on_cpu(&r);
             norms(&r, &n, &c);
             if (c > 0 && !moved) moved = k;
-            if (all_on_cpu(&r)) recovered = k;
+            if (n > 0 && c == n) recovered = k;
         }
         struct het_sched_stats st;
         het_sched_get_stats(r.sched, &st);
