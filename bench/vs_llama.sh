@@ -4,7 +4,8 @@
 # `hetrun bench -r 1` (interleaved, so both see the same machine load), then
 # one table row per file with the median and min-max of the rounds and het's
 # figures as a fraction of the bounds `hetrun bench` measured in the same
-# round (read bandwidth for tg, int8/F32 peaks for pp).
+# round (for tg, the read bandwidth measured right after the decode run;
+# int8/F32 peaks for pp).
 #
 #   bench/vs_llama.sh LLAMA_BENCH HETRUN[,HETRUN...] [-t THREADS] [-r ROUNDS] [-p PP] [-n TG] FILE...
 #
@@ -68,7 +69,9 @@ for i, het in enumerate(hets, 1):
         h = json.load(open(os.path.join(tmp, "het.%d.%d" % (i, r))))
         H["pp"].append(h["pp_tps"]); H["tg"].append(h["tg_tps"])
         Hb["pp"].append(h["pp_tps"] / h["pp_bound_tps"] if h["pp_bound_tps"] else 0)
-        Hb["tg"].append(h["tg_tps"] / h["tg_bound_tps"] if h["tg_bound_tps"] else 0)
+        # each decode run against the bandwidth measured right after it, where bench says so
+        Hb["tg"].append(h["tg_of_bound"] if "tg_of_bound" in h else
+                        h["tg_tps"] / h["tg_bound_tps"] if h["tg_bound_tps"] else 0)
     row = [os.path.basename(f)] + ([het] if len(hets) > 1 else [])
     for k in ("pp", "tg"):
         row += [cell(H[k]), cell(L[k]), "%.2fx" % (st.median(H[k]) / st.median(L[k])),

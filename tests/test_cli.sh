@@ -93,7 +93,8 @@ grep -q "f32 activations" "$tmp/plan" && ok || bad "plan does not name the f32-a
 info=$("$hetrun" info -m "$model" 2>&1)
 grep -q "n_embd 64, n_layer 5" <<<"$info" && ok || bad "info hyperparameters"
 json=$("$hetrun" bench -m "$model" --devices cpu -p 16 -n 8 -r 1 --json 2>/dev/null)
-for k in pp_tps tg_tps pp_tps_min tg_tps_max threads weight_bytes peak_int8_gops peak_f32_gflops pp_bound_tps; do
+for k in pp_tps tg_tps pp_tps_min tg_tps_max threads weight_bytes peak_int8_gops peak_f32_gflops pp_bound_tps \
+         tg_of_bound read_bandwidth_gbs_min; do
     echo "$json" | grep -q "\"$k\":" && ok || bad "bench --json lacks $k: $json"
 done
 # with a SIMD level, the CPU's peaks are measured and give prefill a bound

@@ -187,6 +187,7 @@ int cmd_bench(int argc, char **argv)
     struct hr_gpu_times gt = { 0 };
     int rc = 1;
     int32_t *toks = NULL;
+    struct hr_membw *membw = NULL;
     if (!hr_session_open(&s, &o, true)) goto done;
     hr_gpu_times_begin(&gt, &s, &o);
     const struct het_model_config *c = het_model_get_config(s.model);
@@ -201,6 +202,7 @@ int cmd_bench(int argc, char **argv)
     het_error err = { 0 };
     struct series pp = { .n = 0 }, tg = { .n = 0 }, lpp = { .n = 0 }, ltg = { .n = 0 };
     struct load load = { .n = 0 };
+    struct series bws = { .n = 0 }, tg_of_bound = { .n = 0 };
     double warm;
     /* warm-up: page in the weights, grow scratch, not counted */
     if ((o.pp > 0 && !run_pp(&s, toks, o.pp, &warm, &err)) || (o.tg > 0 && !run_tg(&s, toks, o.tg < 4 ? o.tg : 4, &warm, &err))) {
@@ -211,11 +213,25 @@ int cmd_bench(int argc, char **argv)
     snprintf(lab_pp, sizeof lab_pp, "pp%d", o.pp);
     snprintf(lab_tg, sizeof lab_tg, "tg%d", o.tg);
     hr_gpu_times_take(&gt, NULL); /* warm-up */
+    int threads = o.threads > 0 ? o.threads : 0; /* the CPU device's, when the set has one */
+    for (int i = 0; i < s.n_devices; i++)
+        if (het_cpu_device_n_threads(s.devices[i]) > 0) threads = het_cpu_device_n_threads(s.devices[i]);
+    if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN); /* e.g. lavapipe's threads */
+    if (threads <= 0) threads = 1;
+    const size_t dbytes = decode_bytes(s.model);
+    /* the read bandwidth right after each quiet decode run, and that run
+     * against the bound it gives: the speed of memory drifts by minutes */
+    if (o.tg > 0) membw = hr_membw_open(threads);
     for (int rep = 0; rep < o.reps && rep < 1000; rep++) {
         if (o.pp > 0 && !run_one(&s, toks, o.pp, true, &pp, &err)) { hr_error(&o, "%s", err.msg); goto done; }
         hr_gpu_times_take(&gt, lab_pp);
         if (o.tg > 0 && !run_one(&s, toks, o.tg, false, &tg, &err)) { hr_error(&o, "%s", err.msg); goto done; }
         hr_gpu_times_take(&gt, lab_tg);
+        const double bw_now = membw ? hr_membw_measure(membw) : 0;
+        if (bw_now > 0) {
+            bws.v[bws.n++] = bw_now;
+            tg_of_bound.v[tg_of_bound.n++] = tg.v[tg.n - 1] * (double)dbytes / (bw_now * 1e9);
+        }
         if (!o.load) continue;
         if (!load_start(&load, o.load)) {
             load_stop(&load);
@@ -232,12 +248,9 @@ int cmd_bench(int argc, char **argv)
     if (tg.n) summarize(&tg);
     if (lpp.n) summarize(&lpp);
     if (ltg.n) summarize(&ltg);
-    int threads = o.threads > 0 ? o.threads : 0; /* the CPU device's, when the set has one */
-    for (int i = 0; i < s.n_devices; i++)
-        if (het_cpu_device_n_threads(s.devices[i]) > 0) threads = het_cpu_device_n_threads(s.devices[i]);
-    if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN); /* e.g. lavapipe's threads */
-    if (threads <= 0) threads = 1;
-    double bw = hr_measure_read_bandwidth(threads);
+    if (bws.n) summarize(&bws);
+    if (tg_of_bound.n) summarize(&tg_of_bound);
+    const double bw = bws.n ? bws.med : hr_measure_read_bandwidth(threads);
     /* prefill's compute bound: meaningful when the CPU alone runs the graph */
     struct het_cpu_peak peak = { 0 };
     double q_ops = 0, f_ops = 0, pp_bound = 0;
@@ -247,7 +260,7 @@ int cmd_bench(int argc, char **argv)
         double t = q_ops / (peak.int8_gops * 1e9) + f_ops / (peak.f32_gflops * 1e9);
         pp_bound = t > 0 ? 1.0 / t : 0;
     }
-    size_t wbytes = het_model_weight_bytes(s.model), dbytes = decode_bytes(s.model);
+    size_t wbytes = het_model_weight_bytes(s.model);
     double bound = bw > 0 ? bw * 1e9 / (double)dbytes : 0;
     const char *dev = hr_device_list(&o);
     if (o.json) {
@@ -260,6 +273,10 @@ int cmd_bench(int argc, char **argv)
                o.model, dev, threads, wbytes, dbytes, o.pp, o.tg, o.reps, pp.med, pp.min, pp.max, tg.med, tg.min,
                tg.max, bw, bound, peak.int8_gops, peak.f32_gflops, pp_bound);
         printf(",\"pp_probe_ms\":%.1f,\"tg_probe_ms\":%.1f", pp.probe_ms, tg.probe_ms);
+        if (tg_of_bound.n)
+            printf(",\"read_bandwidth_gbs_min\":%.1f,\"read_bandwidth_gbs_max\":%.1f,\"tg_of_bound\":%.3f,"
+                   "\"tg_of_bound_min\":%.3f,\"tg_of_bound_max\":%.3f",
+                   bws.min, bws.max, tg_of_bound.med, tg_of_bound.min, tg_of_bound.max);
         if (o.load)
             printf(",\"load\":%d,\"pp_load_tps\":%.2f,\"pp_load_tps_min\":%.2f,\"pp_load_tps_max\":%.2f,"
                    "\"tg_load_tps\":%.2f,\"tg_load_tps_min\":%.2f,\"tg_load_tps_max\":%.2f",
@@ -282,6 +299,9 @@ int cmd_bench(int argc, char **argv)
             printf("tg%-4d %8.2f tok/s median  (min %.2f, max %.2f, %d runs)   bound: %.1f tok/s = %.1f GB/s measured "
                    "read bandwidth / %.1f MB per token",
                    o.tg, tg.med, tg.min, tg.max, tg.n, bound, bw, dbytes / 1e6);
+            if (tg_of_bound.n)
+                printf("; each run against the bandwidth measured right after it (%.1f-%.1f GB/s): %.0f%% (%.0f-%.0f%%)",
+                       bws.min, bws.max, 100 * tg_of_bound.med, 100 * tg_of_bound.min, 100 * tg_of_bound.max);
             print_probes(&tg);
             if (o.load) print_csw(&tg);
             printf("\n");
@@ -309,6 +329,7 @@ int cmd_bench(int argc, char **argv)
     rc = 0;
 done:
     load_stop(&load);
+    hr_membw_close(membw);
     hr_gpu_times_end(&gt);
     free(toks);
     hr_session_close(&s);

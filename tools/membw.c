@@ -66,26 +66,50 @@ static hr_reader hr_widest_reader(void)
     return hr_read16;
 }
 
-double hr_measure_read_bandwidth(int n_threads)
+struct hr_membw {
+    void     *map;
+    uint8_t  *buf;
+    size_t    map_bytes, chunk;
+    int       n_threads;
+    hr_reader read;
+};
+
+struct hr_membw *hr_membw_open(int n_threads)
 {
     if (n_threads < 1) n_threads = 1;
     const size_t bytes = (size_t)256 << 20;
     const size_t chunk = bytes / (size_t)n_threads / 4096 * 4096; /* a multiple of 4 vectors */
     const size_t huge = (size_t)2 << 20;
-    void *map = mmap(NULL, bytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (map == MAP_FAILED || chunk == 0) {
-        if (map != MAP_FAILED) munmap(map, bytes + huge);
-        return 0;
+    struct hr_membw *m = calloc(1, sizeof *m);
+    if (!m || chunk == 0) {
+        free(m);
+        return NULL;
     }
-    uint8_t *buf = (uint8_t *)(((uintptr_t)map + huge - 1) & ~(uintptr_t)(huge - 1));
-    (void)madvise(buf, bytes, MADV_HUGEPAGE); /* best effort, as for the panels */
-    const hr_reader read = hr_widest_reader();
+    m->map = mmap(NULL, bytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m->map == MAP_FAILED) {
+        free(m);
+        return NULL;
+    }
+    m->map_bytes = bytes + huge;
+    m->chunk = chunk;
+    m->n_threads = n_threads;
+    m->buf = (uint8_t *)(((uintptr_t)m->map + huge - 1) & ~(uintptr_t)(huge - 1));
+    (void)madvise(m->buf, bytes, MADV_HUGEPAGE); /* best effort, as for the panels */
+    m->read = hr_widest_reader();
     /* each thread writes the pages it will read (first touch: its node) */
 #pragma omp parallel num_threads(n_threads)
     {
         const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        if (nt == n_threads) memset(buf + (size_t)t * chunk, t + 1, chunk);
+        if (nt == n_threads) memset(m->buf + (size_t)t * chunk, t + 1, chunk);
     }
+    return m;
+}
+
+double hr_membw_measure(struct hr_membw *m)
+{
+    if (!m) return 0;
+    const int n_threads = m->n_threads;
+    const size_t chunk = m->chunk;
     double best = 0;
     volatile uint64_t sink = 0;
     for (int rep = 0; rep < 5; rep++) {
@@ -96,7 +120,7 @@ double hr_measure_read_bandwidth(int n_threads)
         {
             const int t = omp_get_thread_num();
             got = omp_get_num_threads() == n_threads;
-            if (got) total = read(buf + (size_t)t * chunk, chunk);
+            if (got) total = m->read(m->buf + (size_t)t * chunk, chunk);
         }
         const double dt = now_s() - t0;
         sink += total;
@@ -106,6 +130,20 @@ double hr_measure_read_bandwidth(int n_threads)
         if (gbs > best) best = gbs;
     }
     (void)sink;
-    munmap(map, bytes + huge);
     return best;
+}
+
+void hr_membw_close(struct hr_membw *m)
+{
+    if (!m) return;
+    munmap(m->map, m->map_bytes);
+    free(m);
+}
+
+double hr_measure_read_bandwidth(int n_threads)
+{
+    struct hr_membw *m = hr_membw_open(n_threads);
+    const double bw = hr_membw_measure(m);
+    hr_membw_close(m);
+    return bw;
 }

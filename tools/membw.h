@@ -2,4 +2,12 @@
 #ifndef HETRUN_MEMBW_H
 #define HETRUN_MEMBW_H
 double hr_measure_read_bandwidth(int n_threads);
+
+/* The same, with the buffer kept between measurements: bench measures the
+ * bandwidth right after each decode run, at that minute's speed of memory
+ * (a VM's neighbours move it by up to 2x), not once for all runs. */
+struct hr_membw;
+struct hr_membw *hr_membw_open(int n_threads); /* NULL: no memory */
+double hr_membw_measure(struct hr_membw *m);
+void hr_membw_close(struct hr_membw *m);
 #endif
