@@ -15,8 +15,12 @@
  * explains) is measured again, up to twice; a point still off the trend is
  * dropped (an outlier), one still disturbed is kept and counted noisy. Past
  * a tenth of the samples noisy or dropped (or a third of one model's) the
- * profile is marked noisy and not cached. After three points in a row stay
- * disturbed the machine is busy and points are no longer repeated.
+ * profile is marked noisy and not cached, but noisy samples count only if
+ * other processes used a tenth of the CPUs' time while they were measured
+ * (het_calibrate_too_noisy): the per-run counters see a CPU-type Vulkan
+ * driver's own threads waiting for each other on the CPU's cores, which is
+ * no other work. After three points in a row stay disturbed the machine is
+ * busy and points are no longer repeated.
  *
  * Every measurement is a small graph run through the device vtable exactly
  * as the scheduler runs splits (policy/microbench.c). A split holds R
@@ -44,6 +48,7 @@
  */
 #include "policy/microbench.h"
 #include "policy/profile_impl.h"
+#include "sched/contention.h"
 
 #include "het/model.h"
 
@@ -76,6 +81,9 @@ struct cal {
     int done, total;                 /* progress                               */
     struct het_calibrate_report rep;
     int busy_run;                    /* consecutive points still disturbed     */
+    double noisy_other_us;           /* CPU time other processes used, and     */
+    double noisy_capacity_us;        /* the CPUs had, while the points that    */
+    bool noisy_load_unknown;         /* stayed disturbed were measured         */
     double cold_bytes;               /* weight bytes that leave the caches     */
     struct het_calibrate_stage *stage; /* where time is being counted now      */
     double stage_t0;
@@ -254,6 +262,8 @@ static enum het_status measure_point(struct cal *c, struct bench *b, const struc
     if (!all_supported(b->dev, b->mb.g, pt->first, pt->n)) return HET_ERR_UNSUPPORTED;
     double best = INFINITY, spread = 0;
     bool contended = true, off = true;
+    struct het_machine_load load0, load1;
+    het_machine_load_now(&load0);
     int tries = c->busy_run >= 3 ? 1 : 1 + RETRIES, n_time = nodes_to_time(pt, prev_work, prev_us);
     for (int t = 0; t < tries && (contended || off); t++) {
         if (t > 0) c->rep.n_remeasured++;
@@ -270,6 +280,16 @@ static enum het_status measure_point(struct cal *c, struct bench *b, const struc
         off = has_work(prev_work) && best > prev_us * growth(pt->work, prev_work) * TREND_SLACK + 5.0;
     }
     c->busy_run = contended ? c->busy_run + 1 : 0;
+    if (contended) {
+        double other = 0, capacity = 0;
+        het_machine_load_now(&load1);
+        if (het_machine_load_other(&load0, &load1, &other, &capacity)) {
+            c->noisy_other_us += other;
+            c->noisy_capacity_us += capacity;
+        } else {
+            c->noisy_load_unknown = true;
+        }
+    }
     if (off) { /* still far off its neighbour's trend: a stray measurement, not a datum */
         c->rep.n_outliers++;
         return HET_OK;
@@ -922,16 +942,27 @@ static void set_label(struct cal *c)
     het_profile_set_label(c->prof, true, label);
 }
 
-/* Noisy: a tenth of the samples disturbed or dropped, or a third of one model's. */
+bool het_calibrate_too_noisy(int n_noisy, int n_outliers, int n_all, double busy_share)
+{
+    int bad = n_outliers + (busy_share < 0 || busy_share >= HET_BUSY_SHARE ? n_noisy : 0);
+    return n_all > 0 && bad * 10 > n_all;
+}
+
 static void judge(struct cal *c)
 {
     int bad = c->rep.n_noisy + c->rep.n_outliers, all = c->rep.n_samples + c->rep.n_outliers;
-    bool noisy = all > 0 && bad * 10 > all;
-    char why[256] = "";
+    /* test_disturbed stands for a machine that is always busy */
+    double share = c->p->test_disturbed ? 1.0
+                 : c->noisy_load_unknown || c->noisy_capacity_us <= 0 ? -1.0
+                 : fmin(1.0, c->noisy_other_us / c->noisy_capacity_us);
+    c->rep.busy_share = share;
+    bool noisy = het_calibrate_too_noisy(c->rep.n_noisy, c->rep.n_outliers, all, share);
+    char why[320] = "", busy[64] = "";
+    if (share >= 0) snprintf(busy, sizeof busy, "; other processes used %.0f%% of the CPUs meanwhile", 100 * share);
     if (noisy)
         snprintf(why, sizeof why,
                  "%d of %d samples stayed disturbed by other work or off their neighbours' trend after re-measuring "
-                 "(the machine was busy; calibrate again when it is idle)", bad, all);
+                 "(the machine was busy%s; calibrate again when it is idle)", bad, all, busy);
     het_profile_set_noisy(c->prof, noisy ? why : NULL);
     c->rep.noisy = noisy;
 }

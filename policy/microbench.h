@@ -57,4 +57,14 @@ enum het_status het_mbench_time_handoff(het_device *a, het_device *b, struct het
                                         const struct het_mbench_timing *t, struct het_mbench_result *out,
                                         het_error *err);
 
+/* Whether a calibration's samples are too noisy to cache: more than a
+ * tenth of them (n_all) still disturbed (n_noisy) or dropped off their
+ * neighbours' trend (n_outliers). The disturbed ones count only where other
+ * processes used at least HET_BUSY_SHARE of the CPUs while they were
+ * measured (busy_share; < 0: not known, and they count): on a quiet machine
+ * the waits were the device's own threads' (lavapipe's, on the CPU's cores)
+ * or wake-ups', and what was measured is what runs will see. (calibrate.c) */
+#define HET_BUSY_SHARE 0.10
+bool het_calibrate_too_noisy(int n_noisy, int n_outliers, int n_all, double busy_share);
+
 #endif /* HET_MICROBENCH_H */

@@ -16,14 +16,22 @@
  * dozens of slices per sample) collects tens of µs of such waits per
  * sample, and was judged disturbed on an idle machine, so its profile was
  * never cached. WAKE_US per slice is allowed for; other work shows up as
- * waits of a time slice's length (milliseconds), far beyond it.
+ * waits of a time slice's length (milliseconds), far beyond it. Even so a
+ * thread can wait for a core its siblings hold, which is no other work's
+ * doing; over a span of many ticks het_machine_load_* says whether other
+ * processes used the CPUs at all.
  */
 #include "sched/contention.h"
 
+#include "sched/clock.h"
+
 #include <dirent.h>
+#include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #define WAKE_US 10.0 /* allowed run-queue wait per time slice: a wake-up, not other work */
 
@@ -67,4 +75,51 @@ bool het_contention_disturbed(const struct het_contention *a, const struct het_c
         return b->wait_us - a->wait_us - wake > 20 + 0.05 * wall_us;
     }
     return b->preempted != a->preempted;
+}
+
+/* CPU time of the CPUs this process may run on, from /proc/stat (clock
+ * ticks, sampled at each tick: right over spans of many ticks) */
+static double cpus_busy_us(int *n_cpu)
+{
+    cpu_set_t mask;
+    bool masked = sched_getaffinity(0, sizeof mask, &mask) == 0;
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return -1;
+    const double us_per_tick = 1e6 / (double)sysconf(_SC_CLK_TCK);
+    double busy = 0;
+    char line[512];
+    *n_cpu = 0;
+    while (fgets(line, sizeof line, f)) {
+        int cpu;
+        unsigned long long user, nice, system, idle, iowait, irq, softirq, steal = 0;
+        if (sscanf(line, "cpu%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &user, &nice, &system, &idle,
+                   &iowait, &irq, &softirq, &steal) < 8)
+            continue; /* the "cpu " total, or not a CPU */
+        if (masked && (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &mask))) continue;
+        busy += (double)(user + nice + system + irq + softirq + steal) * us_per_tick;
+        (*n_cpu)++;
+    }
+    fclose(f);
+    return *n_cpu > 0 ? busy : -1;
+}
+
+void het_machine_load_now(struct het_machine_load *m)
+{
+    struct rusage ru;
+    m->busy_us = cpus_busy_us(&m->n_cpu);
+    m->own_us = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_utime.tv_sec * 1e6 + (double)ru.ru_utime.tv_usec +
+                                                       (double)ru.ru_stime.tv_sec * 1e6 + (double)ru.ru_stime.tv_usec
+                                                 : -1;
+    m->wall_us = het_now_us();
+}
+
+bool het_machine_load_other(const struct het_machine_load *a, const struct het_machine_load *b, double *other_us,
+                            double *capacity_us)
+{
+    if (a->busy_us < 0 || b->busy_us < 0 || a->own_us < 0 || b->own_us < 0 || a->n_cpu <= 0 || a->n_cpu != b->n_cpu)
+        return false;
+    double other = (b->busy_us - a->busy_us) - (b->own_us - a->own_us);
+    *other_us = other > 0 ? other : 0;
+    *capacity_us = (double)a->n_cpu * fmax(0, b->wall_us - a->wall_us);
+    return true;
 }

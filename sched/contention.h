@@ -24,4 +24,24 @@ void het_contention_now(struct het_contention *c);
  * not report waits, one of them was preempted? */
 bool het_contention_disturbed(const struct het_contention *a, const struct het_contention *b, double wall_us);
 
+/* Whether the machine was busy over a longer span (a calibration's
+ * disturbed points): the CPU time all processes used on the CPUs this
+ * process may run on (/proc/stat) less this process's own. The counters
+ * above cannot tell a wait for a core that other work held from one that a
+ * sibling thread held: a CPU-type Vulkan driver (lavapipe) runs its own
+ * threads on the CPU's cores, and a wake-up in a VM waits for the host. */
+struct het_machine_load {
+    double busy_us;   /* CPU time used on those CPUs, by every process (-1: not available) */
+    double own_us;    /* this process's CPU time (-1: not available)                       */
+    double wall_us;
+    int    n_cpu;     /* the CPUs counted                                                  */
+};
+
+/* The counters now. */
+void het_machine_load_now(struct het_machine_load *m);
+/* CPU time other processes used between a and b (*other_us) and what the
+ * CPUs had to give (*capacity_us: CPUs x wall time); false when unknown. */
+bool het_machine_load_other(const struct het_machine_load *a, const struct het_machine_load *b, double *other_us,
+                            double *capacity_us);
+
 #endif /* HET_SCHED_CONTENTION_H */

@@ -118,8 +118,11 @@ static het_profile *calibrate_one(het_device *dev, const struct hr_plan_opts *po
         fprintf(stderr, "hetrun calibrate: %s\n", err.msg);
         return NULL;
     }
-    fprintf(stderr, "%s: calibrated in %.1f s: %d samples, %d measured again, %d still disturbed, %d outliers dropped%s\n",
-            het_device_name(dev), (hr_now_ms() - t0) / 1e3, rep.n_samples, rep.n_remeasured, rep.n_noisy,
+    char busy[96] = "";
+    if (rep.n_noisy > 0 && rep.busy_share >= 0)
+        snprintf(busy, sizeof busy, " (other processes used %.0f%% of the CPUs meanwhile)", 100 * rep.busy_share);
+    fprintf(stderr, "%s: calibrated in %.1f s: %d samples, %d measured again, %d still disturbed%s, %d outliers dropped%s\n",
+            het_device_name(dev), (hr_now_ms() - t0) / 1e3, rep.n_samples, rep.n_remeasured, rep.n_noisy, busy,
             rep.n_outliers, rep.n_reused ? " (extending the cached profile)" : "");
     if (verbose) print_stages(dev, &rep);
     if (het_profile_noisy(p) && po->accept_noisy) {

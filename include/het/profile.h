@@ -390,6 +390,9 @@ struct het_calibrate_report {
     int  n_outliers;       /* samples still off the trend after re-measuring (dropped)      */
     int  n_reused;         /* models taken from params.base                                 */
     bool noisy;            /* the profile is marked noisy (het_profile_noisy): not cached   */
+    double busy_share;     /* share of the CPUs' time other processes used while the samples */
+                           /* left disturbed were measured (-1: none, or not known); under */
+                           /* a tenth, they were the device's own doing and do not count   */
     int  n_stages;         /* (the last one takes what does not fit)                        */
     struct het_calibrate_stage stages[HET_CALIBRATE_MAX_STAGES];
 };
