@@ -306,17 +306,32 @@ static enum het_status measure_point(struct cal *c, struct bench *b, const struc
     return st;
 }
 
-/* One point of a size sweep, after the previous one (sw): measured, counted
+/* A size sweep: the last point it kept, which the next is judged by (no
+ * work: none yet). */
+struct sweep { struct work prev_work; double prev_us; };
+
+/* Point pt of a sweep measured after the sweep's last kept point, and kept
+ * as its new last unless dropped (*us: the time kept, NAN: dropped). */
+static enum het_status sweep_measure(struct cal *c, struct bench *b, const struct point *pt, struct sweep *sw,
+                                     double *us, het_error *err)
+{
+    enum het_status st = measure_point(c, b, pt, sw->prev_work, sw->prev_us, us, err);
+    if (st == HET_OK && !isnan(*us)) {
+        sw->prev_work = pt->work;
+        sw->prev_us = *us;
+    }
+    return st;
+}
+
+/* One point of a matmul's sweep over M: measured (sweep_measure), counted
  * in the progress, and *stop set when the sweep ends here (the device cannot
  * run it, or it took longer than max_node_us: the fit extrapolates the rest;
  * left = points after this one). */
-struct sweep { struct work prev_work; double prev_us; };
-
 static enum het_status sweep_point(struct cal *c, struct bench *b, const struct point *pt, struct sweep *sw,
                                    const char *what, int left, bool *stop, het_error *err)
 {
     double us = NAN;
-    enum het_status st = measure_point(c, b, pt, sw->prev_work, sw->prev_us, &us, err);
+    enum het_status st = sweep_measure(c, b, pt, sw, &us, err);
     tick(c, what);
     *stop = true;
     if (st == HET_ERR_UNSUPPORTED) { /* the rest would be unsupported too */
@@ -324,10 +339,6 @@ static enum het_status sweep_point(struct cal *c, struct bench *b, const struct 
         return HET_OK;
     }
     if (st != HET_OK) return st;
-    if (!isnan(us)) {
-        sw->prev_work = pt->work;
-        sw->prev_us = us;
-    }
     if (us > c->max_node_us) {
         c->done += left;
         return HET_OK;
@@ -609,8 +620,7 @@ static enum het_status calibrate_small(struct cal *c, het_error *err)
         }
         int from = 0;
         het_profile_samples(c->prof, small_cls[op], HET_TYPE_F32, &from);
-        struct work prev_work = { 0, 0 };
-        double prev_us = 0;
+        struct sweep sw = { { 0, 0 }, 0 };
         stage_begin(c, "%s", small_names[op]);
         for (int i = 0; i < n_rows; i++) {
             het_graph *g = small_graph(c, (enum small_op)op, rows[i], 8);
@@ -622,11 +632,7 @@ static enum het_status calibrate_small(struct cal *c, het_error *err)
                 struct het_op_cost oc;
                 het_op_cost_of(het_graph_node(g, 0), &oc);
                 struct point pt = { small_cls[op], HET_TYPE_F32, 0, het_graph_n_nodes(g), work_of(&oc), NULL };
-                st = measure_point(c, &b, &pt, prev_work, prev_us, &us, err);
-                if (!isnan(us)) {
-                    prev_work = pt.work;
-                    prev_us = us;
-                }
+                st = sweep_measure(c, &b, &pt, &sw, &us, err);
             }
             bench_close(&b);
             char what[64];
@@ -665,13 +671,12 @@ static enum het_status calibrate_attn(struct cal *c, het_error *err)
         c->done += nd + np;
         return HET_OK;
     }
-    struct work prev_work = { 0, 0 };
-    double prev_us = 0;
+    struct sweep sw = { { 0, 0 }, 0 };
     for (int i = 0; i < nd + np; i++) {
         bool decode = i < nd;
         int n_kv = decode ? (c->quick ? quick_kv : full_kv)[i] : (c->quick ? quick_pf : full_pf)[i - nd];
         int m = decode ? 1 : n_kv;
-        if (i == nd) prev_work = (struct work){ 0, 0 }; /* prefill is a sweep of its own */
+        if (i == nd) sw = (struct sweep){ { 0, 0 }, 0 }; /* prefill is a sweep of its own */
         het_graph *g = attn_graph(c, m, n_kv, decode ? 4 : 1);
         if (!g) return het_error_set(err, HET_ERR_NOMEM, "calibrate: out of memory");
         struct bench b;
@@ -681,11 +686,7 @@ static enum het_status calibrate_attn(struct cal *c, het_error *err)
             struct het_op_cost oc;
             het_op_cost_of(het_graph_node(g, 0), &oc);
             struct point pt = { HET_OPCLASS_ATTN, HET_TYPE_F16, 0, het_graph_n_nodes(g), work_of(&oc), NULL };
-            st = measure_point(c, &b, &pt, prev_work, prev_us, &us, err);
-            if (!isnan(us)) {
-                prev_work = pt.work;
-                prev_us = us;
-            }
+            st = sweep_measure(c, &b, &pt, &sw, &us, err);
         }
         bench_close(&b);
         char what[64];
