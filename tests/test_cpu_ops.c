@@ -846,6 +846,12 @@ static void test_attn(void)
         { 64, 4, 2, 7, 150, 1, 1, 143, HET_TYPE_F32, 3 },
         { 128, 8, 2, 1, 200, 1, 1, 199, HET_TYPE_F16, 3 },    /* decode from a head-major cache */
         { 48, 4, 2, 11, 30, 1, 1, 19, HET_TYPE_F16, 0 },      /* hd % 32 == 16: AVX-512 PV's half pass */
+        /* decode tiles of 1-3 rows: AVX-512 PV with the keys outer (every head dim <= 128 in 16s) */
+        { 128, 16, 8, 1, 77, 1, 1, 76, HET_TYPE_F16, 3 },     /* qwen3 decode, head-major cache in place */
+        { 64, 6, 2, 1, 45, 1, 1, 44, HET_TYPE_F32, 0 },       /* 3 rows, F32 rows in place */
+        { 48, 2, 2, 1, 70, 1, 1, 69, HET_TYPE_F16, 1 },       /* 1 row, strided: converted rows */
+        { 112, 3, 3, 3, 33, 1, 1, 30, HET_TYPE_F16, 0 },      /* 3 tokens of 1 head: 3 rows, hd 7 x 16 */
+        { 128, 2, 1, 1, 400, 1, 1, 399, HET_TYPE_F16, 3 },    /* one tile: split keys, then merged */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attn_case(&cases[i]);
 }

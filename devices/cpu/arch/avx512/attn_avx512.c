@@ -19,6 +19,7 @@
  */
 #include <immintrin.h>
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "devices/cpu/arch/avx512/vmath_avx512.h"
@@ -80,14 +81,71 @@ void het_attn_qk_f16_avx512(int nr, int nk, int hdp, const float *q, const void 
     qk_all(1, nr, nk, hdp, q, k, ldk, s, lds);
 }
 
+/* Decode's PV (NR <= 3 query rows): all NV * 16 columns of the rows in
+ * registers (NR * NV <= 24 accumulators), keys in the outer loop, so each V
+ * row is read once, start to end. pv_all's column passes read a block's V
+ * rows NV / 2 times, every 128 bytes of each: a strided walk the hardware
+ * prefetchers serve poorly when the rows come from memory, as decode's
+ * cache rows do. */
+INLINE void pv_keys(const int F16, const int NR, const int NV, int nk, int hdp, const float *s, int lds,
+                    const char *v, size_t ldv, float *o)
+{
+    __m512 acc[3][8];
+#pragma GCC unroll 3
+    for (int r = 0; r < NR; r++)
+#pragma GCC unroll 8
+        for (int c = 0; c < NV; c++) acc[r][c] = _mm512_loadu_ps(o + r * hdp + 16 * c);
+    for (int j = 0; j < nk; j++) {
+        const char *row = v + j * ldv;
+        __m512 vv[8];
+#pragma GCC unroll 8
+        for (int c = 0; c < NV; c++) vv[c] = attn_vload_kv(F16, row, 16 * c);
+#pragma GCC unroll 3
+        for (int r = 0; r < NR; r++) {
+            const __m512 pb = _mm512_set1_ps(s[r * lds + j]);
+#pragma GCC unroll 8
+            for (int c = 0; c < NV; c++) acc[r][c] = _mm512_fmadd_ps(pb, vv[c], acc[r][c]);
+        }
+    }
+#pragma GCC unroll 3
+    for (int r = 0; r < NR; r++)
+#pragma GCC unroll 8
+        for (int c = 0; c < NV; c++) _mm512_storeu_ps(o + r * hdp + 16 * c, acc[r][c]);
+}
+
+#define PV_KEYS_NV(F16, NR)                                                                                     \
+    switch (hdp / 16) {                                                                                        \
+    case 1: pv_keys(F16, NR, 1, nk, hdp, s, lds, v, ldv, o); return true;                                      \
+    case 2: pv_keys(F16, NR, 2, nk, hdp, s, lds, v, ldv, o); return true;                                      \
+    case 3: pv_keys(F16, NR, 3, nk, hdp, s, lds, v, ldv, o); return true;                                      \
+    case 4: pv_keys(F16, NR, 4, nk, hdp, s, lds, v, ldv, o); return true;                                      \
+    case 5: pv_keys(F16, NR, 5, nk, hdp, s, lds, v, ldv, o); return true;                                      \
+    case 6: pv_keys(F16, NR, 6, nk, hdp, s, lds, v, ldv, o); return true;                                      \
+    case 7: pv_keys(F16, NR, 7, nk, hdp, s, lds, v, ldv, o); return true;                                      \
+    case 8: pv_keys(F16, NR, 8, nk, hdp, s, lds, v, ldv, o); return true;                                      \
+    default: return false;                                                                                     \
+    }
+
+/* pv_keys for 1-3 rows and head dims up to 128; false: not its shape. */
+INLINE bool pv_decode(const int F16, int nr, int nk, int hdp, const float *s, int lds, const char *v, size_t ldv,
+                      float *o)
+{
+    switch (nr) {
+    case 1: PV_KEYS_NV(F16, 1)
+    case 2: PV_KEYS_NV(F16, 2)
+    case 3: PV_KEYS_NV(F16, 3)
+    default: return false;
+    }
+}
+
 void het_attn_pv_f32_avx512(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o)
 {
-    pv_all(0, nr, nk, hdp, s, lds, v, ldv, o);
+    if (!pv_decode(0, nr, nk, hdp, s, lds, v, ldv, o)) pv_all(0, nr, nk, hdp, s, lds, v, ldv, o);
 }
 
 void het_attn_pv_f16_avx512(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o)
 {
-    pv_all(1, nr, nk, hdp, s, lds, v, ldv, o);
+    if (!pv_decode(1, nr, nk, hdp, s, lds, v, ldv, o)) pv_all(1, nr, nk, hdp, s, lds, v, ldv, o);
 }
 
 void het_attn_softmax_avx512(int nr, int nk, float *s, int lds, const int *valid, float *m, float *l, float *o,
