@@ -11,10 +11,15 @@
  *     strided; with threads sharing parts and with the static split, 2 and
  *     3 threads; and how many nodes it takes: not a second b, not b of two
  *     rows, not a member whose output overlaps another's input;
+ *   - het_cpu_solo_partition: a run's independent chains in different
+ *     parts, each chain's nodes in one; joined by a write into what another
+ *     chain reads (reused scratch) or by a view; one part for one thread
+ *     or a node that uses scratch;
  *   - the CPU device (2 and 4 threads) on a split of norms, element-wise
- *     nodes and those matmuls, and an 18 MB matrix last (cut into parts of
- *     at most 1 MB), run many times: every output bit for bit equal to the
- *     nodes run one by one on one thread.
+ *     nodes (a run of two independent chains among them) and those
+ *     matmuls, and an 18 MB matrix last (cut into parts of at most 1 MB),
+ *     run many times: every output bit for bit equal to the nodes run one
+ *     by one on one thread.
  */
 #include <math.h>
 #include <omp.h>
@@ -22,6 +27,7 @@
 #include <string.h>
 
 #include "devices/cpu/cpu_ops.h"
+#include "devices/cpu/cpu_solo.h"
 #include "devices/cpu/quant_dot.h"
 #include "het/device.h"
 #include "het/graph.h"
@@ -223,6 +229,69 @@ static void test_group(enum het_cpu_isa isa)
 
 /* A decode layer's shape: norm, gain, three matmuls of one row, a q8_0
  * matmul, then small nodes over their outputs. */
+/* A small F32 node over its own buffer of n floats (src0, src1 may be NULL). */
+static void small_node(struct het_tensor *t, enum het_op op, int64_t n, struct het_tensor *s0,
+                       struct het_tensor *s1, const char *name)
+{
+    const int64_t ne[2] = { n, 1 };
+    het_tensor_init(t, HET_TYPE_F32, 2, ne);
+    t->data = test_alloc(het_nbytes(t));
+    t->op = op;
+    t->src[0] = s0;
+    t->src[1] = s1;
+    snprintf(t->name, sizeof t->name, "%s", name);
+}
+
+static void test_solo_partition(void)
+{
+    n_bufs = 0;
+    struct het_tensor x, y, z, g, a, b, c, d, v;
+    small_node(&x, HET_OP_NONE, 128, NULL, NULL, "x");
+    small_node(&y, HET_OP_NONE, 64, NULL, NULL, "y");
+    small_node(&z, HET_OP_NONE, 32, NULL, NULL, "z");
+    small_node(&g, HET_OP_NONE, 128, NULL, NULL, "gain");
+    small_node(&a, HET_OP_RMS_NORM, 128, &x, NULL, "a");
+    small_node(&b, HET_OP_MUL, 128, &a, &g, "b");     /* a -> b: one chain */
+    small_node(&c, HET_OP_RMS_NORM, 64, &y, NULL, "c");
+    small_node(&d, HET_OP_CPY, 32, &z, NULL, "d");
+    struct het_tensor *run[] = { &a, &c, &b, &d };
+    uint8_t part[4];
+    int np = het_cpu_solo_partition(run, 4, 2, part);
+    CHECK(np == 2 && part[0] == part[2] && (part[1] != part[0] || part[3] != part[0]),
+          "three chains in two parts: %d parts, %d %d %d %d", np, part[0], part[1], part[2], part[3]);
+    np = het_cpu_solo_partition(run, 4, 4, part);
+    CHECK(np == 3 && part[0] == part[2] && part[1] != part[0] && part[3] != part[0] && part[1] != part[3],
+          "three chains in three parts: %d parts, %d %d %d %d", np, part[0], part[1], part[2], part[3]);
+    np = het_cpu_solo_partition(run, 4, 1, part);
+    CHECK(np == 1 && !part[0] && !part[1] && !part[2] && !part[3], "one thread: %d parts", np);
+
+    /* c writes where b reads (scratch reused): c joins a and b */
+    void *c_own = c.data;
+    c.data = (char *)a.data + 16;
+    np = het_cpu_solo_partition(run, 4, 4, part);
+    CHECK(np == 2 && part[1] == part[0] && part[2] == part[0] && part[3] != part[0],
+          "a write into another chain's input: %d parts, %d %d %d %d", np, part[0], part[1], part[2], part[3]);
+    c.data = c_own;
+    /* d reads a view of b: d joins a and b */
+    v = b;
+    v.op = HET_OP_VIEW;
+    v.ne[0] = 32;
+    v.data = (char *)b.data + 64 * sizeof(float);
+    d.src[0] = &v;
+    np = het_cpu_solo_partition(run, 4, 4, part);
+    CHECK(np == 2 && part[3] == part[0] && part[2] == part[0] && part[1] != part[0],
+          "a read of a view of another chain's output: %d parts, %d %d %d %d", np, part[0], part[1], part[2], part[3]);
+    d.src[0] = &z;
+    /* a node with kernel scratch: one part */
+    struct het_tensor att = c;
+    att.op = HET_OP_ATTN;
+    run[1] = &att;
+    np = het_cpu_solo_partition(run, 4, 4, part);
+    CHECK(np == 1 && !part[0] && !part[1] && !part[2] && !part[3], "attention in the run: %d parts", np);
+    for (int i = 0; i < n_bufs; i++) free(bufs[i]);
+    n_bufs = 0;
+}
+
 static void test_device(int threads)
 {
     n_bufs = 0;
@@ -235,7 +304,7 @@ static void test_device(int threads)
     const enum het_cpu_isa isa = het_cpu_isa_select(&f);
 
     const int64_t vne[2] = { K, 1 };
-    struct het_tensor x, gain, norm, h, w[5], d[5], sum, prod, sw;
+    struct het_tensor x, gain, norm, h, w[5], d[5], sum, prod, sw, xh;
     het_tensor_init(&x, HET_TYPE_F32, 2, vne);
     x.data = test_alloc(het_nbytes(&x));
     het_tensor_init(&gain, HET_TYPE_F32, 1, vne);
@@ -253,6 +322,12 @@ static void test_device(int threads)
     h.src[0] = &norm;
     h.src[1] = &gain;
     snprintf(h.name, sizeof h.name, "h");
+    /* xh = x as F16, beside the norm: a run of two chains, two parts */
+    het_tensor_init(&xh, HET_TYPE_F16, 2, vne);
+    xh.data = test_alloc(het_nbytes(&xh));
+    xh.op = HET_OP_CPY;
+    xh.src[0] = &x;
+    snprintf(xh.name, sizeof xh.name, "xh");
     weight_init(&w[0], HET_TYPE_Q4_0, 1024, "wq");
     weight_init(&w[1], HET_TYPE_Q4_K, 512, "wk");
     weight_init(&w[2], HET_TYPE_Q6_K, 517, "wv");
@@ -282,7 +357,10 @@ static void test_device(int threads)
 
     struct het_tensor *wl[5] = { &w[0], &w[1], &w[2], &w[3], &w[4] };
     CHECK(het_device_prepare_weights(dev, wl, 5, &err) == HET_OK, "prepare weights: %s", err.msg);
-    struct het_tensor *nodes[] = { &norm, &h, &d[0], &d[1], &d[2], &d[3], &sum, &prod, &sw, &d[4] };
+    struct het_tensor *nodes[] = { &norm, &xh, &h, &d[0], &d[1], &d[2], &d[3], &sum, &prod, &sw, &d[4] };
+    uint8_t part[3];
+    CHECK(het_cpu_solo_partition(nodes, 3, threads, part) == 2 && part[0] == part[2] && part[1] != part[0],
+          "the first run is not two parts");
     const int n = (int)(sizeof nodes / sizeof nodes[0]);
     size_t work = 0;
     for (int i = 0; i < n; i++) {
@@ -334,6 +412,7 @@ int main(void)
     het_cpu_features_detect(&f);
     const enum het_cpu_isa best = het_cpu_isa_select(&f);
     for (int lv = HET_CPU_ISA_SCALAR; lv <= (int)best; lv++) test_group((enum het_cpu_isa)lv);
+    test_solo_partition();
     test_device(2);
     test_device(4);
     return het_test_finish();

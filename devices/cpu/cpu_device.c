@@ -23,6 +23,7 @@
 #include "devices/cpu/cpu_ops.h"
 #include "devices/cpu/cpu_pool.h"
 #include "devices/cpu/cpu_profile.h"
+#include "devices/cpu/cpu_solo.h"
 #include "devices/cpu/panel_arena.h"
 #include "devices/cpu/quant_dot.h"
 #include "het/pool.h"
@@ -83,7 +84,9 @@ struct cpu_context {
     struct het_cpu_profile *profile;    /* HET_CPU_PROFILE set: per-node times */
     het_cpu_pool           *threads;    /* n_threads - 1 workers                */
     unsigned                node_key;   /* keys handed to gated nodes so far    */
-    uint8_t                *solo;       /* per node of the split being run: cpu_node_is_solo */
+    uint8_t                *solo;       /* per node of the split being run: cpu_node_is_solo, */
+    uint8_t                *solo_part;  /* its part of its run (het_cpu_solo_partition),      */
+    uint8_t                *solo_np;    /* at a run's first node: the run's parts             */
     int                     cap_solo;
     struct cpu_ws_memo      ws_memo[CPU_WS_SLOTS];
 };
@@ -172,6 +175,7 @@ struct cpu_split_job {
     struct cpu_context       *c;
     struct het_tensor *const *nodes;
     const uint8_t            *solo;    /* cpu_node_is_solo of each node       */
+    const uint8_t            *solo_part, *solo_np; /* cpu_context's             */
     int                       n;
     unsigned                  key0;    /* gate key of node i: key0 + i        */
     _Atomic uint64_t          at;      /* node the caller is in << 32 | its first step */
@@ -201,16 +205,19 @@ static bool cpu_node_is_solo(const struct het_tensor *t)
     return !node_is_gated(t) && cpu_node_dense_bytes(t) < HET_CPU_SOLO_MAX_BYTES;
 }
 
-/* Nodes [i, e) as one step of one part, run by whichever thread takes it
- * as if it were alone (nth 1, thread 0's scratch: the others are not in a
- * kernel meanwhile). */
+/* Nodes [i, e) as one step whose parts are the run's groups of nodes that
+ * share no data (het_cpu_solo_partition; often one), each run by whichever
+ * thread takes it as if it were alone (nth 1, thread 0's scratch: a run cut
+ * into several parts has no node that uses scratch). */
 static void cpu_run_solo(struct cpu_split_job *j, const struct het_compute_params *p, int i, int e)
 {
-    for (int64_t k = het_cpu_part_first(p, 1); k < 1; k = het_cpu_part_next(p, 1, k)) {
+    const int64_t np = j->solo_np[i];
+    for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
         const struct het_compute_params solo = {
             .ith = 0, .nth = 1, .wdata = p->wdata, .wsize = p->wsize, .isa = p->isa, .f32_act = p->f32_act,
         };
         for (int x = i; x < e; x++) {
+            if (j->solo_part[x] != k) continue;
             const enum het_status s = het_cpu_compute(&solo, j->nodes[x]);
             if (s == HET_OK) continue;
             uint64_t none = UINT64_MAX;
@@ -273,8 +280,13 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
     struct cpu_context *c = dev->context;
     if (n > c->cap_solo) {
         uint8_t *solo = realloc(c->solo, (size_t)n);
-        if (!solo) return het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory for a split of %d nodes", n);
-        c->solo = solo;
+        if (solo) c->solo = solo;
+        uint8_t *part = realloc(c->solo_part, (size_t)n);
+        if (part) c->solo_part = part;
+        uint8_t *np = realloc(c->solo_np, (size_t)n);
+        if (np) c->solo_np = np;
+        if (!solo || !part || !np)
+            return het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory for a split of %d nodes", n);
         c->cap_solo = n;
     }
     size_t need = 0, work = 0;
@@ -284,12 +296,18 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         work += het_cpu_node_work(nodes[i]);
         c->solo[i] = cpu_node_is_solo(nodes[i]);
     }
+    for (int i = 0, e; i < n; i = e) { /* each run of small nodes: its parts */
+        for (e = i + 1; c->solo[i] && e < n && c->solo[e]; e++) {}
+        c->solo_np[i] = c->solo[i] ? (uint8_t)het_cpu_solo_partition(nodes + i, e - i, c->n_threads, c->solo_part + i) : 1;
+    }
     enum het_status st = ensure_wdata(c, need, err);
     if (st != HET_OK) return st;
 
     struct het_cpu_profile *prof = c->profile;
     const double t_split = prof ? het_cpu_profile_now_us(prof) : 0.0;
-    struct cpu_split_job j = { .c = c, .nodes = nodes, .solo = c->solo, .n = n, .failed = -1 };
+    struct cpu_split_job j = {
+        .c = c, .nodes = nodes, .solo = c->solo, .solo_part = c->solo_part, .solo_np = c->solo_np, .n = n, .failed = -1,
+    };
     atomic_init(&j.solo_failed, UINT64_MAX);
     /* one thread, or nodes too small to share: the calling thread alone,
      * without the pool's steps (no atomics, no worker woken) */
@@ -486,6 +504,8 @@ static void cpu_free(het_device *dev)
     free(c->packed_in);
     free(c->wdata);
     free(c->solo);
+    free(c->solo_part);
+    free(c->solo_np);
     het_cpu_pool_free(c->threads);
     het_cpu_profile_free(c->profile);
     free(c);
