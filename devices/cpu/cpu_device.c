@@ -10,10 +10,11 @@
  * not an OpenMP region). A worker that joins late starts at the node the
  * caller is in. Two kinds of node run together, to pay fewer step ends (a
  * decode token has a few hundred): matmuls that share one activation row
- * (het_cpu_mul_mat_group), and a run of small nodes, as one part that one
- * thread runs alone (HET_CPU_SOLO_MAX_BYTES). The thread count (the caller included) defaults to the
- * number of physical cores (hwloc), since SMT siblings share the SIMD units
- * the kernels saturate.
+ * (het_cpu_mul_mat_group), and a run of small nodes, as one step whose
+ * parts are its chains that share no memory, each run by one thread alone
+ * (HET_CPU_SOLO_MAX_BYTES, cpu_solo.c). The thread count (the caller
+ * included) defaults to the number of physical cores (hwloc), since SMT
+ * siblings share the SIMD units the kernels saturate.
  *
  * Matmul weights are repacked once at load into panels (3-D expert tensors
  * one block per expert, only when their file pages can go). The panels are
@@ -45,9 +46,10 @@
 #define HET_CPU_SHARE_MIN_BYTES (64u << 10)
 /* In a shared split, a run of nodes that each touch fewer bytes than this
  * (decode's norms, element-wise ops, rope, cache writes: a few KB each) is
- * one step of one part: the thread that takes it runs them all alone, so
- * the other threads wait for one step end instead of one per node, and no
- * node's few KB move between cores in pieces. */
+ * one step, each part of it a chain of the run that shares no memory with
+ * the others (cpu_solo.c), run alone by the thread that takes it: the
+ * threads wait for one step end instead of one per node, and no node's few
+ * KB move between cores in pieces. */
 #define HET_CPU_SOLO_MAX_BYTES (64u << 10)
 
 /* A matmul's scratch need, remembered per weight and activation shape:
