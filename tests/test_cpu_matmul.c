@@ -280,6 +280,33 @@ static void test_foreign_extra(void)
     free_case(&d);
 }
 
+/* het_cpu_mul_mat_ahead names exactly the bytes a decode streams: the
+ * load-time panels after their header when a->extra holds them, else the
+ * rows; nothing for a batch (M > 4) or another op. */
+static void test_ahead(enum het_cpu_isa isa)
+{
+    for (int64_t M = 1; M <= 5; M += 4) {
+        struct mm_case c = {HET_TYPE_Q4_K, 512, 37, M, 2, 2, 0, false, false, false, false};
+        struct mm_data d;
+        if (!make_case(&c, &d)) return;
+        const uint8_t *base = NULL;
+        size_t n = het_cpu_mul_mat_ahead(&d.dst, &base);
+        CHECK(M > 4 ? n == 0 : n == het_nbytes(&d.a) && base == d.a_buf, "M=%lld rows: %zu bytes at %p", (long long)M,
+              n, (const void *)base);
+        void *packed = attach_packed(&d.a, isa);
+        const size_t size = het_cpu_mul_mat_repack_size(&d.a, isa);
+        base = NULL;
+        n = het_cpu_mul_mat_ahead(&d.dst, &base);
+        CHECK(M > 4 ? n == 0
+                    : base == (const uint8_t *)packed + HET_CPU_PACKED_HEADER && n == size - HET_CPU_PACKED_HEADER,
+              "M=%lld panels (%s): %zu of %zu bytes", (long long)M, het_cpu_isa_name(isa), n, size);
+        CHECK(het_cpu_mul_mat_ahead(&d.b, &base) == 0, "a leaf is no matmul");
+        d.a.extra = NULL;
+        free(packed);
+        free_case(&d);
+    }
+}
+
 static void test_supports(void)
 {
     struct het_tensor a, b, dst;
@@ -397,6 +424,7 @@ int main(void)
             het_cpu_isa_name(best));
     test_dequant(best);
     test_quantize(best);
+    test_ahead(best);
 
     static const enum het_type qtypes[] = {
         HET_TYPE_Q4_0, HET_TYPE_Q4_1, HET_TYPE_Q5_0, HET_TYPE_Q5_1, HET_TYPE_Q8_0,

@@ -51,6 +51,12 @@
  * threads wait for one step end instead of one per node, and no node's few
  * KB move between cores in pieces. */
 #define HET_CPU_SOLO_MAX_BYTES (64u << 10)
+/* A thread waiting for a step to end asks for the first bytes of the next
+ * decode matmul's weights (cpu_sync.c): at most this many (a part of a
+ * decode step is at most 1 MB; L2 holds 1-2 MB), from the first matmul
+ * within this many nodes. */
+#define HET_CPU_AHEAD_MAX  ((size_t)256 << 10)
+#define HET_CPU_AHEAD_SCAN 16
 
 /* A matmul's scratch need, remembered per weight and activation shape:
  * het_cpu_mul_mat_work_size plans the node at every kernel level and thread
@@ -229,6 +235,22 @@ static void cpu_run_solo(struct cpu_split_job *j, const struct het_compute_param
     }
 }
 
+/* What a thread may fetch ahead while it waits in the step of node i (see
+ * cpu_sync.c): the weights of the next decode matmul, skipping those that
+ * read node i's input (a group of matmuls on one input is one step). */
+static void cpu_set_ahead(const struct cpu_split_job *j, int i, struct het_cpu_worker *w)
+{
+    const struct het_tensor *t = j->nodes[i];
+    w->ahead_left = 0;
+    for (int x = i + 1; x < j->n && x <= i + HET_CPU_AHEAD_SCAN; x++) {
+        const struct het_tensor *m = j->nodes[x];
+        if (m->op != HET_OP_MUL_MAT || (t->op == HET_OP_MUL_MAT && m->src[1] == t->src[1])) continue;
+        const size_t n = het_cpu_mul_mat_ahead(m, &w->ahead);
+        w->ahead_left = n < HET_CPU_AHEAD_MAX ? n : HET_CPU_AHEAD_MAX;
+        return;
+    }
+}
+
 /* The caller walks every node; a worker starts where the caller is (the
  * steps before are over) and leaves at the end, or at a gated node it may
  * not enter. Statuses are the same on every thread (every thread takes the
@@ -256,6 +278,7 @@ static void cpu_split_run(void *arg, struct het_cpu_worker *w, int ith)
         if (ith == 0) atomic_store_explicit(&j->at, (uint64_t)i << 32 | w->step, memory_order_release);
         if (node_is_gated(t) && !het_cpu_node_enter(&p, j->key0 + (unsigned)i)) return;
         enum het_status s = HET_OK;
+        cpu_set_ahead(j, i, w);
         if (j->solo[i]) {
             used = 1;
             while (i + used < j->n && j->solo[i + used]) used++;

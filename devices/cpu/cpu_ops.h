@@ -66,6 +66,9 @@ struct het_cpu_worker {
     long                 sleeps; /* waits that outlasted the spin (futex sleeps)  */
     struct het_cpu_seat *seat;   /* a pool worker's place in its job (cpu_pool.c);
                                     NULL: the job's caller, or an OpenMP thread   */
+    const uint8_t       *ahead;  /* weights the next decode matmul streams first: */
+    size_t               ahead_left; /* bytes of them still to ask for while this
+                                        thread waits for a step (cpu_sync.c)      */
 };
 void het_cpu_sync_init(struct het_cpu_sync *s);
 void het_cpu_worker_init(struct het_cpu_worker *w, struct het_cpu_sync *s);

@@ -32,6 +32,13 @@
  * sequentially consistent, so the closer sees the sleeper or the sleeper
  * sees the bump).
  *
+ * A thread that waits has nothing to compute, and in decode the memory has
+ * nothing to read meanwhile (a norm, a rope or the attention runs between
+ * two matmuls, often on one thread): so before spinning it asks, 2 KB at a
+ * time, for the start of the weights the next matmul streams (the device
+ * names them in worker->ahead, at most HET_CPU_AHEAD_MAX bytes a step), and
+ * that matmul's first parts begin from the caches instead of memory.
+ *
  * In a job of the device's thread pool (cpu_pool.c) not every thread takes
  * part: a worker that wakes late starts at the node the caller is in and
  * skips the steps that are over, or finds the job ended and stays out. A
@@ -51,6 +58,7 @@
 #include "devices/cpu/cpu_ops.h"
 #include "devices/cpu/cpu_pool.h"
 
+#include <immintrin.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -59,6 +67,7 @@
 
 #define HET_SYNC_SPIN_NS 50000 /* spin this long for a step to end, then sleep */
 #define HET_SYNC_PARTS_PER_THREAD 4
+#define HET_SYNC_AHEAD_CHUNK 2048 /* bytes asked for ahead between two looks at the step */
 
 #define GATE_CLOSED  ((uint64_t)1 << 31)
 #define GATE_MEMBERS (GATE_CLOSED - 1)
@@ -89,6 +98,8 @@ void het_cpu_worker_init(struct het_cpu_worker *w, struct het_cpu_sync *s)
     w->step = 0;
     w->sleeps = 0;
     w->seat = NULL;
+    w->ahead = NULL;
+    w->ahead_left = 0;
 }
 
 static int64_t now_ns(void)
@@ -108,6 +119,13 @@ static void het_sync_wait_step(struct het_cpu_worker *w, unsigned step)
     if (w->seat) het_cpu_seat_out(w->seat);
     int64_t t0 = 0;
     for (int i = 1; work_step(atomic_load_explicit(&s->work, memory_order_acquire)) == step; i++) {
+        if (w->ahead_left) { /* memory is idle meanwhile: ask for what comes next */
+            const size_t n = w->ahead_left < HET_SYNC_AHEAD_CHUNK ? w->ahead_left : HET_SYNC_AHEAD_CHUNK;
+            for (size_t o = 0; o < n; o += 64) _mm_prefetch((const char *)w->ahead + o, _MM_HINT_T1);
+            w->ahead += n;
+            w->ahead_left -= n;
+            continue;
+        }
         het_sync_relax();
         if (i % 64) continue;
         const int64_t t = now_ns();

@@ -990,3 +990,17 @@ enum het_status het_cpu_mul_mat_repack(const struct het_tensor *a, enum het_cpu_
     }
     return HET_OK;
 }
+
+size_t het_cpu_mul_mat_ahead(const struct het_tensor *t, const uint8_t **base)
+{
+    const struct het_tensor *a = t->src[0], *b = t->src[1];
+    if (t->op != HET_OP_MUL_MAT || !a || !b || b->ne[1] * b->ne[2] * b->ne[3] > 4) return 0;
+    const struct het_cpu_packed *h = a->extra;
+    if (h && h->magic == HET_CPU_PACKED_MAGIC) {
+        *base = (const uint8_t *)h + HET_CPU_PACKED_HEADER;
+        return h->panel_stride * (size_t)((h->N + h->R - 1) / h->R) * (size_t)(h->ne2 * h->ne3);
+    }
+    if (!a->data) return 0;
+    *base = a->data;
+    return het_nbytes(a);
+}
