@@ -63,7 +63,9 @@
  * count (8 plans with 2 threads), and a decode token asks it for each of its
  * ~200 matmuls. The key is everything the plan reads of the node (the weight
  * by identity, its panels included, and the shapes, types and element
- * strides), so a hit is the value the call would return. */
+ * strides), so a hit is the value the call would return; the device's
+ * thread count never changes, and a change of f32 activations or of the
+ * weights' panels empties the memo. */
 #define CPU_WS_BITS  10
 #define CPU_WS_PROBE 8 /* slots looked at from a key's own */
 #define CPU_WS_SLOTS (1 << CPU_WS_BITS)
@@ -599,6 +601,7 @@ enum het_status het_cpu_device_set_f32_activations(het_device *dev, bool on, het
     if (c->n_packed && on)
         return het_error_set(err, HET_ERR_INVALID, "cpu: f32 activations must be chosen before weights are prepared");
     c->f32_act = on;
+    memset(c->ws_memo, 0, sizeof c->ws_memo); /* the sizes it holds were for the other activations */
     cpu_describe(dev);
     return HET_OK;
 }
