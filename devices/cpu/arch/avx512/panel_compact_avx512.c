@@ -7,7 +7,7 @@
  * levels below (matmul.c resolves a NULL entry that way).
  *
  * Compact kernels serve decode: every weight byte is read once per token in
- * one forward stream, so each block asks for its lines HET_PF_AHEAD bytes
+ * one forward stream, so each block asks for its lines some KB
  * ahead and the arithmetic stays well under the memory time. One walker
  * (het_compact_t) goes over the blocks of a panel for every kind; what
  * differs per kind is one step, a block's dequantise-and-dot (het_*_blk).
@@ -37,12 +37,15 @@
 #define HET_MT(row, bs, b) ((const struct het_q8r_meta *)((row) + (size_t)(b) * (bs) + (bs) - 32))
 
 /* Decode streams the panels once per token; the hardware prefetchers alone
- * leave the core waiting between panels, so each block asks this far ahead.
- * Q6C asks three times as far: two threads streaming q6_K panels from
- * memory ran 13-17% faster with 8-16 KB than with 4 KB (Zen 5, in one
- * process, interleaved), while the other kinds ran 0-9% slower with more
- * than 4 KB. */
+ * leave the core waiting between panels, so each block asks this far ahead
+ * (Zen 5, two threads, measured in one process with the variants
+ * interleaved): Q6C 12 KB (its panels from memory ran 1.09-1.23x faster
+ * than with 4 KB), the other kinds 6 KB (decode tokens took 0.93-1.03x the
+ * time of 4 KB's, median 0.96, over 10 runs of Q4_0, Q4_K_M and Q8_0 files;
+ * 8 KB and more lost when memory was slow). The expansion of prefill keeps
+ * 4 KB. */
 #define HET_PF_AHEAD 4096
+#define HET_PF_AHEAD_DECODE 6144
 #define HET_PF_AHEAD_Q6C 12288
 
 HET_INLINE void het_pf(const uint8_t *p, int lines, size_t ahead)
@@ -248,7 +251,8 @@ HET_INLINE void het_compact_t(const struct het_panel_layout *l, const uint8_t *p
     for (int64_t b = 0; b < l->nb; b++) {
         const int64_t gi = b / G, j = b % G, len = het_cpanel_len(l, gi);
         const uint8_t *grp = het_cpanel_grp(l, panel, gi);
-        het_pf(grp + blk * (size_t)j, j == G - 1 ? pf_last : pf, kind == HET_PANEL_Q6C ? HET_PF_AHEAD_Q6C : HET_PF_AHEAD);
+        het_pf(grp + blk * (size_t)j, j == G - 1 ? pf_last : pf,
+               kind == HET_PANEL_Q6C ? HET_PF_AHEAD_Q6C : HET_PF_AHEAD_DECODE);
         switch (kind) {
         case HET_PANEL_Q40: het_q40_blk(l, grp, j, len, a, b, acc, NC, vnni); break;
         case HET_PANEL_Q80: het_q80_blk(l, grp, j, len, a, b, acc, NC, vnni); break;
@@ -296,7 +300,7 @@ HET_INLINE void het_u4n_t(const struct het_panel_layout *l, const uint8_t *panel
  * kernel); Q80 quants stay signed, or become w + 128 (xor 0x80) with VNNI.
  * The compact panels are read here once per matmul, straight from memory
  * (a prefill's weights do not stay in cache), so each block asks
- * HET_PF_AHEAD bytes ahead as the decode walker does. */
+ * HET_PF_AHEAD bytes ahead, as the decode walker asks ahead. */
 
 HET_INLINE void het_xexpand_t(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,
                               int64_t b1, void *dst, const enum het_panel_kind kind, const bool vnni)
