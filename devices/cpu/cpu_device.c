@@ -94,10 +94,14 @@ struct cpu_context {
     struct het_cpu_profile *profile;    /* HET_CPU_PROFILE set: per-node times */
     het_cpu_pool           *threads;    /* n_threads - 1 workers                */
     unsigned                node_key;   /* keys handed to gated nodes so far    */
-    uint8_t                *solo;       /* per node of the split being run: cpu_node_is_solo, */
-    uint8_t                *solo_part;  /* its part of its run (het_cpu_solo_partition),      */
-    uint8_t                *solo_np;    /* at a run's first node: the run's parts             */
-    int                     cap_solo;
+    /* per node of the split being run, decided once by the caller (one block, node_buf): */
+    const uint8_t         **ahead;      /* weights to fetch while waiting in its step,      */
+    size_t                 *ahead_len;  /* and their bytes (cpu_set_ahead; 0: none)         */
+    uint8_t                *solo;       /* cpu_node_is_solo,                                */
+    uint8_t                *solo_part;  /* its part of its run (het_cpu_solo_partition),    */
+    uint8_t                *solo_np;    /* at a run's first node: the run's parts           */
+    void                   *node_buf;
+    int                     cap_nodes;
     struct cpu_ws_memo      ws_memo[CPU_WS_SLOTS];
 };
 
@@ -184,8 +188,9 @@ static bool node_is_gated(const struct het_tensor *t) { return t->op == HET_OP_M
 struct cpu_split_job {
     struct cpu_context       *c;
     struct het_tensor *const *nodes;
-    const uint8_t            *solo;    /* cpu_node_is_solo of each node       */
-    const uint8_t            *solo_part, *solo_np; /* cpu_context's             */
+    const uint8_t *const     *ahead;   /* cpu_context's per-node decisions      */
+    const size_t             *ahead_len;
+    const uint8_t            *solo, *solo_part, *solo_np;
     int                       n;
     unsigned                  key0;    /* gate key of node i: key0 + i        */
     _Atomic uint64_t          at;      /* node the caller is in << 32 | its first step */
@@ -237,20 +242,49 @@ static void cpu_run_solo(struct cpu_split_job *j, const struct het_compute_param
     }
 }
 
-/* What a thread may fetch ahead while it waits in the step of node i (see
- * cpu_sync.c): the weights of the next decode matmul, skipping those that
- * read node i's input (a group of matmuls on one input is one step). */
-static void cpu_set_ahead(const struct cpu_split_job *j, int i, struct het_cpu_worker *w)
+/* What a thread may fetch ahead while it waits in the step of each node
+ * (see cpu_sync.c): the weights of the next decode matmul, skipping those
+ * that read the node's input (a group of matmuls on one input is one step).
+ * Found once per split by the caller; a matmul's weights are looked up once
+ * however many nodes name them. */
+static void cpu_set_ahead(struct cpu_context *c, struct het_tensor *const *nodes, int n)
 {
-    const struct het_tensor *t = j->nodes[i];
-    w->ahead_left = 0;
-    for (int x = i + 1; x < j->n && x <= i + HET_CPU_AHEAD_SCAN; x++) {
-        const struct het_tensor *m = j->nodes[x];
-        if (m->op != HET_OP_MUL_MAT || (t->op == HET_OP_MUL_MAT && m->src[1] == t->src[1])) continue;
-        const size_t n = het_cpu_mul_mat_ahead(m, &w->ahead);
-        w->ahead_left = n < HET_CPU_AHEAD_MAX ? n : HET_CPU_AHEAD_MAX;
-        return;
+    int last = -1;
+    const uint8_t *base = NULL;
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        const struct het_tensor *t = nodes[i];
+        c->ahead[i] = NULL;
+        c->ahead_len[i] = 0;
+        for (int x = i + 1; x < n && x <= i + HET_CPU_AHEAD_SCAN; x++) {
+            const struct het_tensor *m = nodes[x];
+            if (m->op != HET_OP_MUL_MAT || (t->op == HET_OP_MUL_MAT && m->src[1] == t->src[1])) continue;
+            if (x != last) {
+                last = x;
+                len = het_cpu_mul_mat_ahead(m, &base);
+            }
+            c->ahead[i] = base;
+            c->ahead_len[i] = len < HET_CPU_AHEAD_MAX ? len : HET_CPU_AHEAD_MAX;
+            break;
+        }
     }
+}
+
+/* Room for n nodes' decisions (their values are made anew each split). */
+static enum het_status cpu_nodes_reserve(struct cpu_context *c, int n, het_error *err)
+{
+    if (n <= c->cap_nodes) return HET_OK;
+    const size_t per = sizeof *c->ahead + sizeof *c->ahead_len + 3;
+    void *buf = realloc(c->node_buf, per * (size_t)n);
+    if (!buf) return het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory for a split of %d nodes", n);
+    c->node_buf = buf;
+    c->cap_nodes = n;
+    c->ahead = buf;
+    c->ahead_len = (size_t *)(void *)(c->ahead + n);
+    c->solo = (uint8_t *)(c->ahead_len + n);
+    c->solo_part = c->solo + n;
+    c->solo_np = c->solo_part + n;
+    return HET_OK;
 }
 
 /* The caller walks every node; a worker starts where the caller is (the
@@ -280,7 +314,8 @@ static void cpu_split_run(void *arg, struct het_cpu_worker *w, int ith)
         if (ith == 0) atomic_store_explicit(&j->at, (uint64_t)i << 32 | w->step, memory_order_release);
         if (node_is_gated(t) && !het_cpu_node_enter(&p, j->key0 + (unsigned)i)) return;
         enum het_status s = HET_OK;
-        cpu_set_ahead(j, i, w);
+        w->ahead = j->ahead[i];
+        w->ahead_left = j->ahead_len[i];
         if (j->solo[i]) {
             used = 1;
             while (i + used < j->n && j->solo[i + used]) used++;
@@ -305,17 +340,8 @@ static void cpu_split_run(void *arg, struct het_cpu_worker *w, int ith)
 static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err)
 {
     struct cpu_context *c = dev->context;
-    if (n > c->cap_solo) {
-        uint8_t *solo = realloc(c->solo, (size_t)n);
-        if (solo) c->solo = solo;
-        uint8_t *part = realloc(c->solo_part, (size_t)n);
-        if (part) c->solo_part = part;
-        uint8_t *np = realloc(c->solo_np, (size_t)n);
-        if (np) c->solo_np = np;
-        if (!solo || !part || !np)
-            return het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory for a split of %d nodes", n);
-        c->cap_solo = n;
-    }
+    enum het_status st = cpu_nodes_reserve(c, n, err);
+    if (st != HET_OK) return st;
     size_t need = 0, work = 0;
     for (int i = 0; i < n; i++) {
         size_t w = cpu_work_size(c, nodes[i]);
@@ -327,13 +353,14 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         for (e = i + 1; c->solo[i] && e < n && c->solo[e]; e++) {}
         c->solo_np[i] = c->solo[i] ? (uint8_t)het_cpu_solo_partition(nodes + i, e - i, c->n_threads, c->solo_part + i) : 1;
     }
-    enum het_status st = ensure_wdata(c, need, err);
+    st = ensure_wdata(c, need, err);
     if (st != HET_OK) return st;
 
     struct het_cpu_profile *prof = c->profile;
     const double t_split = prof ? het_cpu_profile_now_us(prof) : 0.0;
     struct cpu_split_job j = {
-        .c = c, .nodes = nodes, .solo = c->solo, .solo_part = c->solo_part, .solo_np = c->solo_np, .n = n, .failed = -1,
+        .c = c, .nodes = nodes, .ahead = c->ahead, .ahead_len = c->ahead_len, .solo = c->solo,
+        .solo_part = c->solo_part, .solo_np = c->solo_np, .n = n, .failed = -1,
     };
     atomic_init(&j.solo_failed, UINT64_MAX);
     /* one thread, or nodes too small to share: the calling thread alone,
@@ -364,6 +391,7 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         atomic_init(&j.at, step);
         j.key0 = c->node_key + 1;
         c->node_key += (unsigned)n;
+        cpu_set_ahead(c, nodes, n); /* only shared steps wait */
         het_cpu_pool_run(c->threads, cpu_split_run, &j);
     }
     if (prof) het_cpu_profile_add_split(prof, het_cpu_profile_now_us(prof) - t_split - j.t_nodes);
@@ -530,9 +558,7 @@ static void cpu_free(het_device *dev)
     free(c->packed_t);
     free(c->packed_in);
     free(c->wdata);
-    free(c->solo);
-    free(c->solo_part);
-    free(c->solo_np);
+    free(c->node_buf);
     het_cpu_pool_free(c->threads);
     het_cpu_profile_free(c->profile);
     free(c);
