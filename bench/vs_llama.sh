@@ -4,7 +4,8 @@
 # `hetrun bench -r 1` (interleaved, so both see the same machine load), then
 # one table row per file with the median and min-max of the rounds and het's
 # figures as a fraction of the bounds `hetrun bench` measured in the same
-# round (for tg, the read bandwidth measured right after the decode run;
+# round (for tg, the read bandwidth measured right after the decode run,
+# best of 5 reads, and the rate of the reads taken between its tokens;
 # int8/F32 peaks for pp).
 #
 #   bench/vs_llama.sh LLAMA_BENCH HETRUN[,HETRUN...] [-t THREADS] [-r ROUNDS] [-p PP] [-n TG] FILE...
@@ -64,7 +65,7 @@ for r in range(1, rounds + 1):
 load = [float(open(os.path.join(tmp, "load.%d" % r)).read()) for r in range(1, rounds + 1)]
 def cell(v): return "%.1f (%.1f-%.1f)" % (st.median(v), min(v), max(v))
 for i, het in enumerate(hets, 1):
-    H = {"pp": [], "tg": []}; Hb = {"pp": [], "tg": []}
+    H = {"pp": [], "tg": []}; Hb = {"pp": [], "tg": []}; Hr = []
     for r in range(1, rounds + 1):
         h = json.load(open(os.path.join(tmp, "het.%d.%d" % (i, r))))
         H["pp"].append(h["pp_tps"]); H["tg"].append(h["tg_tps"])
@@ -72,14 +73,18 @@ for i, het in enumerate(hets, 1):
         # each decode run against the bandwidth measured right after it, where bench says so
         Hb["tg"].append(h["tg_of_bound"] if "tg_of_bound" in h else
                         h["tg_tps"] / h["tg_bound_tps"] if h["tg_bound_tps"] else 0)
+        # and against the reads taken between its tokens (the same seconds)
+        if "tg_of_run_bound" in h: Hr.append(h["tg_of_run_bound"])
     row = [os.path.basename(f)] + ([het] if len(hets) > 1 else [])
     for k in ("pp", "tg"):
         row += [cell(H[k]), cell(L[k]), "%.2fx" % (st.median(H[k]) / st.median(L[k])),
                 "%.0f%% (%.0f-%.0f)" % (100 * st.median(Hb[k]), 100 * min(Hb[k]), 100 * max(Hb[k]))]
+    row.append("%.0f%% (%.0f-%.0f)" % (100 * st.median(Hr), 100 * min(Hr), 100 * max(Hr)) if Hr else "-")
     row.append("%.1f-%.1f" % (min(load), max(load)))
     print("| " + " | ".join(row) + " |")
 PY
 done
 echo "columns: file | [hetrun] | pp het | pp llama.cpp | het/llama.cpp | het pp / measured pp bound | tg het |" \
-     "tg llama.cpp | het/llama.cpp | het tg / measured tg bound | 1-min load average after each round;" \
+     "tg llama.cpp | het/llama.cpp | het tg / tg bound read right after the run (best of 5) |" \
+     "het tg / tg bound read between the run's tokens | 1-min load average after each round;" \
      "median (min-max) of the rounds, tok/s; load at end: $(cut -d' ' -f1-3 /proc/loadavg)"

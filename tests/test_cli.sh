@@ -94,9 +94,12 @@ info=$("$hetrun" info -m "$model" 2>&1)
 grep -q "n_embd 64, n_layer 5" <<<"$info" && ok || bad "info hyperparameters"
 json=$("$hetrun" bench -m "$model" --devices cpu -p 16 -n 8 -r 1 --json 2>/dev/null)
 for k in pp_tps tg_tps pp_tps_min tg_tps_max threads weight_bytes peak_int8_gops peak_f32_gflops pp_bound_tps \
-         tg_of_bound read_bandwidth_gbs_min; do
+         tg_of_bound read_bandwidth_gbs_min tg_of_run_bound run_bandwidth_gbs_max; do
     echo "$json" | grep -q "\"$k\":" && ok || bad "bench --json lacks $k: $json"
 done
+# the decode run read memory between its tokens (-n 8: one pass), at a rate
+python3 -c "import json,sys; j=json.loads(sys.argv[1]); sys.exit(0 if j['run_bandwidth_gbs'] > 0 and
+    j['tg_of_run_bound'] > 0 else 1)" "$json" && ok || bad "no reads between decode tokens: $json"
 # with a SIMD level, the CPU's peaks are measured and give prefill a bound
 if grep -qw avx2 /proc/cpuinfo; then
     python3 -c "import json,sys; j=json.loads(sys.argv[1]); sys.exit(0 if j['peak_int8_gops'] > 0 and

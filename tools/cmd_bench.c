@@ -44,14 +44,34 @@ static bool run_pp(struct hr_session *s, const int32_t *toks, int n, double *tps
     return true;
 }
 
-/* tokens/s of one tg run (n tokens, one at a time) */
-static bool run_tg(struct hr_session *s, const int32_t *toks, int n, double *tps, het_error *err)
+/* Decode runs read memory in passes of this many bytes, one after every
+ * HR_PASS_EVERY tokens, off the tokens' clock (see run_tg). */
+#define HR_PASS_BYTES ((size_t)64 << 20)
+#define HR_PASS_EVERY 8
+
+/* tokens/s of one tg run (n tokens, one at a time). With bw, the run also
+ * reads HR_PASS_BYTES of a buffer far larger than the last-level cache
+ * after every HR_PASS_EVERY tokens, by as many threads, and *bw_gbs is the
+ * rate of those reads: the read bandwidth of the same seconds as the
+ * tokens (this machine's speed of memory moves within seconds). The passes
+ * are not on the tokens' clock; the token after one starts with caches the
+ * pass emptied, which counts against the tokens. */
+static bool run_tg(struct hr_session *s, const int32_t *toks, int n, struct hr_membw *bw, double *tps,
+                   double *bw_gbs, het_error *err)
 {
     het_context_reset(s->ctx);
+    double ms = 0, bytes = 0, secs = 0;
     double t0 = hr_now_ms();
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         if (het_context_eval(s->ctx, &toks[i], 1, false, err) != HET_OK) return false;
-    *tps = n * 1000.0 / (hr_now_ms() - t0);
+        if (!bw || (i + 1) % HR_PASS_EVERY) continue;
+        ms += hr_now_ms() - t0;
+        (void)hr_membw_pass(bw, HR_PASS_BYTES, &bytes, &secs);
+        t0 = hr_now_ms();
+    }
+    ms += hr_now_ms() - t0;
+    *tps = n * 1000.0 / ms;
+    if (bw_gbs) *bw_gbs = secs > 0 ? bytes / secs / 1e9 : 0;
     return true;
 }
 
@@ -91,14 +111,17 @@ static void load_stop(struct load *l)
     l->n = 0;
 }
 
-/* One pp or tg run into x, counting this process's context switches. */
-static bool run_one(struct hr_session *s, const int32_t *toks, int n, bool pp, struct series *x, het_error *err)
+/* One pp or tg run into x, counting this process's context switches (a tg
+ * run with bw: the read bandwidth of its seconds into *bw_gbs, run_tg). */
+static bool run_one(struct hr_session *s, const int32_t *toks, int n, bool pp, struct series *x,
+                    struct hr_membw *bw, double *bw_gbs, het_error *err)
 {
     struct rusage r0, r1;
     struct het_sched_stats st0, st1;
     het_sched_get_stats(s->sched, &st0);
     getrusage(RUSAGE_SELF, &r0);
-    if (!(pp ? run_pp : run_tg)(s, toks, n, &x->v[x->n], err)) return false;
+    if (!(pp ? run_pp(s, toks, n, &x->v[x->n], err) : run_tg(s, toks, n, bw, &x->v[x->n], bw_gbs, err)))
+        return false;
     getrusage(RUSAGE_SELF, &r1);
     het_sched_get_stats(s->sched, &st1);
     x->probe_ms += (st1.probe_us - st0.probe_us) / 1e3;
@@ -202,10 +225,11 @@ int cmd_bench(int argc, char **argv)
     het_error err = { 0 };
     struct series pp = { .n = 0 }, tg = { .n = 0 }, lpp = { .n = 0 }, ltg = { .n = 0 };
     struct load load = { .n = 0 };
-    struct series bws = { .n = 0 }, tg_of_bound = { .n = 0 };
+    struct series bws = { .n = 0 }, tg_of_bound = { .n = 0 }; /* best of 5 reads right after each run */
+    struct series bwr = { .n = 0 }, tg_of_run = { .n = 0 };   /* reads between each run's tokens */
     double warm;
     /* warm-up: page in the weights, grow scratch, not counted */
-    if ((o.pp > 0 && !run_pp(&s, toks, o.pp, &warm, &err)) || (o.tg > 0 && !run_tg(&s, toks, o.tg < 4 ? o.tg : 4, &warm, &err))) {
+    if ((o.pp > 0 && !run_pp(&s, toks, o.pp, &warm, &err)) || (o.tg > 0 && !run_tg(&s, toks, o.tg < 4 ? o.tg : 4, NULL, &warm, NULL, &err))) {
         hr_error(&o, "%s", err.msg);
         goto done;
     }
@@ -223,10 +247,21 @@ int cmd_bench(int argc, char **argv)
      * against the bound it gives: the speed of memory drifts by minutes */
     if (o.tg > 0) membw = hr_membw_open(threads);
     for (int rep = 0; rep < o.reps && rep < 1000; rep++) {
-        if (o.pp > 0 && !run_one(&s, toks, o.pp, true, &pp, &err)) { hr_error(&o, "%s", err.msg); goto done; }
+        if (o.pp > 0 && !run_one(&s, toks, o.pp, true, &pp, NULL, NULL, &err)) {
+            hr_error(&o, "%s", err.msg);
+            goto done;
+        }
         hr_gpu_times_take(&gt, lab_pp);
-        if (o.tg > 0 && !run_one(&s, toks, o.tg, false, &tg, &err)) { hr_error(&o, "%s", err.msg); goto done; }
+        double bw_run = 0;
+        if (o.tg > 0 && !run_one(&s, toks, o.tg, false, &tg, membw, &bw_run, &err)) {
+            hr_error(&o, "%s", err.msg);
+            goto done;
+        }
         hr_gpu_times_take(&gt, lab_tg);
+        if (bw_run > 0) {
+            bwr.v[bwr.n++] = bw_run;
+            tg_of_run.v[tg_of_run.n++] = tg.v[tg.n - 1] * (double)dbytes / (bw_run * 1e9);
+        }
         const double bw_now = membw ? hr_membw_measure(membw) : 0;
         if (bw_now > 0) {
             bws.v[bws.n++] = bw_now;
@@ -238,8 +273,8 @@ int cmd_bench(int argc, char **argv)
             hr_error(&o, "--load: cannot start %d busy-loop processes", o.load);
             goto done;
         }
-        bool ok = (o.pp <= 0 || run_one(&s, toks, o.pp, true, &lpp, &err)) &&
-                  (o.tg <= 0 || run_one(&s, toks, o.tg, false, &ltg, &err));
+        bool ok = (o.pp <= 0 || run_one(&s, toks, o.pp, true, &lpp, NULL, NULL, &err)) &&
+                  (o.tg <= 0 || run_one(&s, toks, o.tg, false, &ltg, NULL, NULL, &err));
         load_stop(&load);
         if (!ok) { hr_error(&o, "%s", err.msg); goto done; }
         hr_gpu_times_take(&gt, NULL); /* loaded runs: not in the per-node table */
@@ -250,6 +285,8 @@ int cmd_bench(int argc, char **argv)
     if (ltg.n) summarize(&ltg);
     if (bws.n) summarize(&bws);
     if (tg_of_bound.n) summarize(&tg_of_bound);
+    if (bwr.n) summarize(&bwr);
+    if (tg_of_run.n) summarize(&tg_of_run);
     const double bw = bws.n ? bws.med : hr_measure_read_bandwidth(threads);
     /* prefill's compute bound: meaningful when the CPU alone runs the graph */
     struct het_cpu_peak peak = { 0 };
@@ -277,6 +314,10 @@ int cmd_bench(int argc, char **argv)
             printf(",\"read_bandwidth_gbs_min\":%.1f,\"read_bandwidth_gbs_max\":%.1f,\"tg_of_bound\":%.3f,"
                    "\"tg_of_bound_min\":%.3f,\"tg_of_bound_max\":%.3f",
                    bws.min, bws.max, tg_of_bound.med, tg_of_bound.min, tg_of_bound.max);
+        if (tg_of_run.n)
+            printf(",\"run_bandwidth_gbs\":%.1f,\"run_bandwidth_gbs_min\":%.1f,\"run_bandwidth_gbs_max\":%.1f,"
+                   "\"tg_of_run_bound\":%.3f,\"tg_of_run_bound_min\":%.3f,\"tg_of_run_bound_max\":%.3f",
+                   bwr.med, bwr.min, bwr.max, tg_of_run.med, tg_of_run.min, tg_of_run.max);
         if (o.load)
             printf(",\"load\":%d,\"pp_load_tps\":%.2f,\"pp_load_tps_min\":%.2f,\"pp_load_tps_max\":%.2f,"
                    "\"tg_load_tps\":%.2f,\"tg_load_tps_min\":%.2f,\"tg_load_tps_max\":%.2f",
@@ -300,8 +341,12 @@ int cmd_bench(int argc, char **argv)
                    "read bandwidth / %.1f MB per token",
                    o.tg, tg.med, tg.min, tg.max, tg.n, bound, bw, dbytes / 1e6);
             if (tg_of_bound.n)
-                printf("; each run against the bandwidth measured right after it (%.1f-%.1f GB/s): %.0f%% (%.0f-%.0f%%)",
+                printf("; each run against the bandwidth measured right after it (best of 5, %.1f-%.1f GB/s): %.0f%% "
+                       "(%.0f-%.0f%%)",
                        bws.min, bws.max, 100 * tg_of_bound.med, 100 * tg_of_bound.min, 100 * tg_of_bound.max);
+            if (tg_of_run.n)
+                printf("; against the reads between its tokens (%.1f-%.1f GB/s): %.0f%% (%.0f-%.0f%%)", bwr.min,
+                       bwr.max, 100 * tg_of_run.med, 100 * tg_of_run.min, 100 * tg_of_run.max);
             print_probes(&tg);
             if (o.load) print_csw(&tg);
             printf("\n");

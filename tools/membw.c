@@ -10,10 +10,18 @@
  * huge pages, as the CPU's weight panels do (devices/cpu/panel_arena.c):
  * in this project's VM 4 KiB pages read about 30% slower, and a bound
  * measured through them would be one the panels exceed.
+ *
+ * The readers are threads of their own, started for each read and timed
+ * from a barrier they all pass, not an OpenMP team: a team's threads spin
+ * for milliseconds after each region, and beside a benchmark that reads
+ * memory between decode tokens (cmd_bench.c) they took the cores from the
+ * CPU device's threads at the next token and prefill (`bench -r 3`: pp8
+ * 253 tok/s after such reads with spinning teams, 354 with sleeping ones).
  */
 #include "tools/membw.h"
 
-#include <omp.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,13 +78,78 @@ struct hr_membw {
     void     *map;
     uint8_t  *buf;
     size_t    map_bytes, chunk;
+    size_t    at; /* hr_membw_pass: where in each thread's chunk the next pass starts */
     int       n_threads;
     hr_reader read;
 };
 
+/* One read by every thread: thread t reads `each` bytes of its chunk from
+ * offset `at` (or, with fill, writes them first: first touch on its node). */
+struct hr_reading {
+    const struct hr_membw *m;
+    size_t                 at, each;
+    bool                   fill;
+    pthread_barrier_t      start;
+    double                 t0, t1[64];
+    uint64_t               sum[64];
+};
+struct hr_reader_arg {
+    struct hr_reading *r;
+    int                t;
+};
+
+static void *hr_reader_main(void *p)
+{
+    const struct hr_reader_arg *a = p;
+    struct hr_reading *r = a->r;
+    uint8_t *at = r->m->buf + (size_t)a->t * r->m->chunk + r->at;
+    if (r->fill) memset(at, a->t + 1, r->each);
+    pthread_barrier_wait(&r->start);
+    if (a->t == 0) r->t0 = now_s();
+    r->sum[a->t] = r->m->read(at, r->each);
+    r->t1[a->t] = now_s();
+    return NULL;
+}
+
+/* Seconds of one read of `each` bytes per thread from `at`: from the
+ * barrier to the last thread's end; 0 if a thread could not start. */
+static double hr_read_all(const struct hr_membw *m, size_t at, size_t each, bool fill)
+{
+    struct hr_reading r = { .m = m, .at = at, .each = each, .fill = fill };
+    struct hr_reader_arg args[64];
+    pthread_t th[64];
+    const int n = m->n_threads;
+    if (pthread_barrier_init(&r.start, NULL, (unsigned)n) != 0) return 0;
+    int started = 1;
+    for (int t = 1; t < n; t++) {
+        args[t] = (struct hr_reader_arg){ &r, t };
+        if (pthread_create(&th[t], NULL, hr_reader_main, &args[t]) != 0) break;
+        started++;
+    }
+    double dt = 0;
+    if (started == n) {
+        args[0] = (struct hr_reader_arg){ &r, 0 };
+        hr_reader_main(&args[0]);
+    }
+    for (int t = 1; t < started; t++) pthread_join(th[t], NULL);
+    pthread_barrier_destroy(&r.start);
+    if (started == n) {
+        double end = r.t1[0];
+        volatile uint64_t sink = 0;
+        for (int t = 0; t < n; t++) {
+            if (r.t1[t] > end) end = r.t1[t];
+            sink += r.sum[t];
+        }
+        (void)sink;
+        dt = end - r.t0;
+    }
+    return dt > 0 ? dt : 0;
+}
+
 struct hr_membw *hr_membw_open(int n_threads)
 {
     if (n_threads < 1) n_threads = 1;
+    if (n_threads > 64) n_threads = 64;
     const size_t bytes = (size_t)256 << 20;
     const size_t chunk = bytes / (size_t)n_threads / 4096 * 4096; /* a multiple of 4 vectors */
     const size_t huge = (size_t)2 << 20;
@@ -96,11 +169,9 @@ struct hr_membw *hr_membw_open(int n_threads)
     m->buf = (uint8_t *)(((uintptr_t)m->map + huge - 1) & ~(uintptr_t)(huge - 1));
     (void)madvise(m->buf, bytes, MADV_HUGEPAGE); /* best effort, as for the panels */
     m->read = hr_widest_reader();
-    /* each thread writes the pages it will read (first touch: its node) */
-#pragma omp parallel num_threads(n_threads)
-    {
-        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        if (nt == n_threads) memset(m->buf + (size_t)t * chunk, t + 1, chunk);
+    if (hr_read_all(m, 0, chunk, true) <= 0) { /* each thread writes the pages it reads */
+        hr_membw_close(m);
+        return NULL;
     }
     return m;
 }
@@ -108,29 +179,28 @@ struct hr_membw *hr_membw_open(int n_threads)
 double hr_membw_measure(struct hr_membw *m)
 {
     if (!m) return 0;
-    const int n_threads = m->n_threads;
-    const size_t chunk = m->chunk;
     double best = 0;
-    volatile uint64_t sink = 0;
     for (int rep = 0; rep < 5; rep++) {
-        uint64_t total = 0;
-        int got = 0;
-        const double t0 = now_s();
-#pragma omp parallel num_threads(n_threads) reduction(+ : total, got)
-        {
-            const int t = omp_get_thread_num();
-            got = omp_get_num_threads() == n_threads;
-            if (got) total = m->read(m->buf + (size_t)t * chunk, chunk);
-        }
-        const double dt = now_s() - t0;
-        sink += total;
-        /* a region that did not get every thread measured less than it says */
-        if (got != n_threads) break;
-        const double gbs = (double)chunk * n_threads / dt / 1e9;
+        const double dt = hr_read_all(m, 0, m->chunk, false);
+        if (dt <= 0) break;
+        const double gbs = (double)m->chunk * m->n_threads / dt / 1e9;
         if (gbs > best) best = gbs;
     }
-    (void)sink;
     return best;
+}
+
+bool hr_membw_pass(struct hr_membw *m, size_t bytes, double *bytes_done, double *seconds)
+{
+    if (!m) return false;
+    size_t each = bytes / (size_t)m->n_threads / 4096 * 4096;
+    if (each == 0 || each > m->chunk) each = m->chunk;
+    if (m->at + each > m->chunk) m->at = 0;
+    const double dt = hr_read_all(m, m->at, each, false);
+    m->at += each;
+    if (dt <= 0) return false;
+    *bytes_done += (double)each * m->n_threads;
+    *seconds += dt;
+    return true;
 }
 
 void hr_membw_close(struct hr_membw *m)
