@@ -48,30 +48,43 @@ static bool run_pp(struct hr_session *s, const int32_t *toks, int n, double *tps
  * HR_PASS_EVERY tokens, off the tokens' clock (see run_tg). */
 #define HR_PASS_BYTES ((size_t)64 << 20)
 #define HR_PASS_EVERY 8
+#define HR_PASSES_MAX 128
+
+/* median of v[0..n) (reordered); 0 when n is 0 */
+static double median_of(double *v, int n)
+{
+    if (n <= 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 /* tokens/s of one tg run (n tokens, one at a time). With bw, the run also
  * reads HR_PASS_BYTES of a buffer far larger than the last-level cache
  * after every HR_PASS_EVERY tokens, by as many threads, and *bw_gbs is the
- * rate of those reads: the read bandwidth of the same seconds as the
- * tokens (this machine's speed of memory moves within seconds). The passes
- * are not on the tokens' clock; the token after one starts with caches the
- * pass emptied, which counts against the tokens. */
+ * median rate of those reads: the read bandwidth of the same seconds as the
+ * tokens (this machine's speed of memory moves within seconds). The median,
+ * because a read now and then stalls for tens of milliseconds on its own
+ * (a 64 MiB read at 2-6 GB/s while the tokens around it kept their pace).
+ * The passes are not on the tokens' clock; the token after one starts with
+ * caches the pass emptied, which counts against the tokens. */
 static bool run_tg(struct hr_session *s, const int32_t *toks, int n, struct hr_membw *bw, double *tps,
                    double *bw_gbs, het_error *err)
 {
     het_context_reset(s->ctx);
-    double ms = 0, bytes = 0, secs = 0;
+    double ms = 0, rate[HR_PASSES_MAX];
+    int n_rate = 0;
     double t0 = hr_now_ms();
     for (int i = 0; i < n; i++) {
         if (het_context_eval(s->ctx, &toks[i], 1, false, err) != HET_OK) return false;
-        if (!bw || (i + 1) % HR_PASS_EVERY) continue;
+        if (!bw || (i + 1) % HR_PASS_EVERY || n_rate == HR_PASSES_MAX) continue;
         ms += hr_now_ms() - t0;
-        (void)hr_membw_pass(bw, HR_PASS_BYTES, &bytes, &secs);
+        const double r = hr_membw_pass(bw, HR_PASS_BYTES);
+        if (r > 0) rate[n_rate++] = r;
         t0 = hr_now_ms();
     }
     ms += hr_now_ms() - t0;
     *tps = n * 1000.0 / ms;
-    if (bw_gbs) *bw_gbs = secs > 0 ? bytes / secs / 1e9 : 0;
+    if (bw_gbs) *bw_gbs = median_of(rate, n_rate);
     return true;
 }
 

@@ -189,18 +189,15 @@ double hr_membw_measure(struct hr_membw *m)
     return best;
 }
 
-bool hr_membw_pass(struct hr_membw *m, size_t bytes, double *bytes_done, double *seconds)
+double hr_membw_pass(struct hr_membw *m, size_t bytes)
 {
-    if (!m) return false;
+    if (!m) return 0;
     size_t each = bytes / (size_t)m->n_threads / 4096 * 4096;
     if (each == 0 || each > m->chunk) each = m->chunk;
     if (m->at + each > m->chunk) m->at = 0;
     const double dt = hr_read_all(m, m->at, each, false);
     m->at += each;
-    if (dt <= 0) return false;
-    *bytes_done += (double)each * m->n_threads;
-    *seconds += dt;
-    return true;
+    return dt > 0 ? (double)each * m->n_threads / dt / 1e9 : 0;
 }
 
 void hr_membw_close(struct hr_membw *m)

@@ -13,11 +13,10 @@ struct hr_membw;
 struct hr_membw *hr_membw_open(int n_threads); /* NULL: no memory */
 double hr_membw_measure(struct hr_membw *m);
 /* One read of the next `bytes` of the buffer (rotating through it, so every
- * pass reads what the last-level cache no longer holds), by the same
- * threads; adds its bytes and wall seconds to *bytes_done and *seconds.
- * Decode runs take such passes between their tokens: the bound then comes
- * from the same seconds as the tokens. false: the pass did not get every
- * thread (nothing added). */
-bool hr_membw_pass(struct hr_membw *m, size_t bytes, double *bytes_done, double *seconds);
+ * pass reads what the last-level cache no longer holds) by the same
+ * threads: its GB/s, 0 if a thread could not start. Decode runs take such
+ * passes between their tokens, so that their bound comes from the same
+ * seconds as the tokens. */
+double hr_membw_pass(struct hr_membw *m, size_t bytes);
 void hr_membw_close(struct hr_membw *m);
 #endif
