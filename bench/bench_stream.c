@@ -8,7 +8,8 @@
  * bandwidth measured in another compare nothing. Here every round runs a
  * decode matmul (M = 1, packed weights, parts handed out from the shared
  * counter as the CPU device does) over weights far larger than the
- * last-level cache, then a plain read of a 256 MiB buffer by the same
+ * last-level cache, then a plain read of a 256 MiB buffer (the loop of
+ * tools/membw.c, which `hetrun bench` measures with) by the same
  * threads, each timed from the first thread's start to the last one's end;
  * the ratio of the two rates is taken per round, and the median and range
  * of the ratios are printed with the median rates. A round in which a
@@ -32,6 +33,7 @@
 #include "devices/cpu/cpu_ops.h"
 #include "devices/cpu/quant_dot.h"
 #include "het/graph.h"
+#include "tools/membw.h"
 
 #define ROUNDS_MAX 256
 #define BS_LATE_S  100e-6 /* a round whose threads left the barrier further apart is not counted */
@@ -42,29 +44,6 @@ static double now_s(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
-
-typedef unsigned long long bs_v8 __attribute__((vector_size(64)));
-typedef unsigned long long bs_v4 __attribute__((vector_size(32)));
-
-/* The read loop of tools/membw.c: widest loads, four independent sums. */
-#define BS_READER(name, V, attr)                                                              \
-    attr __attribute__((noinline)) static unsigned long long name(const void *p, size_t bytes) \
-    {                                                                                         \
-        const V *v = p;                                                                       \
-        V s0 = { 0 }, s1 = { 0 }, s2 = { 0 }, s3 = { 0 };                                     \
-        for (size_t i = 0, n = bytes / sizeof(V); i < n; i += 4) {                            \
-            s0 += v[i];                                                                       \
-            s1 += v[i + 1];                                                                   \
-            s2 += v[i + 2];                                                                   \
-            s3 += v[i + 3];                                                                   \
-        }                                                                                     \
-        s0 += s1 + s2 + s3;                                                                   \
-        unsigned long long t = 0;                                                             \
-        for (size_t k = 0; k < sizeof(V) / 8; k++) t += s0[k];                                \
-        return t;                                                                             \
-    }
-BS_READER(bs_read64, bs_v8, __attribute__((target("avx512f"))))
-BS_READER(bs_read32, bs_v4, __attribute__((target("avx2"))))
 
 /* Anonymous memory on transparent huge pages (as the weight panels), touched. */
 struct bs_mem {
@@ -98,7 +77,7 @@ static double median(double *v, int n)
 }
 
 static int run_type(enum het_type type, int64_t N, int64_t K, int copies, int rounds, int nth,
-                    enum het_cpu_isa isa, bool avx512)
+                    enum het_cpu_isa isa)
 {
     const size_t rs = het_type_row_size(type, K);
     uint8_t *a_buf = malloc(rs * (size_t)N);
@@ -167,8 +146,7 @@ static int run_type(enum het_type type, int64_t N, int64_t K, int copies, int ro
                     (void)het_cpu_mul_mat(&p, &d);
                 }
             } else {
-                sink += avx512 ? bs_read64(rbuf + (size_t)p.ith * share, share)
-                               : bs_read32(rbuf + (size_t)p.ith * share, share);
+                sink += hr_read_widest(rbuf + (size_t)p.ith * share, share);
             }
             stop[p.ith] = now_s();
 #pragma omp barrier
@@ -250,7 +228,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_stream: needs AVX2\n");
         return 2;
     }
-    const bool avx512 = isa >= HET_CPU_ISA_AVX512;
     printf("threads %d, isa %s, %d rounds (matmul then read, one process); medians, ratio min-max\n", nth,
            het_cpu_isa_name(isa), rounds);
     char buf[256];
@@ -261,7 +238,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_stream: unknown type %s\n", tp);
             return 2;
         }
-        if (run_type(type, N, K, copies, rounds, nth, isa, avx512)) return 1;
+        if (run_type(type, N, K, copies, rounds, nth, isa)) return 1;
     }
     return 0;
 }

@@ -74,6 +74,8 @@ static hr_reader hr_widest_reader(void)
     return hr_read16;
 }
 
+uint64_t hr_read_widest(const void *p, size_t bytes) { return hr_widest_reader()(p, bytes); }
+
 struct hr_membw {
     void     *map;
     uint8_t  *buf;

@@ -3,8 +3,15 @@
 #define HETRUN_MEMBW_H
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 double hr_measure_read_bandwidth(int n_threads);
+
+/* The sum of the 64-bit words of p[0..bytes) read with the widest vector
+ * loads this CPU has (bytes a multiple of 256): the loop every figure here
+ * comes from, for a benchmark that reads memory on threads of its own
+ * (bench/bench_stream.c). */
+uint64_t hr_read_widest(const void *p, size_t bytes);
 
 /* The same, with the buffer kept between measurements: bench measures the
  * bandwidth right after each decode run, at that minute's speed of memory
