@@ -171,6 +171,7 @@ enum het_status het_context_eval_batch(het_context *ctx, const struct het_batch_
     int32_t n_tok = 0;
     enum het_status st = check_batch(ctx, parts, n_parts, &n_tok, err);
     if (st != HET_OK) return st;
+    het_sched_expect_run(ctx->sched); /* the devices get ready while the graph is built */
     struct het_arch_seq seqs[n_parts];
     for (int32_t i = 0, first = 0; i < n_parts; i++) {
         struct het_seq_state *s = &ctx->seqs[parts[i].seq];

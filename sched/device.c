@@ -73,6 +73,11 @@ void het_device_release_weights(het_device *dev, struct het_tensor *const *weigh
     if (dev->iface.release_weights) dev->iface.release_weights(dev, weights, n);
 }
 
+void het_device_expect_run(het_device *dev)
+{
+    if (dev->iface.expect_run) dev->iface.expect_run(dev);
+}
+
 /* Forward copies the device made since the last call to its pool's counter. */
 static void forward_copies(het_device *dev)
 {

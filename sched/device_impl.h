@@ -83,6 +83,12 @@ struct het_device_i {
      * goes): free what the device made of them and clear t->extra where it
      * set it. Defaults to nothing (a device that keeps no layout of its own). */
     void (*release_weights)(het_device *dev, struct het_tensor *const *weights, int n);
+
+    /* (optional) A graph is being prepared and will run soon: a device whose
+     * threads sleep between runs wakes them now, so that the time a sleeping
+     * core takes to come back is spent while the host still builds, plans
+     * and schedules the graph. Defaults to nothing. */
+    void (*expect_run)(het_device *dev);
 };
 
 struct het_device {
@@ -108,6 +114,7 @@ enum het_status het_device_register_memory(het_device *dev, void *base, size_t s
                                            het_error *err);
 void            het_device_unregister_memory(het_device *dev, void *base);
 void            het_device_release_weights(het_device *dev, struct het_tensor *const *weights, int n);
+void            het_device_expect_run(het_device *dev);
 enum het_status het_device_prepare_weights(het_device *dev, struct het_tensor *const *weights, int n,
                                            het_error *err);
 enum het_status het_device_run_split(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err);

@@ -235,6 +235,11 @@ static enum het_status grow_scratch(het_sched *s, size_t need, het_error *err)
     return het_sched_register_memory(s, s->scratch, size, HET_MEMORY_SCRATCH, err);
 }
 
+void het_sched_expect_run(het_sched *s)
+{
+    for (int i = 0; i < s->n_devices; i++) het_device_expect_run(s->devices[i]);
+}
+
 enum het_status het_sched_alloc_graph(het_sched *s, het_graph *g, het_error *err)
 {
     enum het_status st = het_graph_status(g, err);

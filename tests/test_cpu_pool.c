@@ -17,6 +17,9 @@
  *     a step count read from scratch that the next node overwrites is
  *     always the node's own, whoever joins late;
  *   - pools of one and two threads made and freed, jobs run on them;
+ *   - het_cpu_pool_expect (the device's hint that a job is coming): jobs
+ *     after it run whole, and a hint that no job follows costs the workers
+ *     a bounded spin, not a core (their CPU time over the next 50 ms);
  *   - the CPU device itself (4 threads, more than this machine's cores):
  *     a split of two mul_mat_id nodes, the second overwriting the first's
  *     grouping in the shared scratch, run many times, every output against
@@ -231,6 +234,51 @@ static void small_pools(void)
     }
 }
 
+static double process_cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Expected jobs: posted after the hint, every part runs once; a hint with no
+ * job after it: the woken workers spin for at most about a millisecond and
+ * sleep again (an endless spin would use the 50 ms the test waits). */
+static void expected_jobs(void)
+{
+    het_error err = { 0 };
+    het_cpu_pool *pool = het_cpu_pool_new(NTH, &err);
+    CHECK(pool != NULL, "pool of %d: %s", NTH, err.msg);
+    if (!pool) return;
+    struct world *wd = calloc(1, sizeof *wd);
+    int wrong = 0;
+    for (int rep = 0; rep < 40; rep++) {
+        if (rep % 4 == 0) nap_us(2000); /* the workers asleep when the hint comes */
+        het_cpu_pool_expect(pool);
+        if (rep % 2) nap_us(100);
+        struct job *j = calloc(1, sizeof *j);
+        j->wd = wd;
+        j->n_steps = 2;
+        j->parts[0] = 1 + rep % 9;
+        j->parts[1] = NTH;
+        j->first_step = (unsigned)(atomic_load(&het_cpu_pool_sync(pool)->work) >> 32);
+        het_cpu_pool_run(pool, job_fn, j);
+        for (int s = 0; s < 2; s++)
+            for (int k = 0; k < MAXP; k++) wrong += atomic_load(&j->hits[s][k]) != (k < j->parts[s]);
+        free(j);
+    }
+    CHECK(wrong == 0, "expected jobs: %d parts did not run exactly once", wrong);
+    nap_us(5000); /* asleep again */
+    const double c0 = process_cpu_ms();
+    het_cpu_pool_expect(pool); /* and no job */
+    nap_us(50000);
+    const double used = process_cpu_ms() - c0;
+    printf("a hint with no job: the %d workers used %.2f ms of CPU in the next 50 ms\n", NTH - 1, used);
+    CHECK(used < 25.0, "a hint with no job after it kept the workers spinning: %.1f ms of CPU in 50 ms", used);
+    het_cpu_pool_free(pool);
+    free(wd);
+}
+
 /* mul_mat_id over dense F32 tensors: experts (K, N, E), b (K, 1, T), ids (k, T). */
 enum { MK = 64, MN = 128, ME = 8, MSLOTS = 2, MT = 24 };
 
@@ -317,6 +365,7 @@ static void device_gated_nodes(void)
 int main(void)
 {
     small_pools();
+    expected_jobs();
     many_jobs();
     device_gated_nodes();
     return het_test_finish();

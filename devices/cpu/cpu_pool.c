@@ -34,7 +34,10 @@
  * of a job, and threads at the end of a step spin for at most 50 us, then
  * sleep on a futex; whoever changes what they wait for calls FUTEX_WAKE
  * only when someone sleeps, so a job costs a wake-up only when the workers
- * had gone to sleep (one per job, not one per node).
+ * had gone to sleep (one per job, not one per node). That wake-up can be
+ * slow (a VM's halted vCPU came back milliseconds late here), so a caller
+ * that knows a job is coming says so first (het_cpu_pool_expect): sleeping
+ * workers wake then and spin for the job, at most 1 ms, then sleep again.
  */
 #include "devices/cpu/cpu_pool.h"
 
@@ -51,6 +54,7 @@
 #include <unistd.h>
 
 #define HET_POOL_SPIN_NS 50000 /* spin this long, then sleep */
+#define HET_POOL_EXPECT_NS 1000000 /* after het_cpu_pool_expect, spin this long for the job */
 
 #define JOB_OPEN   ((uint64_t)1 << 31)
 #define JOB_INSIDE (JOB_OPEN - 1)
@@ -76,6 +80,7 @@ struct het_cpu_pool {
     alignas(64) _Atomic uint64_t job;  /* gen << 32 | JOB_OPEN | workers inside          */
     _Atomic unsigned posted;           /* generation of the last job: idle workers sleep on it */
     _Atomic int      idle_sleepers;
+    _Atomic unsigned expected;         /* bumped by het_cpu_pool_expect                     */
     _Atomic bool     stop;
     alignas(64) _Atomic unsigned left; /* bumped when a closed job's last worker left: the caller sleeps on it */
     _Atomic int      caller_sleeping;
@@ -103,14 +108,16 @@ struct spin {
     int64_t t0;
 };
 
-static bool spin_on(struct spin *sp)
+static bool spin_for(struct spin *sp, int64_t ns)
 {
     pool_relax();
     if (++sp->i % 64) return true;
     const int64_t t = now_ns();
     if (!sp->t0) sp->t0 = t;
-    return t - sp->t0 <= HET_POOL_SPIN_NS;
+    return t - sp->t0 <= ns;
 }
+
+static bool spin_on(struct spin *sp) { return spin_for(sp, HET_POOL_SPIN_NS); }
 
 static void futex_wait(_Atomic unsigned *word, unsigned expect)
 {
@@ -171,11 +178,17 @@ static unsigned wait_posted(het_cpu_pool *pool, unsigned seen)
         if (!spin_on(&sp)) break;
     if (atomic_load(&pool->posted) != seen) return atomic_load(&pool->posted);
     for (;;) {
+        const unsigned ex = atomic_load(&pool->expected);
         atomic_fetch_add(&pool->idle_sleepers, 1);
         const bool wait = atomic_load(&pool->posted) == seen && !atomic_load(&pool->stop);
         if (wait) futex_wait(&pool->posted, seen);
         atomic_fetch_sub(&pool->idle_sleepers, 1);
         if (!wait || atomic_load(&pool->posted) != seen || atomic_load(&pool->stop)) break;
+        if (atomic_load(&pool->expected) == ex) continue;
+        /* woken because a job is coming: stay up for it a while */
+        for (struct spin sp = { 0 }; atomic_load_explicit(&pool->posted, memory_order_relaxed) == seen;)
+            if (!spin_for(&sp, HET_POOL_EXPECT_NS)) break;
+        if (atomic_load(&pool->posted) != seen) break;
     }
     return atomic_load(&pool->posted);
 }
@@ -213,6 +226,7 @@ het_cpu_pool *het_cpu_pool_new(int n_threads, het_error *err)
     atomic_init(&pool->job, 0);
     atomic_init(&pool->posted, 0u);
     atomic_init(&pool->idle_sleepers, 0);
+    atomic_init(&pool->expected, 0u);
     atomic_init(&pool->stop, false);
     atomic_init(&pool->left, 0u);
     atomic_init(&pool->caller_sleeping, 0);
@@ -262,6 +276,13 @@ void het_cpu_pool_free(het_cpu_pool *pool)
 }
 
 int het_cpu_pool_n_threads(const het_cpu_pool *pool) { return pool->n_threads; }
+
+void het_cpu_pool_expect(het_cpu_pool *pool)
+{
+    if (pool->n_threads == 1) return;
+    atomic_fetch_add(&pool->expected, 1u);
+    if (atomic_load(&pool->idle_sleepers) > 0) futex_wake(&pool->posted, INT_MAX);
+}
 
 struct het_cpu_sync *het_cpu_pool_sync(het_cpu_pool *pool) { return &pool->sync; }
 

@@ -19,6 +19,10 @@ typedef void het_cpu_job_fn(void *arg, struct het_cpu_worker *w, int ith);
 het_cpu_pool *het_cpu_pool_new(int n_threads, het_error *err);
 void          het_cpu_pool_free(het_cpu_pool *pool);
 int           het_cpu_pool_n_threads(const het_cpu_pool *pool);
+/* A job is coming soon: sleeping workers wake now and wait for it spinning
+ * (at most 1 ms), so that the time a sleeping core takes to come back is
+ * spent while the caller still prepares the job. */
+void          het_cpu_pool_expect(het_cpu_pool *pool);
 /* The steps every job's threads share: pool memory, so a worker may wait on
  * them after it stepped out of a job that then ended. */
 struct het_cpu_sync *het_cpu_pool_sync(het_cpu_pool *pool);

@@ -117,6 +117,7 @@ static const struct het_device_i npu_iface = {
     /* .register_pool      = */ npu_register_pool,
     /* .default_profile    = */ npu_default_profile,
     /* .release_weights    = */ NULL, /* its weight copies live until the device is freed */
+    /* .expect_run         = */ NULL, /* its runs start no threads of its own */
 };
 
 /* ---- construction --------------------------------------------------------------- */

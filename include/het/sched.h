@@ -107,6 +107,10 @@ enum het_status het_sched_register_memory(het_sched *s, void *base, size_t size,
 /* The pool given at init, or NULL. */
 het_pool *het_sched_pool(const het_sched *s);
 
+/* A graph will be built and run soon (optional, before building it): the
+ * devices get ready meanwhile (the CPU wakes its sleeping threads, so that
+ * their cores are back by the time the graph runs). */
+void het_sched_expect_run(het_sched *s);
 /* Assign storage to every node and to leaf tensors without data. */
 enum het_status het_sched_alloc_graph(het_sched *s, het_graph *g, het_error *err);
 /* Plan and run g (after het_sched_alloc_graph and writing the inputs). */
