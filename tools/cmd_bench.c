@@ -63,8 +63,9 @@ static double median_of(double *v, int n)
  * after every HR_PASS_EVERY tokens, by as many threads, and *bw_gbs is the
  * median rate of those reads: the read bandwidth of the same seconds as the
  * tokens (this machine's speed of memory moves within seconds). The median,
- * because a read now and then stalls for tens of milliseconds on its own
- * (a 64 MiB read at 2-6 GB/s while the tokens around it kept their pace).
+ * because reads now and then stall for tens of milliseconds (in one run of
+ * four, 8 reads in a row at 1.8-16 GB/s, 4-37 ms each, then 8 at 62-73),
+ * and bytes over seconds would let them decide the bound.
  * The passes are not on the tokens' clock; the token after one starts with
  * caches the pass emptied, which counts against the tokens. */
 static bool run_tg(struct hr_session *s, const int32_t *toks, int n, struct hr_membw *bw, double *tps,
