@@ -28,10 +28,10 @@
 #include "devices/cpu/panel_arena.h"
 #include "devices/cpu/quant_dot.h"
 #include "het/pool.h"
+#include "sched/clock.h"
 #include "sched/device_impl.h"
 
 #include <hwloc.h>
-#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +59,7 @@
 #define HET_CPU_AHEAD_MAX  ((size_t)256 << 10)
 #define HET_CPU_AHEAD_SCAN 16
 /* cpu_expect_run wakes the workers only if a split ended this recently. */
-#define HET_CPU_EXPECT_NS ((int64_t)20 * 1000000)
+#define HET_CPU_EXPECT_US 20000.0
 
 /* A matmul's scratch need, remembered per weight and activation shape:
  * het_cpu_mul_mat_work_size plans the node at every kernel level and thread
@@ -90,7 +90,7 @@ struct cpu_context {
     void                   *wdata;      /* per-node scratch, grown on demand */
     size_t                  wsize;
     struct het_tensor     **packed_t;   /* weights whose t->extra we own      */
-    int64_t                 last_split_ns; /* when the last shared split ended (cpu_expect_run) */
+    double                  last_split_us; /* when the last shared split ended (het_now_us; cpu_expect_run) */
     void                  **packed;     /* load-time weight panels (t->extra) */
     struct het_panel_arena **packed_in; /* the arena each panel was taken from */
     int                     n_packed, cap_packed;
@@ -246,13 +246,6 @@ static void cpu_run_solo(struct cpu_split_job *j, const struct het_compute_param
     }
 }
 
-static int64_t cpu_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* What a thread may fetch ahead while it waits in the step of each node
  * (see cpu_sync.c): the weights of the next decode matmul, skipping those
  * that read the node's input (a group of matmuls on one input is one step).
@@ -404,7 +397,7 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         c->node_key += (unsigned)n;
         cpu_set_ahead(c, nodes, n); /* only shared steps wait */
         het_cpu_pool_run(c->threads, cpu_split_run, &j);
-        c->last_split_ns = cpu_now_ns();
+        c->last_split_us = het_now_us();
     }
     if (prof) het_cpu_profile_add_split(prof, het_cpu_profile_now_us(prof) - t_split - j.t_nodes);
     const uint64_t sf = atomic_load(&j.solo_failed);
@@ -581,15 +574,15 @@ static void cpu_free(het_device *dev)
  * than the workers spin, so they sleep, and a sleeping vCPU here can take
  * milliseconds to come back: wake them now (they spin for the job, at most
  * 1 ms). Only while this device is running graphs (a split ended within
- * HET_CPU_EXPECT_NS): a graph that runs elsewhere, on lavapipe's threads
+ * HET_CPU_EXPECT_US): a graph that runs elsewhere, on lavapipe's threads
  * say, gets no spinning threads beside it. Decode tokens, the caller's
  * split time, alternately with and without (256 each way): 0.977-0.989x on
  * four files quiet, 0.977-1.009x beside two busy loops. */
 static void cpu_expect_run(het_device *dev)
 {
     struct cpu_context *c = dev->context;
-    if (!c->threads || !c->last_split_ns) return;
-    if (cpu_now_ns() - c->last_split_ns < HET_CPU_EXPECT_NS) het_cpu_pool_expect(c->threads);
+    if (!c->threads || c->last_split_us == 0.0) return;
+    if (het_now_us() - c->last_split_us < HET_CPU_EXPECT_US) het_cpu_pool_expect(c->threads);
 }
 
 static const struct het_device_i cpu_iface = {
