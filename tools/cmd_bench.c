@@ -166,10 +166,9 @@ static void summarize(struct series *x)
 {
     double tmp[1000];
     memcpy(tmp, x->v, (size_t)x->n * sizeof *tmp);
-    qsort(tmp, (size_t)x->n, sizeof *tmp, cmp_double);
+    x->med = median_of(tmp, x->n); /* sorts tmp */
     x->min = tmp[0];
     x->max = tmp[x->n - 1];
-    x->med = x->n % 2 ? tmp[x->n / 2] : 0.5 * (tmp[x->n / 2 - 1] + tmp[x->n / 2]);
 }
 
 /* Experts of weight t one token reads: k of the n_expert slabs of a 3-D

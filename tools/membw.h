@@ -1,7 +1,6 @@
 /* membw.h — measured read bandwidth of this machine (GB/s), see membw.c. */
 #ifndef HETRUN_MEMBW_H
 #define HETRUN_MEMBW_H
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
