@@ -27,6 +27,7 @@
 
 #include "devices/cpu/cpu_ops.h"
 #include "devices/cpu/quant_dot.h"
+#include "bench/mm_node.h"
 #include "het/graph.h"
 
 static double now_s(void)
@@ -169,14 +170,7 @@ static int run_case(enum het_type type, int64_t K, int64_t N, int64_t M, int nth
     float *d_buf = aligned_alloc(64, sizeof(float) * (size_t)(N * M));
 
     struct het_tensor a, b, d;
-    int64_t ane[2] = {K, N}, bne[2] = {K, M}, dne[2] = {N, M};
-    het_tensor_init(&a, type, 2, ane);
-    het_tensor_init(&b, HET_TYPE_F32, 2, bne);
-    het_tensor_init(&d, HET_TYPE_F32, 2, dne);
-    a.data = a_buf; b.data = b_buf; d.data = d_buf;
-    d.op = HET_OP_MUL_MAT;
-    d.src[0] = &a;
-    d.src[1] = &b;
+    bench_mm_node(&a, &b, &d, type, K, N, M, a_buf, b_buf, d_buf);
     uint8_t *packed = NULL;
     const size_t psize = prepack ? het_cpu_mul_mat_repack_size(&a, isa) : 0;
     const size_t pbytes = (psize + 63) & ~(size_t)63, wbytes = psize ? pbytes : a_bytes;

@@ -32,6 +32,7 @@
 
 #include "devices/cpu/cpu_ops.h"
 #include "devices/cpu/quant_dot.h"
+#include "bench/mm_node.h"
 #include "het/graph.h"
 #include "tools/membw.h"
 
@@ -95,14 +96,7 @@ static int run_type(enum het_type type, int64_t N, int64_t K, int copies, int ro
     for (int64_t i = 16; i < N; i++) memcpy(a_buf + (size_t)i * rs, a_buf + (size_t)(i % 16) * rs, rs);
     for (int64_t k = 0; k < K; k++) b_buf[k] = (float)(k % 7) - 3.0f;
     struct het_tensor a, b, d;
-    const int64_t ane[2] = { K, N }, bne[2] = { K, 1 }, dne[2] = { N, 1 };
-    het_tensor_init(&a, type, 2, ane);
-    het_tensor_init(&b, HET_TYPE_F32, 2, bne);
-    het_tensor_init(&d, HET_TYPE_F32, 2, dne);
-    a.data = a_buf; b.data = b_buf; d.data = d_buf;
-    d.op = HET_OP_MUL_MAT;
-    d.src[0] = &a;
-    d.src[1] = &b;
+    bench_mm_node(&a, &b, &d, type, K, N, 1, a_buf, b_buf, d_buf);
     const size_t psize = het_cpu_mul_mat_repack_size(&a, isa);
     if (!psize) {
         fprintf(stderr, "bench_stream: %s has no packed form at this level\n", het_type_name(type));
