@@ -852,6 +852,12 @@ static void test_attn(void)
         { 48, 2, 2, 1, 70, 1, 1, 69, HET_TYPE_F16, 1 },       /* 1 row, strided: converted rows */
         { 112, 3, 3, 3, 33, 1, 1, 30, HET_TYPE_F16, 0 },      /* 3 tokens of 1 head: 3 rows, hd 7 x 16 */
         { 128, 2, 1, 1, 400, 1, 1, 399, HET_TYPE_F16, 3 },    /* one tile: split keys, then merged */
+        /* AVX-512 prefill tiles (12 rows and more), scores transposed */
+        { 80, 8, 2, 30, 70, 1, 1, 40, HET_TYPE_F16, 3 },      /* 48/24-row tiles, PV's 64 + 16 columns */
+        { 16, 4, 4, 13, 13, 1, 1, 0, HET_TYPE_F32, 0 },       /* 13 rows: one vector, a PV row group of 1 */
+        { 64, 8, 4, 30, 30, 1, 1, 0, HET_TYPE_BF16, 1 },      /* strided BF16 rows, converted */
+        { 16, 4, 4, 20, 0, 1, 1, 0, HET_TYPE_F32, 0 },        /* no keys at all: zeros */
+        { 32, 6, 2, 40, 200, 1, 1, 150, HET_TYPE_F16, 2 },    /* V transposed, several key blocks */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attn_case(&cases[i]);
 }

@@ -17,10 +17,20 @@
  * block to F32 scratch. The inner kernels come from attention.h (scalar
  * here, AVX2 in arch/avx2/, AVX-512 QK and PV in arch/avx512/ for head
  * dims that are a multiple of 16). A head-major cache (one kv head's rows
- * adjacent) is the fastest to read, for decode especially.
+ * adjacent) is the fastest to read, for decode especially. With AVX-512, a
+ * tile of ATTN_T_MIN_ROWS rows or more (prefill) keeps its queries and
+ * scores transposed instead (attention.h, het_attn_t_*): each key and value
+ * block is converted to F32 once for all the tile's rows, QK becomes an
+ * outer product without horizontal sums, and the softmax runs across 16
+ * rows at a time. Measured on Zen 5 (one thread, 512 tokens, 16/8 heads of
+ * 128, F16 head-major cache, 25 interleaved runs): 0.89x the time of the
+ * row-wise kernels (0.69-1.10); in a pp512 profile attention fell from
+ * 19.1-19.7% of the time to 17.2-17.6%.
  *
  * The threads take tiles one at a time, largest first (causal tiles grow
- * with the token index), from the device's shared counter (cpu_sync.c).
+ * with the token index), from the device's shared counter (cpu_sync.c);
+ * tiles of one kv head come one after another, so its rows, read by the
+ * tile before, are still in the core's caches.
  * When there are fewer tiles than threads (decode), the keys of each tile
  * are also split; every split leaves (O, m, l) in the work buffer and, in a
  * second step, the splits are merged row by row.
@@ -37,6 +47,7 @@
 #define ATTN_PV_ROWS   6   /* same for PV                                            */
 #define ATTN_MIN_SPLIT 128 /* fewest keys worth a split of their own                 */
 #define ATTN_ALIGN     64  /* byte alignment of every scratch array                  */
+#define ATTN_T_MIN_ROWS 12 /* fewest rows of a tile run with transposed scores       */
 
 /* How a node is cut into work; a pure function of the node and nth. */
 struct attn_plan {
@@ -54,6 +65,7 @@ struct attn_plan {
 struct attn_scratch {
     float   *q;   /* (ATTN_ROWS, hdp) queries times scale */
     float   *o;   /* (ATTN_ROWS, hdp) unnormalised output */
+    float   *qt;  /* (hdp, ATTN_ROWS) q transposed (AVX-512 prefill tiles) */
     float   *k;   /* (ATTN_BK, hdp) key block, F32 or packed cache rows */
     float   *v;   /* (ATTN_BK, hdp) value block, same                  */
     float   *s;   /* (ATTN_ROWS, ATTN_BK) scores, then P  */
@@ -80,6 +92,7 @@ struct attn_ctx {
     het_attn_pv_fn           pv_f32;
     het_attn_qk_fn           qk_cache; /* on cache rows in place, or NULL */
     het_attn_pv_fn           pv_cache;
+    bool                     t_zmm;    /* tiles of ATTN_T_MIN_ROWS rows and more: het_attn_t_* */
 };
 
 static size_t attn_align(size_t n) { return (n + ATTN_ALIGN - 1) & ~(size_t)(ATTN_ALIGN - 1); }
@@ -130,7 +143,7 @@ static void attn_plan_init(struct attn_plan *pl, const struct het_tensor *dst, i
     pl->split_len = (per + ATTN_BK - 1) / ATTN_BK * ATTN_BK;
 
     const size_t hdp = (size_t)pl->hdp;
-    pl->thread_bytes = 2 * attn_align(ATTN_ROWS * hdp * sizeof(float)) +
+    pl->thread_bytes = 3 * attn_align(ATTN_ROWS * hdp * sizeof(float)) +
                        2 * attn_align(ATTN_BK * hdp * sizeof(float)) +
                        attn_align(ATTN_ROWS * ATTN_BK * sizeof(float)) +
                        2 * attn_align(ATTN_ROWS * sizeof(float)) + attn_align(ATTN_ROWS * sizeof(int64_t)) +
@@ -165,6 +178,7 @@ static void attn_scratch_init(struct attn_scratch *sc, const struct attn_plan *p
     char *c = base;
     sc->q = (float *)c;   c += attn_align(ATTN_ROWS * hdp * sizeof(float));
     sc->o = (float *)c;   c += attn_align(ATTN_ROWS * hdp * sizeof(float));
+    sc->qt = (float *)c;  c += attn_align(ATTN_ROWS * hdp * sizeof(float));
     sc->k = (float *)c;   c += attn_align(ATTN_BK * hdp * sizeof(float));
     sc->v = (float *)c;   c += attn_align(ATTN_BK * hdp * sizeof(float));
     sc->s = (float *)c;   c += attn_align(ATTN_ROWS * ATTN_BK * sizeof(float));
@@ -174,13 +188,14 @@ static void attn_scratch_init(struct attn_scratch *sc, const struct attn_plan *p
     sc->valid = (int *)c;
 }
 
-/* Tile number i -> rows. Order: batch, token tile, kv head, head subgroup. */
+/* Tile number i -> rows. Order: batch, kv head, token tile, head subgroup:
+ * the tiles taken one after another read the same kv head's rows. */
 static void attn_tile_get(const struct attn_plan *pl, int64_t i, struct attn_tile *t)
 {
     int64_t hsub = i % pl->n_hsub;  i /= pl->n_hsub;
-    t->hk = i % pl->n_kv_head;      i /= pl->n_kv_head;
-    int64_t tt = i % pl->n_ttiles;
-    t->b = i / pl->n_ttiles;
+    int64_t tt = i % pl->n_ttiles;  i /= pl->n_ttiles;
+    t->hk = i % pl->n_kv_head;
+    t->b = i / pl->n_kv_head;
     t->h0 = t->hk * pl->n_rep + hsub * pl->hg;
     t->nh = pl->n_rep - hsub * pl->hg < pl->hg ? pl->n_rep - hsub * pl->hg : pl->hg;
     t->t0 = tt * pl->tq;
@@ -273,6 +288,43 @@ static void attn_tile_start(const struct attn_ctx *c, const struct attn_tile *t,
     memset(sc->o, 0, (size_t)(nr * hdp) * sizeof(float));
 }
 
+/* attn_load_block, in one pass when the rows are adjacent F16 rows of
+ * hdp elements (a head-major F16 cache). */
+static void attn_load_f32(const struct attn_ctx *c, const struct het_tensor *a, const struct attn_tile *t,
+                          int64_t j0, int64_t nk, float *buf)
+{
+    const size_t row = (size_t)c->pl.hd * sizeof(uint16_t);
+    if (a->type != HET_TYPE_F16 || c->pl.hd != c->pl.hdp || a->nb[0] != sizeof(uint16_t) || a->nb[2] != row) {
+        attn_load_block(c, a, t, j0, nk, buf);
+        return;
+    }
+    het_attn_t_f16_rows_avx512(nk * c->pl.hd, het_vec_row(a, t->hk, j0, t->b % a->ne[3]), buf);
+}
+
+/* attn_tile_run for a tile of many rows with AVX-512: queries and scores
+ * transposed (attention.h), key and value blocks converted to F32 once for
+ * all the rows. */
+static void attn_tile_run_t(const struct attn_ctx *c, const struct attn_tile *t, struct attn_scratch *sc, int64_t ka,
+                            int64_t kb)
+{
+    const int nr = (int)(t->nh * t->nt), hdp = (int)c->pl.hdp, nrv = (nr + 15) / 16;
+    het_attn_t_transpose_avx512(nr, hdp, sc->q, sc->qt, ATTN_ROWS);
+    int64_t kend = sc->lim[nr - 1] < kb ? sc->lim[nr - 1] : kb; /* the last row sees the most keys */
+    for (int64_t j0 = ka; j0 < kend; j0 += ATTN_BK) {
+        const int nk = (int)(kend - j0 < ATTN_BK ? kend - j0 : ATTN_BK), nk8 = (nk + 7) & ~7;
+        attn_load_f32(c, c->k, t, j0, nk, sc->k);
+        memset(sc->k + (size_t)nk * hdp, 0, (size_t)(nk8 - nk) * hdp * sizeof(float));
+        attn_load_f32(c, c->v, t, j0, nk, sc->v);
+        for (int r = 0; r < nr; r++) {
+            int64_t n = sc->lim[r] - j0;
+            sc->valid[r] = n < 0 ? 0 : n > nk ? nk : (int)n;
+        }
+        het_attn_t_qk_avx512(nrv, nk8, hdp, sc->qt, ATTN_ROWS, sc->k, sc->s);
+        het_attn_t_softmax_avx512(nr, nk, sc->s, ATTN_ROWS, sc->valid, sc->m, sc->l, sc->o, hdp);
+        het_attn_t_pv_avx512(nr, nk, hdp, sc->s, ATTN_ROWS, sc->v, sc->o);
+    }
+}
+
 /* Stream keys [ka, kb) through the tile held in sc. */
 static void attn_tile_run(const struct attn_ctx *c, const struct attn_tile *t, struct attn_scratch *sc, int64_t ka,
                           int64_t kb)
@@ -280,6 +332,10 @@ static void attn_tile_run(const struct attn_ctx *c, const struct attn_tile *t, s
     const int nr = (int)(t->nh * t->nt), hdp = (int)c->pl.hdp;
     const het_attn_qk_fn qk = c->qk_cache ? c->qk_cache : c->qk_f32;
     const het_attn_pv_fn pv = c->pv_cache ? c->pv_cache : c->pv_f32;
+    if (c->t_zmm && nr >= ATTN_T_MIN_ROWS) {
+        attn_tile_run_t(c, t, sc, ka, kb);
+        return;
+    }
     int64_t kend = sc->lim[nr - 1] < kb ? sc->lim[nr - 1] : kb; /* the last row sees the most keys */
     for (int64_t j0 = ka; j0 < kend; j0 += ATTN_BK) {
         const int nk = (int)(kend - j0 < ATTN_BK ? kend - j0 : ATTN_BK);
@@ -409,6 +465,7 @@ static void attn_pick_kernels(struct attn_ctx *c)
     c->pv_f32 = zmm ? het_attn_pv_f32_avx512 : avx2 ? het_attn_pv_f32_avx2 : attn_pv_scalar;
     c->qk_cache = NULL;
     c->pv_cache = NULL;
+    c->t_zmm = zmm;
     const enum het_type t = c->k->type;
     const size_t es = t == HET_TYPE_F32 ? sizeof(float) : sizeof(uint16_t);
     if (!avx2 || c->pl.hd % 8 != 0 || c->v->type != t || (t != HET_TYPE_F32 && t != HET_TYPE_F16) ||

@@ -32,6 +32,27 @@ typedef void (*het_attn_pv_fn)(int nr, int nk, int hdp, const float *s, int lds,
 typedef void (*het_attn_softmax_fn)(int nr, int nk, float *s, int lds, const int *valid, float *m, float *l,
                                     float *o, int hdp);
 
+/* Prefill tiles with AVX-512 (attention.c, ATTN_T_MIN_ROWS query rows and
+ * more; hdp % 16 == 0): the queries, scaled, and the scores are kept
+ * transposed, ldt floats per row of qt (qt[d * ldt + r]) and of st
+ * (st[j * ldt + r]), so the QK product is an outer product (a key element
+ * broadcast times 16 rows of queries) with no horizontal sums, and the
+ * softmax works on 16 rows at a time. Key and value blocks are F32 rows of
+ * hdp floats (kf, vf), converted once per block for all the tile's rows.
+ *  - transpose: qt from the rows of q (nr x hdp); rows past nr, up to a
+ *    multiple of 16, are zero.
+ *  - qk: st[j][r] = dot(row r, kf row j) for j < nk8 (a multiple of 8; kf
+ *    rows up to it are readable), r < 16 * nrv.
+ *  - softmax: the online-softmax step of het_attn_softmax_fn on st.
+ *  - pv: o[r][d] += sum_j st[j][r] * vf[j][d], o row-major (nr x hdp). */
+void het_attn_t_transpose_avx512(int nr, int hdp, const float *q, float *qt, int ldt);
+void het_attn_t_qk_avx512(int nrv, int nk8, int hdp, const float *qt, int ldt, const float *kf, float *st);
+void het_attn_t_softmax_avx512(int nr, int nk, float *st, int ldt, const int *valid, float *m, float *l, float *o,
+                               int hdp);
+void het_attn_t_pv_avx512(int nr, int nk, int hdp, const float *st, int ldt, const float *vf, float *o);
+/* n (a multiple of 16) F16 values to floats: a block of adjacent cache rows. */
+void het_attn_t_f16_rows_avx512(int64_t n, const void *src, float *dst);
+
 void het_attn_qk_f32_avx2(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds);
 void het_attn_qk_f16_avx2(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds);
 void het_attn_pv_f32_avx2(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o);

@@ -16,6 +16,14 @@
  * The row counts are compile-time constants per instantiation.
  * The online softmax step works on 16 scores at a time (a block's 64 keys
  * are four vectors), with het_avx512_exp, the AVX2 exp on 16 lanes.
+ *
+ * Prefill tiles (het_attn_t_*, contracts in attention.h) keep queries and
+ * scores transposed, 16 rows to a vector:
+ *  - QK: 8 keys x 3 row vectors, 24 accumulators; per element of head_dim,
+ *    3 query loads and 8 key broadcasts feed 24 FMAs.
+ *  - softmax: the row max, exp and sum across 16 rows at once.
+ *  - PV: 6 rows x 64 output columns, 24 accumulators; per key, 4 value
+ *    loads and 6 broadcasts of P feed 24 FMAs.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -180,5 +188,169 @@ void het_attn_softmax_avx512(int nr, int nk, float *s, int lds, const int *valid
             m[r] = m_new;
         }
         l[r] += _mm512_reduce_add_ps(sum);
+    }
+}
+
+/* ---- prefill tiles: scores transposed (attention.h, het_attn_t_*) ------------------ */
+
+/* qt[d * ldt + r] = q[r * hdp + d] for r < 16 * nrv (zero for r >= nr). */
+void het_attn_t_transpose_avx512(int nr, int hdp, const float *q, float *qt, int ldt)
+{
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(hdp));
+    for (int r0 = 0; r0 < nr; r0 += 16) {
+        const __mmask16 k = het_avx512_tail(nr - r0 < 16 ? nr - r0 : 16);
+        const float *base = q + (size_t)r0 * hdp;
+        for (int d = 0; d < hdp; d++)
+            _mm512_storeu_ps(qt + (size_t)d * ldt + r0,
+                             _mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, idx, base + d, 4));
+    }
+}
+
+/* st[j * ldt + 16 v ..] for 8 keys from j0 and NRV row vectors: every d adds
+ * the key's element (broadcast) times 16 rows of queries. */
+INLINE void t_qk_keys(const int NRV, int hdp, const float *qt, int ldt, const float *kf, float *st)
+{
+    __m512 acc[8][3];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++)
+#pragma GCC unroll 3
+        for (int v = 0; v < NRV; v++) acc[j][v] = _mm512_setzero_ps();
+    for (int d = 0; d < hdp; d++) {
+        __m512 qv[3];
+#pragma GCC unroll 3
+        for (int v = 0; v < NRV; v++) qv[v] = _mm512_loadu_ps(qt + (size_t)d * ldt + 16 * v);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            const __m512 kb = _mm512_set1_ps(kf[(size_t)j * hdp + d]);
+#pragma GCC unroll 3
+            for (int v = 0; v < NRV; v++) acc[j][v] = _mm512_fmadd_ps(kb, qv[v], acc[j][v]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++)
+#pragma GCC unroll 3
+        for (int v = 0; v < NRV; v++) _mm512_storeu_ps(st + (size_t)j * ldt + 16 * v, acc[j][v]);
+}
+
+void het_attn_t_qk_avx512(int nrv, int nk8, int hdp, const float *qt, int ldt, const float *kf, float *st)
+{
+    for (int j0 = 0; j0 < nk8; j0 += 8) {
+        const float *k = kf + (size_t)j0 * hdp;
+        float *s = st + (size_t)j0 * ldt;
+        switch (nrv) {
+        case 1: t_qk_keys(1, hdp, qt, ldt, k, s); break;
+        case 2: t_qk_keys(2, hdp, qt, ldt, k, s); break;
+        default: t_qk_keys(3, hdp, qt, ldt, k, s); break;
+        }
+    }
+}
+
+void het_attn_t_softmax_avx512(int nr, int nk, float *st, int ldt, const int *valid, float *m, float *l, float *o,
+                               int hdp)
+{
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    for (int r0 = 0; r0 < nr; r0 += 16) {
+        const __mmask16 rows = het_avx512_tail(nr - r0 < 16 ? nr - r0 : 16);
+        const __m512i cnt = _mm512_maskz_loadu_epi32(rows, valid + r0); /* rows past nr see nothing */
+        const __m512 m_old = _mm512_mask_loadu_ps(ninf, rows, m + r0);
+        __m512 mx = ninf;
+        for (int j = 0; j < nk; j++) {
+            const __mmask16 k = _mm512_cmpgt_epi32_mask(cnt, _mm512_set1_epi32(j));
+            mx = _mm512_mask_max_ps(mx, k, mx, _mm512_loadu_ps(st + (size_t)j * ldt + r0));
+        }
+        const __m512 m_new = _mm512_max_ps(m_old, mx);
+        const __mmask16 seen = _mm512_cmp_ps_mask(m_new, ninf, _CMP_NEQ_OQ); /* a row with a key so far */
+        __m512 sum = _mm512_setzero_ps();
+        for (int j = 0; j < nk; j++) {
+            float *s = st + (size_t)j * ldt + r0;
+            const __mmask16 k = _mm512_cmpgt_epi32_mask(cnt, _mm512_set1_epi32(j)) & seen;
+            const __m512 e = _mm512_maskz_mov_ps(k, het_avx512_exp(_mm512_sub_ps(_mm512_loadu_ps(s), m_new)));
+            _mm512_storeu_ps(s, e);
+            sum = _mm512_add_ps(sum, e);
+        }
+        /* exp(m_old - m_new): 0 where m_old is -inf (het_avx512_exp underflows), 1 for rows without keys */
+        const __mmask16 grew = _mm512_cmp_ps_mask(m_new, m_old, _CMP_NEQ_OQ) & seen;
+        const __m512 alpha = _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), grew,
+                                                het_avx512_exp(_mm512_sub_ps(m_old, m_new)));
+        const __m512 l_new = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(rows, l + r0), alpha, sum);
+        _mm512_mask_storeu_ps(l + r0, rows, l_new);
+        _mm512_mask_storeu_ps(m + r0, rows, m_new);
+        float a[16];
+        _mm512_storeu_ps(a, alpha);
+        for (int r = 0; r < 16 && (grew >> r); r++) {
+            if (!(grew >> r & 1)) continue;
+            float *orow = o + (size_t)(r0 + r) * hdp;
+            const __m512 va = _mm512_set1_ps(a[r]);
+            for (int d = 0; d < hdp; d += 16) _mm512_storeu_ps(orow + d, _mm512_mul_ps(va, _mm512_loadu_ps(orow + d)));
+        }
+    }
+}
+
+/* o[R rows from r0][NV vectors from c0] += sum_j st[j][r] * vf[j][c..]. */
+INLINE void t_pv_block(const int R, const int NV, int nk, int hdp, const float *st, int ldt, const float *vf,
+                       float *o)
+{
+    __m512 acc[6][4];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NV; c++) acc[r][c] = _mm512_loadu_ps(o + (size_t)r * hdp + 16 * c);
+    for (int j = 0; j < nk; j++) {
+        __m512 vv[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < NV; c++) vv[c] = _mm512_loadu_ps(vf + (size_t)j * hdp + 16 * c);
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            const __m512 p = _mm512_set1_ps(st[(size_t)j * ldt + r]);
+#pragma GCC unroll 4
+            for (int c = 0; c < NV; c++) acc[r][c] = _mm512_fmadd_ps(p, vv[c], acc[r][c]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NV; c++) _mm512_storeu_ps(o + (size_t)r * hdp + 16 * c, acc[r][c]);
+}
+
+#define T_PV_NV(R)                                                                                             \
+    switch (nv) {                                                                                              \
+    case 1: t_pv_block(R, 1, nk, hdp, s, ldt, v, oo); break;                                                  \
+    case 2: t_pv_block(R, 2, nk, hdp, s, ldt, v, oo); break;                                                  \
+    case 3: t_pv_block(R, 3, nk, hdp, s, ldt, v, oo); break;                                                  \
+    default: t_pv_block(R, 4, nk, hdp, s, ldt, v, oo); break;                                                 \
+    }
+
+void het_attn_t_pv_avx512(int nr, int nk, int hdp, const float *st, int ldt, const float *vf, float *o)
+{
+    for (int c0 = 0; c0 < hdp; c0 += 64) {
+        const int nv = (hdp - c0) / 16 < 4 ? (hdp - c0) / 16 : 4;
+        for (int r0 = 0; r0 < nr; r0 += 6) {
+            const float *s = st + r0, *v = vf + c0;
+            float *oo = o + (size_t)r0 * hdp + c0;
+            switch (nr - r0 < 6 ? nr - r0 : 6) {
+            case 1: T_PV_NV(1) break;
+            case 2: T_PV_NV(2) break;
+            case 3: T_PV_NV(3) break;
+            case 4: T_PV_NV(4) break;
+            case 5: T_PV_NV(5) break;
+            default: T_PV_NV(6) break;
+            }
+        }
+    }
+}
+
+/* dst[0..n) = the F16 values src[0..n) as floats (n % 16 == 0). */
+void het_attn_t_f16_rows_avx512(int64_t n, const void *src, float *dst)
+{
+    const uint16_t *s = src;
+    for (int64_t i = 0; i < n; i += 64) {
+        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i))));
+        if (i + 16 >= n) break;
+        _mm512_storeu_ps(dst + i + 16, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i + 16))));
+        if (i + 32 >= n) break;
+        _mm512_storeu_ps(dst + i + 32, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i + 32))));
+        if (i + 48 >= n) break;
+        _mm512_storeu_ps(dst + i + 48, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i + 48))));
     }
 }
