@@ -166,3 +166,61 @@ struct het_tensor *het_arch_llama_build(const struct het_model *m, het_graph *g,
     logits->flags |= HET_TENSOR_FLAG_OUTPUT;
     return logits;
 }
+
+/* The cache views of a decode step, for het_arch_llama_advance: a view's
+ * owner is the cache, and a CPY node keeps the owner and offset of the view
+ * it writes through. */
+static bool is_cache(const struct het_tensor *t, const struct het_arch_seq *seq)
+{
+    return t && (t->view_src == seq->kv_k || t->view_src == seq->kv_v);
+}
+
+bool het_arch_llama_advance(het_graph *g, const struct het_arch_seq *seq, int32_t from)
+{
+    const int64_t n_kv_old = (int64_t)from + seq->n_tok, n_kv = (int64_t)seq->n_past + seq->n_tok;
+    const int64_t step = (int64_t)seq->kv_k->nb[1] * ((int64_t)seq->n_past - from);
+    if (seq->kv_k->nb[1] != seq->kv_v->nb[1] || n_kv > seq->kv_k->ne[1]) return false;
+    const int n = het_graph_n_nodes(g);
+    int n_attn = 0, n_cpy = 0;
+    /* check everything first, so a graph that does not match is left as it is */
+    for (int i = 0; i < n; i++) {
+        const struct het_tensor *t = het_graph_node(g, i);
+        if (t->op == HET_OP_ATTN) {
+            const struct het_tensor *k = t->src[1], *v = t->src[2];
+            if (t->op_params[1] != from || !is_cache(k, seq) || !is_cache(v, seq) || k->op != HET_OP_VIEW ||
+                v->op != HET_OP_VIEW || k->ne[2] != n_kv_old || v->ne[2] != n_kv_old || k->ne[3] != 1 || v->ne[3] != 1)
+                return false;
+            n_attn++;
+        } else if (t->op == HET_OP_CPY && is_cache(t, seq)) {
+            const struct het_tensor *d = t->src[1];
+            if (!is_cache(d, seq) || d->op != HET_OP_VIEW || d->view_offs != t->view_offs ||
+                (int64_t)d->view_offs + step < 0 ||
+                (size_t)((int64_t)d->view_offs + step) + het_nbytes(d) > het_nbytes(d->view_src))
+                return false;
+            n_cpy++;
+        }
+    }
+    if (n_attn == 0 || n_cpy != 2 * n_attn) return false;
+    for (int i = 0; i < n; i++) {
+        struct het_tensor *t = het_graph_node(g, i);
+        if (t->op == HET_OP_ATTN) {
+            t->op_params[1] = seq->n_past;
+            for (int s = 1; s <= 2; s++) {
+                struct het_tensor *kv = t->src[s];
+                kv->ne[2] = n_kv;
+                kv->nb[3] = kv->nb[2] * (size_t)n_kv;
+            }
+        } else if (t->op == HET_OP_CPY && is_cache(t, seq)) {
+            t->view_offs = (size_t)((int64_t)t->view_offs + step);
+            t->src[1]->view_offs = t->view_offs;
+        }
+    }
+    /* storage as a fresh build leaves it: none on the tensors that own theirs
+     * (the scheduler's scratch, given again), views where their owner is */
+    for (int i = 0; i < het_graph_n_tensors(g); i++) {
+        struct het_tensor *t = het_graph_tensor(g, i);
+        if (t->view_src) t->data = t->view_src->data ? (char *)t->view_src->data + t->view_offs : NULL;
+        else if (t->op != HET_OP_VIEW) t->data = NULL;
+    }
+    return true;
+}

@@ -4,9 +4,11 @@
  *
  * Each eval builds the graph for its batch shape (prefill: n tokens; decode:
  * one token per running sequence; or a mix), lets the scheduler assign
- * scratch and run it on the device set, and copies the logits out. Each
- * sequence's KV cache (F16 by default) is registered once with every device
- * as persistent state.
+ * scratch and run it on the device set, and copies the logits out. A step
+ * of one sequence with as many tokens as the step before it, of the same
+ * sequence, reuses that graph, moved to the new n_past (struct
+ * het_context_step). Each sequence's KV cache (F16 by default) is
+ * registered once with every device as persistent state.
  */
 #include "model/model_impl.h"
 
@@ -21,6 +23,17 @@ struct het_seq_state {
     struct het_tensor kv_v;
 };
 
+/* The batch the graph was last built (or moved) for. A step of one sequence
+ * builds a graph that the next step of that sequence with as many tokens
+ * reuses, moved to its n_past (het_arch_llama_advance): decode does not
+ * build the same graph again for every token. */
+struct het_context_step {
+    bool               valid;
+    int32_t            seq, n_tok, n_past;
+    bool               all_logits;
+    struct het_tensor *logits, *tok_in, *pos_in, *rows_in;
+};
+
 struct het_context {
     struct het_model     *model;
     het_sched            *sched;
@@ -30,6 +43,7 @@ struct het_context {
     struct het_seq_state *seqs;
     size_t                kv_bytes;    /* all sequences                     */
     het_graph            *graph;
+    struct het_context_step last;      /* what graph was built for          */
     float                *logits;      /* n_logits rows of n_vocab          */
     int32_t               n_logits;
     int32_t               cap_logits;
@@ -178,12 +192,22 @@ enum het_status het_context_eval_batch(het_context *ctx, const struct het_batch_
         seqs[i] = (struct het_arch_seq){ first, parts[i].n_tok, s->n_past, &s->kv_k, &s->kv_v };
         first += parts[i].n_tok;
     }
-    het_graph_reset(ctx->graph);
-    struct het_tensor *tok_in, *pos_in, *rows_in;
-    struct het_tensor *logits = het_arch_llama_build(ctx->model, ctx->graph, seqs, n_parts, n_tok, all_logits,
-                                                     &tok_in, &pos_in, &rows_in);
-    if ((st = het_graph_status(ctx->graph, err)) != HET_OK) return st;
-    if (!logits) return het_error_set(err, HET_ERR_INVALID, "eval: graph build failed");
+    struct het_context_step *last = &ctx->last;
+    const bool same = last->valid && n_parts == 1 && last->seq == parts[0].seq && last->n_tok == n_tok &&
+                      last->all_logits == all_logits;
+    if (!same || !het_arch_llama_advance(ctx->graph, &seqs[0], last->n_past)) {
+        last->valid = false;
+        het_graph_reset(ctx->graph);
+        last->logits = het_arch_llama_build(ctx->model, ctx->graph, seqs, n_parts, n_tok, all_logits, &last->tok_in,
+                                            &last->pos_in, &last->rows_in);
+        if ((st = het_graph_status(ctx->graph, err)) != HET_OK) return st;
+        if (!last->logits) return het_error_set(err, HET_ERR_INVALID, "eval: graph build failed");
+        *last = (struct het_context_step){ n_parts == 1, parts[0].seq, n_tok, 0, all_logits, last->logits,
+                                           last->tok_in, last->pos_in, last->rows_in };
+    }
+    last->n_past = seqs[0].n_past;
+    struct het_tensor *logits = last->logits, *tok_in = last->tok_in, *pos_in = last->pos_in,
+                      *rows_in = last->rows_in;
     if ((st = het_sched_alloc_graph(ctx->sched, ctx->graph, err)) != HET_OK) return st;
     int32_t *tok = tok_in->data, *pos = pos_in->data;
     for (int32_t i = 0; i < n_parts; i++) {

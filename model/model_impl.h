@@ -64,6 +64,16 @@ struct het_tensor *het_arch_llama_build(const struct het_model *m, het_graph *g,
                                         int32_t n_seq, int32_t n_tok, bool all_logits, struct het_tensor **tokens,
                                         struct het_tensor **pos, struct het_tensor **out_rows);
 
+/* Move g, built by het_arch_llama_build for the one sequence seq with
+ * seq->n_tok tokens at n_past `from`, to the same batch at seq->n_past (any
+ * other n_past of the same cache): the cache views (where the step's keys
+ * and values are written, and the keys attention reads) and attention's
+ * n_past are all that depend on it. Storage is left as a fresh build
+ * leaves it (none on the tensors that own theirs: the scheduler assigns
+ * scratch again). false, with g unchanged: g is not such a graph, or the
+ * new views would leave the cache. */
+bool het_arch_llama_advance(het_graph *g, const struct het_arch_seq *seq, int32_t from);
+
 /* The MoE feed-forward block of layer L over x (n_embd, n_tok) (arch_moe.c):
  * routing as llama.cpp's build_moe_ffn, plus the shared expert when L has
  * one. Returns (n_embd, n_tok) or NULL (the graph's status says why). */
