@@ -13,7 +13,8 @@
  *    cost 9 shuffles and adds instead of 4 full reductions.
  *  - PV: 6 query rows x 32 output columns, 12 accumulators; per key, two V
  *    loads and six broadcasts of P feed 12 FMAs.
- * Decode's QK and PV over an F16 cache ask for the rows 16 keys ahead.
+ * Decode's QK (attn_loops.h) and PV over an F16 cache ask for the rows 16
+ * keys ahead.
  * The row counts are compile-time constants per instantiation.
  * The online softmax step works on 16 scores at a time (a block's 64 keys
  * are four vectors), with het_avx512_exp, the AVX2 exp on 16 lanes.
@@ -85,38 +86,8 @@ void het_attn_qk_f32_avx512(int nr, int nk, int hdp, const float *q, const void 
     qk_all(0, nr, nk, hdp, q, k, ldk, s, lds);
 }
 
-/* Decode's QK (1-2 query rows) and PV (pv_keys) read F16 cache rows that
- * come from memory (the token's weights have streamed through the caches
- * since the last step): each key asks for the row ATTN_PF_KEYS keys ahead,
- * so the rows arrive at a steady distance instead of one miss after
- * another. Zen 5, one query token, 28 layers' caches in turn (a throwaway
- * harness, one thread, 6 interleaved rounds): attention took 0.78x the time
- * at 128 keys, 0.77x at 64, 0.86x at 1024, against 8 keys ahead 0.84x, 32
- * 0.79x. In one process with the prefetch on every other token (Q4_0,
- * Q4_K_M, Q6_K, Q8_0, 256 tokens): tokens 0.96-1.00x (median 0.99); 1024
- * tokens of Q4_0: 0.963x and 0.968x. */
-#define ATTN_PF_KEYS 16
-INLINE void pf_rows(const char *row, size_t bytes)
-{
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(row + o, _MM_HINT_T0);
-}
-
-/* qk_all's loop for 1 or 2 rows (qk_rows), with the rows asked for ahead */
-INLINE void qk_decode(const int NR, int nk, int hdp, const float *q, const char *k, size_t ldk, float *s, int lds)
-{
-    const size_t row = (size_t)hdp * 2;
-    int j = 0;
-    for (; j + QK_KEYS <= nk; j += QK_KEYS) {
-        for (int c = 0; c < QK_KEYS; c++) pf_rows(k + (size_t)(j + ATTN_PF_KEYS + c) * ldk, row);
-        qk_block(1, NR, QK_KEYS, hdp, q, k + (size_t)j * ldk, ldk, s + j, lds);
-    }
-    for (; j < nk; j++) qk_block(1, NR, 1, hdp, q, k + (size_t)j * ldk, ldk, s + j, lds);
-}
-
 void het_attn_qk_f16_avx512(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds)
 {
-    if (nr == 1) { qk_decode(1, nk, hdp, q, k, ldk, s, lds); return; }
-    if (nr == 2) { qk_decode(2, nk, hdp, q, k, ldk, s, lds); return; }
     qk_all(1, nr, nk, hdp, q, k, ldk, s, lds);
 }
 
@@ -136,7 +107,7 @@ INLINE void pv_keys(const int F16, const int NR, const int NV, int nk, int hdp, 
         for (int c = 0; c < NV; c++) acc[r][c] = _mm512_loadu_ps(o + r * hdp + 16 * c);
     for (int j = 0; j < nk; j++) {
         const char *row = v + j * ldv;
-        if (F16) pf_rows(row + (size_t)ATTN_PF_KEYS * ldv, (size_t)NV * 32);
+        if (F16) attn_pf_row(row + (size_t)ATTN_PF_KEYS * ldv, (size_t)NV * 32); /* attn_loops.h says why */
         __m512 vv[8];
 #pragma GCC unroll 8
         for (int c = 0; c < NV; c++) vv[c] = attn_vload_kv(F16, row, 16 * c);
