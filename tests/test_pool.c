@@ -554,18 +554,29 @@ static void test_parse_order(void)
 /* ---- threads ------------------------------------------------------------- */
 
 struct worker {
-    het_pool *pool;
-    uint32_t  tag;
-    int       bad, done;
+    het_pool          *pool;
+    pthread_barrier_t *full;  /* every thread holds its first slices here */
+    uint32_t           tag;
+    int                bad, done;
 };
 
 /* Each thread fills its slices with its tag and checks them before release:
- * any overlap between threads' slices shows up as a foreign tag. */
+ * any overlap between threads' slices shows up as a foreign tag. First each
+ * asks for 16 slices of 64 KiB and holds what it got until all four have
+ * asked: 4 MiB from a 1 MiB pool, so allocations fail while others are in
+ * flight whatever the scheduling (the random phase after it exhausts the
+ * pool only when the threads happen to overlap). */
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     struct het_slice live[16];
     int n = 0;
+    for (int i = 0; i < 16; i++) {
+        het_error err;
+        if (het_pool_alloc(w->pool, 64 * KIB, 4096, &live[n], &err) == HET_OK) n++;
+    }
+    pthread_barrier_wait(w->full);
+    while (n) het_pool_release(w->pool, live[--n], NULL);
     uint64_t x = w->tag * 0x9E3779B97F4A7C15ull + 1;
     for (int i = 0; i < 3000; i++) {
         x ^= x << 13; x ^= x >> 7; x ^= x << 17;
@@ -595,11 +606,14 @@ static void test_threads(void)
     if (!pool) return;
     struct worker w[4];
     pthread_t th[4];
+    pthread_barrier_t full;
+    pthread_barrier_init(&full, NULL, 4);
     for (int i = 0; i < 4; i++) {
-        w[i] = (struct worker){ .pool = pool, .tag = 0xC0DE0000u + (uint32_t)i };
+        w[i] = (struct worker){ .pool = pool, .full = &full, .tag = 0xC0DE0000u + (uint32_t)i };
         pthread_create(&th[i], NULL, worker_main, &w[i]);
     }
     for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&full);
     for (int i = 0; i < 4; i++) CHECK(w[i].bad == 0 && w[i].done > 100, "thread %d: %d bad, %d done", i, w[i].bad,
                                      w[i].done);
     struct het_pool_stats s;
