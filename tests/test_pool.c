@@ -555,17 +555,18 @@ static void test_parse_order(void)
 
 struct worker {
     het_pool          *pool;
-    pthread_barrier_t *full;  /* every thread holds its first slices here */
+    pthread_barrier_t *full;  /* every thread holds its first slices here, then has released them */
     uint32_t           tag;
     int                bad, done;
 };
 
 /* Each thread fills its slices with its tag and checks them before release:
  * any overlap between threads' slices shows up as a foreign tag. First each
- * asks for 16 slices of 64 KiB and holds what it got until all four have
- * asked: 4 MiB from a 1 MiB pool, so allocations fail while others are in
- * flight whatever the scheduling (the random phase after it exhausts the
- * pool only when the threads happen to overlap). */
+ * asks for 16 slices of 1 MiB and holds what it got until all four have
+ * asked: 64 MiB from an 8 MiB pool, so allocations fail while others are in
+ * flight whatever the scheduling. The random phase after it holds at most
+ * 16 slices of under 96 KiB (64 KiB and its alignment) a thread, 6 MiB in
+ * all: no thread is starved of the pool by the others. */
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -573,10 +574,11 @@ static void *worker_main(void *arg)
     int n = 0;
     for (int i = 0; i < 16; i++) {
         het_error err;
-        if (het_pool_alloc(w->pool, 64 * KIB, 4096, &live[n], &err) == HET_OK) n++;
+        if (het_pool_alloc(w->pool, 1 * MIB, 4096, &live[n], &err) == HET_OK) n++;
     }
     pthread_barrier_wait(w->full);
     while (n) het_pool_release(w->pool, live[--n], NULL);
+    pthread_barrier_wait(w->full); /* and the pool is empty again before the random phase */
     uint64_t x = w->tag * 0x9E3779B97F4A7C15ull + 1;
     for (int i = 0; i < 3000; i++) {
         x ^= x << 13; x ^= x >> 7; x ^= x << 17;
@@ -602,7 +604,7 @@ static void *worker_main(void *arg)
 
 static void test_threads(void)
 {
-    het_pool *pool = memfd_pool(1 * MIB);
+    het_pool *pool = memfd_pool(8 * MIB);
     if (!pool) return;
     struct worker w[4];
     pthread_t th[4];
