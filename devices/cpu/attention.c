@@ -298,7 +298,7 @@ static void attn_load_f32(const struct attn_ctx *c, const struct het_tensor *a, 
         attn_load_block(c, a, t, j0, nk, buf);
         return;
     }
-    het_attn_t_f16_rows_avx512(nk * c->pl.hd, het_vec_row(a, t->hk, j0, t->b % a->ne[3]), buf);
+    het_vec_f16_to_f32(c->isa, nk * c->pl.hd, buf, (const void *)het_vec_row(a, t->hk, j0, t->b % a->ne[3]));
 }
 
 /* attn_tile_run for a tile of many rows with AVX-512: queries and scores

@@ -50,8 +50,6 @@ void het_attn_t_qk_avx512(int nrv, int nk8, int hdp, const float *qt, int ldt, c
 void het_attn_t_softmax_avx512(int nr, int nk, float *st, int ldt, const int *valid, float *m, float *l, float *o,
                                int hdp);
 void het_attn_t_pv_avx512(int nr, int nk, int hdp, const float *st, int ldt, const float *vf, float *o);
-/* n (a multiple of 16) F16 values to floats: a block of adjacent cache rows. */
-void het_attn_t_f16_rows_avx512(int64_t n, const void *src, float *dst);
 
 void het_attn_qk_f32_avx2(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds);
 void het_attn_qk_f16_avx2(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds);

@@ -342,18 +342,3 @@ void het_attn_t_pv_avx512(int nr, int nk, int hdp, const float *st, int ldt, con
         }
     }
 }
-
-/* dst[0..n) = the F16 values src[0..n) as floats (n % 16 == 0). */
-void het_attn_t_f16_rows_avx512(int64_t n, const void *src, float *dst)
-{
-    const uint16_t *s = src;
-    for (int64_t i = 0; i < n; i += 64) {
-        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i))));
-        if (i + 16 >= n) break;
-        _mm512_storeu_ps(dst + i + 16, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i + 16))));
-        if (i + 32 >= n) break;
-        _mm512_storeu_ps(dst + i + 32, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i + 32))));
-        if (i + 48 >= n) break;
-        _mm512_storeu_ps(dst + i + 48, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i + 48))));
-    }
-}
