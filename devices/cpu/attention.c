@@ -301,6 +301,22 @@ static void attn_load_f32(const struct attn_ctx *c, const struct het_tensor *a, 
     het_vec_f16_to_f32(c->isa, nk * c->pl.hd, buf, (const void *)het_vec_row(a, t->hk, j0, t->b % a->ne[3]));
 }
 
+/* The end of the keys a tile of nr rows reads, at most kb: the last row
+ * sees the most. */
+static int64_t attn_keys_end(const struct attn_scratch *sc, int nr, int64_t kb)
+{
+    return sc->lim[nr - 1] < kb ? sc->lim[nr - 1] : kb;
+}
+
+/* How many keys of the block [j0, j0 + nk) each row may see, into sc->valid. */
+static void attn_block_valid(struct attn_scratch *sc, int nr, int64_t j0, int nk)
+{
+    for (int r = 0; r < nr; r++) {
+        int64_t n = sc->lim[r] - j0;
+        sc->valid[r] = n < 0 ? 0 : n > nk ? nk : (int)n;
+    }
+}
+
 /* attn_tile_run for a tile of many rows with AVX-512: queries and scores
  * transposed (attention.h), key and value blocks converted to F32 once for
  * all the rows. */
@@ -309,16 +325,13 @@ static void attn_tile_run_t(const struct attn_ctx *c, const struct attn_tile *t,
 {
     const int nr = (int)(t->nh * t->nt), hdp = (int)c->pl.hdp, nrv = (nr + 15) / 16;
     het_attn_t_transpose_avx512(nr, hdp, sc->q, sc->qt, ATTN_ROWS);
-    int64_t kend = sc->lim[nr - 1] < kb ? sc->lim[nr - 1] : kb; /* the last row sees the most keys */
+    const int64_t kend = attn_keys_end(sc, nr, kb);
     for (int64_t j0 = ka; j0 < kend; j0 += ATTN_BK) {
         const int nk = (int)(kend - j0 < ATTN_BK ? kend - j0 : ATTN_BK), nk8 = (nk + 7) & ~7;
         attn_load_f32(c, c->k, t, j0, nk, sc->k);
         memset(sc->k + (size_t)nk * hdp, 0, (size_t)(nk8 - nk) * hdp * sizeof(float));
         attn_load_f32(c, c->v, t, j0, nk, sc->v);
-        for (int r = 0; r < nr; r++) {
-            int64_t n = sc->lim[r] - j0;
-            sc->valid[r] = n < 0 ? 0 : n > nk ? nk : (int)n;
-        }
+        attn_block_valid(sc, nr, j0, nk);
         het_attn_t_qk_avx512(nrv, nk8, hdp, sc->qt, ATTN_ROWS, sc->k, sc->s);
         het_attn_t_softmax_avx512(nr, nk, sc->s, ATTN_ROWS, sc->valid, sc->m, sc->l, sc->o, hdp);
         het_attn_t_pv_avx512(nr, nk, hdp, sc->s, ATTN_ROWS, sc->v, sc->o);
@@ -330,22 +343,19 @@ static void attn_tile_run(const struct attn_ctx *c, const struct attn_tile *t, s
                           int64_t kb)
 {
     const int nr = (int)(t->nh * t->nt), hdp = (int)c->pl.hdp;
-    const het_attn_qk_fn qk = c->qk_cache ? c->qk_cache : c->qk_f32;
-    const het_attn_pv_fn pv = c->pv_cache ? c->pv_cache : c->pv_f32;
     if (c->t_zmm && nr >= ATTN_T_MIN_ROWS) {
         attn_tile_run_t(c, t, sc, ka, kb);
         return;
     }
-    int64_t kend = sc->lim[nr - 1] < kb ? sc->lim[nr - 1] : kb; /* the last row sees the most keys */
+    const het_attn_qk_fn qk = c->qk_cache ? c->qk_cache : c->qk_f32;
+    const het_attn_pv_fn pv = c->pv_cache ? c->pv_cache : c->pv_f32;
+    const int64_t kend = attn_keys_end(sc, nr, kb);
     for (int64_t j0 = ka; j0 < kend; j0 += ATTN_BK) {
         const int nk = (int)(kend - j0 < ATTN_BK ? kend - j0 : ATTN_BK);
         size_t ldk, ldv;
         const void *k = attn_rows(c, c->k, t, j0, nk, nr > ATTN_QK_ROWS, sc->k, &ldk);
         const void *v = attn_rows(c, c->v, t, j0, nk, nr > ATTN_PV_ROWS, sc->v, &ldv);
-        for (int r = 0; r < nr; r++) {
-            int64_t n = sc->lim[r] - j0;
-            sc->valid[r] = n < 0 ? 0 : n > nk ? nk : (int)n;
-        }
+        attn_block_valid(sc, nr, j0, nk);
         if (nr <= ATTN_QK_ROWS && j0 + ATTN_BK < kend) { /* decode: each row is read once, as it streams */
             const int64_t nn = kend - j0 - ATTN_BK < ATTN_BK ? kend - j0 - ATTN_BK : ATTN_BK;
             attn_prefetch(c, c->k, t, j0 + ATTN_BK, nn);
