@@ -202,8 +202,10 @@ enum het_status het_context_eval_batch(het_context *ctx, const struct het_batch_
                                             &last->pos_in, &last->rows_in);
         if ((st = het_graph_status(ctx->graph, err)) != HET_OK) return st;
         if (!last->logits) return het_error_set(err, HET_ERR_INVALID, "eval: graph build failed");
-        *last = (struct het_context_step){ n_parts == 1, parts[0].seq, n_tok, 0, all_logits, last->logits,
-                                           last->tok_in, last->pos_in, last->rows_in };
+        last->valid = n_parts == 1; /* only a one-sequence graph is moved (het_arch_llama_advance) */
+        last->seq = parts[0].seq;
+        last->n_tok = n_tok;
+        last->all_logits = all_logits;
     }
     last->n_past = seqs[0].n_past;
     struct het_tensor *logits = last->logits, *tok_in = last->tok_in, *pos_in = last->pos_in,
