@@ -218,9 +218,11 @@ static bool check_case(const struct mm_case *c, int nth, enum het_cpu_isa isa)
             for (int64_t n = 0; n < c->N; n++) {
                 const float *w = d.a_f + (ab * c->N + n) * c->K;
                 double ref = 0, mag = 0, qerr = 0;
-                for (int64_t k0 = 0; k0 < c->K; k0 += 32) {
+                /* the activations' blocks of 32 share d in groups (q4_K batches: 8) */
+                const int64_t gk = 32 * (int64_t)het_q8r_group_for(c->type, c->K, c->M);
+                for (int64_t k0 = 0; k0 < c->K; k0 += gk) {
                     double amax = 0, wabs = 0;
-                    for (int64_t k = k0; k < k0 + 32 && k < c->K; k++) {
+                    for (int64_t k = k0; k < k0 + gk && k < c->K; k++) {
                         ref += (double)w[k] * x[k];
                         mag += fabs((double)w[k] * x[k]);
                         amax = fmax(amax, fabs(x[k]));
@@ -379,16 +381,18 @@ static void test_quantize(enum het_cpu_isa best)
 {
     const struct het_mm_kernels *levels[] = { &het_mm_kernels_avx2, &het_mm_kernels_avx512,
                                               &het_mm_kernels_avx512vnni };
-    const int64_t K = 32 * 70; /* more blocks than a quantiser may take at once */
+    const int64_t K = 32 * 72; /* more blocks than a quantiser may take at once */
     float *x = malloc(sizeof(float) * (size_t)K);
-    for (int with_abs = 0; with_abs < 2; with_abs++) {
+    for (int form = 0; form < 3; form++) { /* plain, with |q|, blocks sharing d in groups of 8 */
+        const int with_abs = form == 1;
         struct het_q8r_layout ql;
         het_q8r_layout_init(&ql, K, with_abs);
+        if (form == 2) ql.group = HET_Q8R_GROUP_K;
         uint8_t *want = malloc(ql.row_bytes), *got = malloc(ql.row_bytes);
         for (int lv = HET_CPU_ISA_AVX2; lv <= (int)best; lv++) {
             const struct het_mm_kernels *k = levels[lv - HET_CPU_ISA_AVX2];
             if (!k->quantize) continue;
-            int bad = 0;
+            int bad = 0, bad_d = 0;
             for (int rep = 0; rep < 20; rep++) {
                 for (int64_t i = 0; i < K; i++) x[i] = het_test_rand_normal() * (float)(1 + rep);
                 for (int64_t i = 0; i < 32; i++) x[i] = 0.0f;                 /* block 0: zeros      */
@@ -396,14 +400,23 @@ static void test_quantize(enum het_cpu_isa best)
                 /* block 2: d = 127/127 = 1 exactly, so k + 0.5 are ties (to even) */
                 for (int64_t i = 64; i < 96; i++) x[i] = (float)(i % 7 - 3) + 0.5f;
                 x[64] = 127.0f;
+                for (int64_t i = K - 256; i < K; i++) x[i] = 0.0f; /* a whole group of zeros */
                 memset(want, 0xaa, ql.row_bytes);
                 memset(got, 0x55, ql.row_bytes);
                 het_q8r_quantize_scalar(x, &ql, want);
                 k->quantize(x, &ql, got);
                 bad += memcmp(want, got, ql.row_bytes) != 0;
+                /* the scalar one's d: the amax of the block's group / 127 */
+                for (int64_t b = 0; b < ql.nb; b++) {
+                    float amax = 0;
+                    for (int64_t i = (b - b % ql.group) * 32; i < (b - b % ql.group + ql.group) * 32; i++)
+                        amax = fmaxf(amax, fabsf(x[i]));
+                    bad_d += het_q8r_meta(want, ql.bs, b)->d != amax / 127.0f;
+                }
             }
-            CHECK(bad == 0, "q8r quantiser at %s (abs %d) differs from the scalar one in %d of 20 rows",
-                  het_cpu_isa_name((enum het_cpu_isa)lv), with_abs, bad);
+            CHECK(bad == 0, "q8r quantiser at %s (form %d) differs from the scalar one in %d of 20 rows",
+                  het_cpu_isa_name((enum het_cpu_isa)lv), form, bad);
+            CHECK(bad_d == 0, "q8r quantiser (form %d): %d blocks' d is not their group's amax / 127", form, bad_d);
         }
         free(want);
         free(got);

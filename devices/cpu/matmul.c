@@ -49,6 +49,8 @@
 #define HET_MM_XCOLS_MAX        4
 /* Rows of b from which the wide kernels (when the level has them) run. */
 #define HET_MM_WIDE_MIN_M       8
+/* every wide q4_K and q6_K batch gets activations grouped as its kernel wants */
+_Static_assert(HET_Q8R_GROUP_MIN_M <= HET_MM_WIDE_MIN_M, "wide K-quant batches must have grouped activations");
 /* Wide panel bytes per K chunk. Measured on Zen 3: splitting K so a wide
  * panel fits L1 loses more to the extra passes over dst than it gains;
  * streaming it from L2 is fine. Only very long rows are split. */
@@ -221,6 +223,8 @@ static size_t het_mm_wide_plan(struct het_mm_plan *p, int nth, size_t tb)
     p->x_kcb = (int64_t)(HET_MM_WIDE_CHUNK_BYTES / xblk);
     if (p->x_kcb < 1) p->x_kcb = 1;
     if (p->x_kcb > p->pl.nb) p->x_kcb = p->pl.nb;
+    /* K chunks of whole groups of blocks sharing d (the kernel's contract) */
+    if (p->ql.group > 1) p->x_kcb = p->x_kcb < p->ql.group ? p->ql.group : p->x_kcb - p->x_kcb % p->ql.group;
     p->x_bytes = het_mm_align(xblk * (size_t)p->x_kcb);
     const int64_t np = (p->N + p->pl.R - 1) / p->pl.R;
     const int64_t items = p->B2 * p->B3 * ((np + 1) / 2);
@@ -261,6 +265,10 @@ static void het_mm_plan_init(struct het_mm_plan *p, struct het_tensor *dst, enum
     size_t tb = 0;
     if (p->quantized) {
         het_q8r_layout_init(&p->ql, p->K, p->a->type == HET_TYPE_Q8_0);
+        /* batches against q4_K and q6_K: one d per super-block of
+         * activations (as llama.cpp's q8_K), applied once per 8 blocks by
+         * the wide kernels */
+        p->ql.group = het_q8r_group_for(p->a->type, p->K, p->M);
         p->act_row_bytes = p->ql.row_bytes;
         if (p->b_gather) tb = het_mm_align((size_t)p->K * sizeof(float));
         p->prepacked = het_mm_prepacked(p);

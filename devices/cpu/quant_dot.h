@@ -45,7 +45,12 @@
  *             (j/2)%2 (the s16 lane vpmaddubsw puts element j in),
  *             off8[p] = -8*(P[0][p] + P[1][p]) (q4_0's -8) and
  *             off32[h][p] = -32*P[h][p] (q6_K's -32, per half block)
- * bs is 64, or 96 with ua; the rest of the block is zero padding. */
+ * bs is 64, or 96 with ua; the rest of the block is zero padding.
+ * group > 1 (8: a K-quant's 256-element super-block) makes every run of
+ * `group` blocks share one d, the amax of all their elements / 127, so that
+ * a kernel may sum a super-block's scaled block sums before it applies d;
+ * each block still carries d (the same value) and its own sums, so every
+ * kernel reads such rows exactly as it reads others. */
 #define HET_Q8R_BS     64
 #define HET_Q8R_BS_ABS 96
 
@@ -63,7 +68,21 @@ struct het_q8r_layout {
     size_t  bs;          /* block stride: HET_Q8R_BS or HET_Q8R_BS_ABS */
     size_t  row_bytes;
     bool    with_abs;
+    int     group;       /* blocks sharing one d: 1, or HET_Q8R_GROUP_K (nb a multiple) */
 };
+
+#define HET_Q8R_GROUP_K 8
+
+/* Blocks sharing d in the activations of a matmul of a weights against M
+ * rows of K: batches against q4_K and q6_K share one per super-block (the
+ * AVX-512 wide kernels apply it once per 8 blocks); decided on type, K and
+ * M alone, so that every ISA level quantises the same int8 activations. */
+#define HET_Q8R_GROUP_MIN_M 8
+static inline int het_q8r_group_for(enum het_type a_type, int64_t K, int64_t M)
+{
+    const bool kq = a_type == HET_TYPE_Q4_K || a_type == HET_TYPE_Q6_K;
+    return kq && M >= HET_Q8R_GROUP_MIN_M && (K / 32) % HET_Q8R_GROUP_K == 0 ? HET_Q8R_GROUP_K : 1;
+}
 
 static inline const int8_t *het_q8r_qs(const uint8_t *row, size_t bs, int64_t b)
 {
@@ -200,12 +219,14 @@ void het_panel_gemm_scalar(const struct het_panel_layout *l, const void *panel, 
  * through the activation's off8), Q80 to signed ones. A kernel table entry
  * xexpand/xpanel exists only where the level has such a kernel. */
 static inline size_t het_xpanel_blk_bytes(int R) { return 72 * (size_t)R; }
-/* The K-quant wide forms carry two float vectors per block: Q4KC expands to
- * quants 0..15, float d*sc[2R] and float -dmin*m[2R]; Q6C to quants 0..63
- * and float d*sc_half[2][2R] (half 0, then half 1). */
+/* The K-quant wide forms carry two vectors per block: Q4KC expands to
+ * quants 0..15, int32 sc[2R] and float -dmin*m[2R]; Q6C to quants 0..63 and
+ * int32 sc_half[2][2R] (half 0, then half 1). Every 8 blocks (a
+ * super-block, the first at the K chunk's start) are followed by the rows'
+ * float d[2R]: 80R bytes a block and an eighth of 8R. */
 static inline size_t het_xpanel_kind_blk_bytes(enum het_panel_kind kind, int R)
 {
-    return kind == HET_PANEL_Q4KC || kind == HET_PANEL_Q6C ? 80 * (size_t)R : het_xpanel_blk_bytes(R);
+    return kind == HET_PANEL_Q4KC || kind == HET_PANEL_Q6C ? 81 * (size_t)R : het_xpanel_blk_bytes(R);
 }
 /* Expand block range [b0, b1) of compact panels p0 and p1 (p1 NULL: zero
  * rows) into dst (block b0 first). */
@@ -213,7 +234,9 @@ typedef void (*het_xexpand_fn)(const struct het_panel_layout *l, const void *p0,
                                int64_t b1, void *dst);
 /* Wide panel of blocks [0, nb) against nc (1..xcols) q8r rows a[c] whose
  * pointers are already at the first block: out[c*ldo + r] = dot (r < 2R),
- * or += dot when accumulate. */
+ * or += dot when accumulate. For Q4KC and Q6C the rows come in groups of
+ * HET_Q8R_GROUP_K blocks sharing d, the first group at block 0
+ * (het_mm_plan_init), which the AVX-512 kernels rely on. */
 typedef void (*het_xpanel_fn)(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,
                               size_t ldo, bool accumulate);
 

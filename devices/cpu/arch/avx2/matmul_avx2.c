@@ -69,6 +69,7 @@ static void het_q8r_quantize_avx2(const float *x, const struct het_q8r_layout *l
     uint8_t *row = dst;
     const __m256 sign = _mm256_set1_ps(-0.0f);
     const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    __m256 gam = _mm256_setzero_ps();
     for (int64_t b = 0; b < l->nb; b++) {
         const float *xb = x + b * 32;
         uint8_t *blk = row + (size_t)b * l->bs;
@@ -76,6 +77,14 @@ static void het_q8r_quantize_avx2(const float *x, const struct het_q8r_layout *l
         __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
         __m256 am = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
                                   _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+        if (l->group > 1) { /* blocks sharing d: the amax of the whole group, found at its first block */
+            if (b % l->group == 0)
+                for (int64_t i = 32; i < 32 * (int64_t)l->group; i += 8)
+                    am = _mm256_max_ps(am, _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + i)));
+            else
+                am = gam;
+            gam = am;
+        }
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));

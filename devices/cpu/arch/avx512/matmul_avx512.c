@@ -51,6 +51,9 @@ static void het_q8r_quantize_avx512(const float *x, const struct het_q8r_layout 
                                            _mm512_and_ps(_mm512_loadu_ps(xb + 16), absmask));
             dv[j] = _mm512_reduce_max_ps(a);
         }
+        for (int j = 0; j < nc; j += l->group) /* blocks sharing d: their amax (chunks hold whole groups) */
+            for (int i = 1; i < l->group; i++) dv[j] = dv[j] > dv[j + i] ? dv[j] : dv[j + i];
+        for (int j = 0; j < nc; j++) dv[j] = dv[j - j % l->group];
         for (int j = 0; j < nc; j += 16) { /* d = amax / 127, 1/d (0 where d == 0, as d != 0.0f) */
             const __mmask16 k = (__mmask16)(nc - j < 16 ? (1u << (nc - j)) - 1u : 0xffffu);
             const __m512 d = _mm512_div_ps(_mm512_maskz_load_ps(k, dv + j), _mm512_set1_ps(127.0f));

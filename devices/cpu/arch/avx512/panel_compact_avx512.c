@@ -11,8 +11,9 @@
  * ahead and the arithmetic stays well under the memory time. One walker
  * (het_compact_t) goes over the blocks of a panel for every kind; what
  * differs per kind is one step, a block's dequantise-and-dot (het_*_blk).
- * Wide kernels serve prefill the same way: one walker (het_wide_t) with the
- * kind's offsets and scales, and one expansion walker (het_xexpand_t).
+ * Wide kernels serve prefill the same way: one walker for Q40 and Q80
+ * (het_wide_t) and one for the K-quants (het_wide_kq_t), with the kind's
+ * offsets and scales, and one expansion walker (het_xexpand_t).
  *
  * Every walker takes `vnni` as a constant: the AVX-512 kernel table
  * (matmul_avx512.c) holds one instance of each without VNNI (level
@@ -294,21 +295,43 @@ HET_INLINE void het_u4n_t(const struct het_panel_layout *l, const uint8_t *panel
 
 /* ---- expansion to wide panels (32 rows) ---------------------------------------------
  * Wide block: q[8][32][4] (group g: rows 0..15 from p0, then 16..31 from
- * p1), then float scales per row: d[32] (Q40, Q80), d*sc[32] and
- * -(dmin*m)[32] (Q4KC), d*sc_half[2][32] (Q6C). Nibble quants become bytes
+ * p1), then scales per row: float d[32] (Q40, Q80), int32 sc[32] and float
+ * -(dmin*m)[32] (Q4KC, whose super-blocks end with float d[32]), float
+ * d*sc_half[2][32] (Q6C). Nibble quants become bytes
  * (0..15, Q6C 0..63; offsets go through the activation sums in the
  * kernel); Q80 quants stay signed, or become w + 128 (xor 0x80) with VNNI.
  * The compact panels are read here once per matmul, straight from memory
  * (a prefill's weights do not stay in cache), so each block asks
  * HET_PF_AHEAD bytes ahead, as the decode walker asks ahead. */
 
+/* The K-quants' wide blocks come in super-blocks: 8 blocks of 1280 bytes,
+ * then the rows' float d[32] (het_xpanel_kind_blk_bytes). Block i of a
+ * chunk, and the d of its super-block: */
+#define HET_X_KQ_BLK 1280
+#define HET_X_KQ_SB  (HET_Q8R_GROUP_K * HET_X_KQ_BLK + 128)
+_Static_assert(HET_X_KQ_SB == HET_Q8R_GROUP_K * 81 * 16, "het_xpanel_kind_blk_bytes(Q4KC, 16) is a super-block's share");
+
+HET_INLINE bool het_x_kquant(enum het_panel_kind kind) { return kind == HET_PANEL_Q4KC || kind == HET_PANEL_Q6C; }
+
+HET_INLINE uint8_t *het_x_sb_d(void *dst, int64_t i)
+{
+    return (uint8_t *)dst + (size_t)(i / HET_Q8R_GROUP_K) * HET_X_KQ_SB + HET_Q8R_GROUP_K * HET_X_KQ_BLK;
+}
+
+HET_INLINE uint8_t *het_x_block(void *dst, int64_t i, const enum het_panel_kind kind)
+{
+    if (het_x_kquant(kind))
+        return (uint8_t *)dst + (size_t)(i / HET_Q8R_GROUP_K) * HET_X_KQ_SB + (size_t)(i % HET_Q8R_GROUP_K) * HET_X_KQ_BLK;
+    return (uint8_t *)dst + (size_t)i * het_xpanel_kind_blk_bytes(kind, 16);
+}
+
 HET_INLINE void het_xexpand_t(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,
                               int64_t b1, void *dst, const enum het_panel_kind kind, const bool vnni)
 {
-    const size_t blk = het_cblk_bytes(kind), xblk = het_xpanel_kind_blk_bytes(kind, 16);
-    uint8_t *x = dst;
+    const size_t blk = het_cblk_bytes(kind);
     const uint8_t *src[2] = {p0, p1};
-    for (int64_t b = b0; b < b1; b++, x += xblk) {
+    for (int64_t b = b0; b < b1; b++) {
+        uint8_t *x = het_x_block(dst, b - b0, kind);
         const int64_t gi = b / l->grp, j = b % l->grp, len = het_cpanel_len(l, gi);
         for (int h = 0; h < 2; h++) {
             const uint8_t *grp = src[h] ? het_cpanel_grp(l, src[h], gi) : NULL;
@@ -338,16 +361,29 @@ HET_INLINE void het_xexpand_t(const struct het_panel_layout *l, const void *p0, 
                 }
             }
             __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-            if (grp && kind == HET_PANEL_Q4KC) {
-                const uint8_t *scm = grp + het_cpanel_sc_off(l, len) + 32 * j, *pd = grp + het_cpanel_d_off(l, len);
-                s0 = _mm512_mul_ps(het_ld_h16(pd), het_ld_u8f(scm));
-                s1 = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(het_ld_h16(pd + 32), het_ld_u8f(scm + 16)));
-            } else if (grp && kind == HET_PANEL_Q6C) {
-                const __m512i sc16 =
-                    _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(grp + het_cpanel_sc_off(l, len) + 32 * j)));
-                const __m512 dv = het_ld_h16(grp + het_cpanel_d_off(l, len) + 32 * (j / 8));
-                s0 = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc16, 16), 16)));
-                s1 = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_srai_epi32(sc16, 16)));
+            if (kind == HET_PANEL_Q4KC) {
+                /* int32 sc, float -dmin*m; the super-block's d after its 8th block */
+                __m512i sc = _mm512_setzero_si512();
+                __m512 d = _mm512_setzero_ps();
+                if (grp) {
+                    const uint8_t *scm = grp + het_cpanel_sc_off(l, len) + 32 * j, *pd = grp + het_cpanel_d_off(l, len);
+                    sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)scm));
+                    d = het_ld_h16(pd);
+                    s1 = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(het_ld_h16(pd + 32), het_ld_u8f(scm + 16)));
+                }
+                s0 = _mm512_castsi512_ps(sc);
+                if (j == 0) _mm512_store_ps((float *)(void *)het_x_sb_d(dst, b - b0) + 16 * h, d);
+            } else if (kind == HET_PANEL_Q6C) {
+                /* int32 half scales; the super-block's d after its 8th block */
+                __m512i sc16 = _mm512_setzero_si512();
+                __m512 d = _mm512_setzero_ps();
+                if (grp) {
+                    sc16 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(grp + het_cpanel_sc_off(l, len) + 32 * j)));
+                    d = het_ld_h16(grp + het_cpanel_d_off(l, len) + 32 * (j / 8));
+                }
+                s0 = _mm512_castsi512_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc16, 16), 16));
+                s1 = _mm512_castsi512_ps(_mm512_srai_epi32(sc16, 16));
+                if (j % 8 == 0) _mm512_store_ps((float *)(void *)het_x_sb_d(dst, b - b0) + 16 * h, d);
             } else if (grp) {
                 s0 = het_ld_h16(grp + het_cpanel_d_off(l, len) + 32 * j);
             }
@@ -385,75 +421,123 @@ HET_INLINE __m512i het_x_start(const struct het_q8r_meta *m, int half, const enu
     }
 }
 
-/* The wide walker: nb expanded blocks of 32 rows against NC activation
- * rows. Q6C's two half blocks are two passes (a scale per half); the other
- * kinds take all 8 groups in one. The i32 sums' float work shares the FMA
- * pipes with vpdpbusd, so Q6C folds its two half scales first (lo * d_lo +
- * hi * d_hi) and applies the activation's d once: three multiply-adds per
- * row vector, activation row and block where a scale per half took four. */
+/* The wide walker of Q40 and Q80: nb expanded blocks of 32 rows against NC
+ * activation rows, all 8 groups of a block in one pass. */
 HET_INLINE void het_wide_t(int64_t nb, const uint8_t *xp, const uint8_t *const *a, float *out, size_t ldo,
                            bool accumulate, const int NC, const enum het_panel_kind kind, const bool vnni)
 {
     const size_t bs = het_q8r_bs_for(kind == HET_PANEL_Q80 ? HET_TYPE_Q8_0 : HET_TYPE_Q4_0);
-    const int passes = kind == HET_PANEL_Q6C ? 2 : 1, gpp = 8 / passes;
-    __m512 acc[2][4], hs[2][4]; /* Q6C: the block's half-scaled sums */
+    __m512 acc[2][4];
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) acc[0][c] = acc[1][c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++, xp += het_xpanel_kind_blk_bytes(kind, 16)) {
-#pragma GCC unroll 2
-        for (int half = 0; half < passes; half++) {
-            __m512i s0[4], s1[4];
+        __m512i s0[4], s1[4];
 #pragma GCC unroll 4
-            for (int c = 0; c < NC; c++) s0[c] = s1[c] = het_x_start(HET_MT(a[c], bs, b), half, kind, vnni);
+        for (int c = 0; c < NC; c++) s0[c] = s1[c] = het_x_start(HET_MT(a[c], bs, b), 0, kind, vnni);
 #pragma GCC unroll 8
-            for (int g = gpp * half; g < gpp * (half + 1); g++) {
-                const __m512i w0 = _mm512_load_si512((const void *)(xp + 128 * g));
-                const __m512i w1 = _mm512_load_si512((const void *)(xp + 128 * g + 64));
-#pragma GCC unroll 4
-                for (int c = 0; c < NC; c++) {
-                    const int8_t *qa = HET_QA(a[c], bs, b) + 4 * g;
-                    if (kind == HET_PANEL_Q80) {
-                        /* expanded already biased with VNNI: w0, w1 serve as both forms */
-                        s0[c] = het_dp_s8(s0[c], w0, w0, qa, HET_UA(a[c], bs, b) + 4 * g, vnni);
-                        s1[c] = het_dp_s8(s1[c], w1, w1, qa, HET_UA(a[c], bs, b) + 4 * g, vnni);
-                    } else {
-                        const __m512i av = het_bc4(qa);
-                        s0[c] = het_dp(s0[c], w0, av, vnni);
-                        s1[c] = het_dp(s1[c], w1, av, vnni);
-                    }
-                    HET_KEEP(s0[c]);
-                    HET_KEEP(s1[c]);
-                }
-            }
-            const __m512 d0 = _mm512_load_ps((const void *)(xp + 1024 + 128 * half));
-            const __m512 d1 = _mm512_load_ps((const void *)(xp + 1088 + 128 * half));
-            if (kind == HET_PANEL_Q6C) {
-#pragma GCC unroll 4
-                for (int c = 0; c < NC; c++) {
-                    if (half == 0) {
-                        hs[0][c] = _mm512_mul_ps(_mm512_cvtepi32_ps(s0[c]), d0);
-                        hs[1][c] = _mm512_mul_ps(_mm512_cvtepi32_ps(s1[c]), d1);
-                        continue;
-                    }
-                    const __m512 da = _mm512_set1_ps(HET_MT(a[c], bs, b)->d);
-                    hs[0][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0[c]), d0, hs[0][c]);
-                    hs[1][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1[c]), d1, hs[1][c]);
-                    acc[0][c] = _mm512_fmadd_ps(hs[0][c], da, acc[0][c]);
-                    acc[1][c] = _mm512_fmadd_ps(hs[1][c], da, acc[1][c]);
-                }
-                continue;
-            }
+        for (int g = 0; g < 8; g++) {
+            const __m512i w0 = _mm512_load_si512((const void *)(xp + 128 * g));
+            const __m512i w1 = _mm512_load_si512((const void *)(xp + 128 * g + 64));
 #pragma GCC unroll 4
             for (int c = 0; c < NC; c++) {
-                const struct het_q8r_meta *m = HET_MT(a[c], bs, b);
-                acc[0][c] = het_fscale(acc[0][c], s0[c], d0, m->d);
-                acc[1][c] = het_fscale(acc[1][c], s1[c], d1, m->d);
-                if (kind == HET_PANEL_Q4KC) { /* + (-dmin*m) * s */
-                    const __m512 sv = _mm512_set1_ps(m->s);
-                    acc[0][c] = _mm512_fmadd_ps(_mm512_load_ps((const void *)(xp + 1152)), sv, acc[0][c]);
-                    acc[1][c] = _mm512_fmadd_ps(_mm512_load_ps((const void *)(xp + 1216)), sv, acc[1][c]);
+                const int8_t *qa = HET_QA(a[c], bs, b) + 4 * g;
+                if (kind == HET_PANEL_Q80) {
+                    /* expanded already biased with VNNI: w0, w1 serve as both forms */
+                    s0[c] = het_dp_s8(s0[c], w0, w0, qa, HET_UA(a[c], bs, b) + 4 * g, vnni);
+                    s1[c] = het_dp_s8(s1[c], w1, w1, qa, HET_UA(a[c], bs, b) + 4 * g, vnni);
+                } else {
+                    const __m512i av = het_bc4(qa);
+                    s0[c] = het_dp(s0[c], w0, av, vnni);
+                    s1[c] = het_dp(s1[c], w1, av, vnni);
+                }
+                HET_KEEP(s0[c]);
+                HET_KEEP(s1[c]);
+            }
+        }
+        const __m512 d0 = _mm512_load_ps((const void *)(xp + 1024)), d1 = _mm512_load_ps((const void *)(xp + 1088));
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) {
+            const struct het_q8r_meta *m = HET_MT(a[c], bs, b);
+            acc[0][c] = het_fscale(acc[0][c], s0[c], d0, m->d);
+            acc[1][c] = het_fscale(acc[1][c], s1[c], d1, m->d);
+        }
+    }
+    het_x_store(acc, out, ldo, accumulate, NC);
+}
+
+/* The K-quants' wide walker (Q4KC, Q6C). Their activation rows share d
+ * across each group of HET_Q8R_GROUP_K blocks (a super-block, quant_dot.h),
+ * so a super-block's sums stay integers: each block's i32 sums (Q6C: each
+ * half block's, two passes) are scaled by the rows' small integer scales
+ * (vpmulld) and added up, and the rows' d and the activation's d are
+ * applied once per super-block. Q4KC's min term (-dmin*m) * s, whose s
+ * carries d already, goes straight into acc. Per row vector, activation row
+ * and block that is a vpmulld and a vpaddd (Q6C: two of each; Q4KC: and
+ * the min's multiply-add), where float scales per block took a conversion
+ * and three float operations (Q6C: two and three): vpdpbusd shares its
+ * pipes with float work, which is what kept these loops furthest from the
+ * int8 peak. bench_matmul -M 512 -p 1, the Qwen3-0.6B layer shapes, three
+ * interleaved runs against float scales per block: q4_K 1.05-1.11x as fast
+ * on one thread, 1.07-1.17x on two; q6_K 1.02-1.08x and 1.02-1.04x. */
+HET_INLINE void het_wide_kq_t(int64_t nb, const uint8_t *xp, const uint8_t *const *a, float *out, size_t ldo,
+                              bool accumulate, const int NC, const enum het_panel_kind kind, const bool vnni)
+{
+    const size_t bs = HET_Q8R_BS;
+    const int passes = kind == HET_PANEL_Q6C ? 2 : 1, gpp = 8 / passes;
+    __m512 acc[2][4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) acc[0][c] = acc[1][c] = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += HET_Q8R_GROUP_K, xp += HET_X_KQ_SB) {
+        const int64_t n = nb - b0 < HET_Q8R_GROUP_K ? nb - b0 : HET_Q8R_GROUP_K;
+        __m512i t[2][4];
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) t[0][c] = t[1][c] = _mm512_setzero_si512();
+        for (int64_t i = 0; i < n; i++) {
+            const uint8_t *x = xp + (size_t)i * HET_X_KQ_BLK;
+            const int64_t b = b0 + i;
+#pragma GCC unroll 2
+            for (int half = 0; half < passes; half++) {
+                __m512i s0[4], s1[4];
+#pragma GCC unroll 4
+                for (int c = 0; c < NC; c++) s0[c] = s1[c] = het_x_start(HET_MT(a[c], bs, b), half, kind, vnni);
+#pragma GCC unroll 8
+                for (int g = gpp * half; g < gpp * (half + 1); g++) {
+                    const __m512i w0 = _mm512_load_si512((const void *)(x + 128 * g));
+                    const __m512i w1 = _mm512_load_si512((const void *)(x + 128 * g + 64));
+#pragma GCC unroll 4
+                    for (int c = 0; c < NC; c++) {
+                        const __m512i av = het_bc4(HET_QA(a[c], bs, b) + 4 * g);
+                        s0[c] = het_dp(s0[c], w0, av, vnni);
+                        s1[c] = het_dp(s1[c], w1, av, vnni);
+                        HET_KEEP(s0[c]);
+                        HET_KEEP(s1[c]);
+                    }
+                }
+                const __m512i sc0 = _mm512_load_si512((const void *)(x + 1024 + 128 * half));
+                const __m512i sc1 = _mm512_load_si512((const void *)(x + 1088 + 128 * half));
+#pragma GCC unroll 4
+                for (int c = 0; c < NC; c++) {
+                    t[0][c] = _mm512_add_epi32(t[0][c], _mm512_mullo_epi32(s0[c], sc0));
+                    t[1][c] = _mm512_add_epi32(t[1][c], _mm512_mullo_epi32(s1[c], sc1));
                 }
             }
+            if (kind == HET_PANEL_Q4KC) {
+                const __m512 m0 = _mm512_load_ps((const void *)(x + 1152)), m1 = _mm512_load_ps((const void *)(x + 1216));
+#pragma GCC unroll 4
+                for (int c = 0; c < NC; c++) {
+                    const __m512 sv = _mm512_set1_ps(HET_MT(a[c], bs, b)->s);
+                    acc[0][c] = _mm512_fmadd_ps(m0, sv, acc[0][c]);
+                    acc[1][c] = _mm512_fmadd_ps(m1, sv, acc[1][c]);
+                }
+            }
+        }
+        const __m512 d0 = _mm512_load_ps((const void *)(xp + HET_Q8R_GROUP_K * HET_X_KQ_BLK));
+        const __m512 d1 = _mm512_load_ps((const void *)(xp + HET_Q8R_GROUP_K * HET_X_KQ_BLK + 64));
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) {
+            const float da = HET_MT(a[c], bs, b0)->d;
+            acc[0][c] = het_fscale(acc[0][c], t[0][c], d0, da);
+            acc[1][c] = het_fscale(acc[1][c], t[1][c], d1, da);
         }
     }
     het_x_store(acc, out, ldo, accumulate, NC);
@@ -496,7 +580,11 @@ HET_INLINE void het_wide_t(int64_t nb, const uint8_t *xp, const uint8_t *const *
 #define HET_COMPACT_ONE(N, kind, vnni) het_compact_t(l, panel, a, out, 16, N, kind, vnni)
 #define HET_COMPACT_RUN(N, kind, vnni) \
     for (int64_t i = 0; i < np; i++) het_compact_t(l, (const uint8_t *)panel + (size_t)i * stride, a, out + 16 * i, ldo, N, kind, vnni)
-#define HET_WIDE_ONE(N, kind, vnni) het_wide_t(nb, xp, a, out, ldo, accumulate, N, kind, vnni)
+#define HET_WIDE_ONE(N, kind, vnni)                                                 \
+    do {                                                                            \
+        if (het_x_kquant(kind)) het_wide_kq_t(nb, xp, a, out, ldo, accumulate, N, kind, vnni); \
+        else het_wide_t(nb, xp, a, out, ldo, accumulate, N, kind, vnni);            \
+    } while (0)
 
 #define HET_U4N_ONE(N, kind, vnni) het_u4n_t(l, panel, a, out, N, vnni)
 #define HET_AVX512_U4N_DEF(name, vnni)                                                                        \
