@@ -44,14 +44,21 @@
  * than with 4 KB), the other kinds 6 KB (decode tokens took 0.93-1.03x the
  * time of 4 KB's, median 0.96, over 10 runs of Q4_0, Q4_K_M and Q8_0 files;
  * 8 KB and more lost when memory was slow). The expansion of prefill keeps
- * 4 KB. */
+ * 4 KB. The lines are asked into L2, not L1: an L1 holds far fewer misses
+ * in flight than L2 does, and 6 KB ahead is ~100 lines a thread. Against
+ * the read of the same threads in bench_stream (layer-sized q4_0, q8_0,
+ * q4_K matmuls, 3 runs each): 0.83-0.97 of the read with L2 hints,
+ * 0.77-0.89 with L1 ones; decode tokens in one process, the hint
+ * alternating per token (256 tokens x 2, twice): 0.917-0.984x the time for
+ * Q4_0, Q8_0 and Q4_K_M, 0.988 and 1.012x for Q6_K; 12 KB ahead with L2
+ * hints was no better than 6. */
 #define HET_PF_AHEAD 4096
 #define HET_PF_AHEAD_DECODE 6144
 #define HET_PF_AHEAD_Q6C 12288
 
 HET_INLINE void het_pf(const uint8_t *p, int lines, size_t ahead)
 {
-    for (int i = 0; i < lines; i++) _mm_prefetch((const char *)p + ahead + 64 * i, _MM_HINT_T0);
+    for (int i = 0; i < lines; i++) _mm_prefetch((const char *)p + ahead + 64 * i, _MM_HINT_T1);
 }
 
 HET_INLINE __m512i het_bc4(const void *p)
