@@ -273,7 +273,10 @@ static void het_mm_plan_init(struct het_mm_plan *p, struct het_tensor *dst, enum
         if (p->b_gather) tb = het_mm_align((size_t)p->K * sizeof(float));
         p->prepacked = het_mm_prepacked(p);
         p->use_panel = p->prepacked || (p->panel_fn && p->M >= het_panel_min_m(p->pl.kind));
-        p->use_wide = p->use_panel && p->xpanel_fn && p->M >= HET_MM_WIDE_MIN_M;
+        /* the K-quants' wide kernels want rows sharing d per super-block */
+        const bool kq = p->pl.kind == HET_PANEL_Q4KC || p->pl.kind == HET_PANEL_Q6C;
+        p->use_wide = p->use_panel && p->xpanel_fn && p->M >= HET_MM_WIDE_MIN_M &&
+                      (!kq || p->ql.group == HET_Q8R_GROUP_K);
         if (p->use_wide) {
             tb = het_mm_wide_plan(p, nth, tb);
         } else if (p->use_panel && !p->prepacked) {
