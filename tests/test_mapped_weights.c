@@ -177,9 +177,14 @@ static void test_cpu(const char *path, const char *isa)
         /* the KV cache (N_CTX tokens) and scratch are well under W/32 here */
         CHECK(total(&mapped) <= W + W * 3 / 20, "mapped: resident growth %.1f MiB <= 1.15x the weights %.1f MiB",
               mib(total(&mapped)), mib(W));
-        CHECK(mapped.d_anon + mapped.d_shmem <= W + W / 8,
-              "mapped: anonymous and pool memory %.1f MiB hold at most the panels (<= 1.125x the weights)",
-              mib(mapped.d_anon + mapped.d_shmem));
+        /* under the sanitizers (test.sh sets HET_TEST_SANITIZE) the
+         * allocator's redzones and quarantine keep about 1 MiB more
+         * resident: 22.8-23.1 MiB of growth here against 22.0 in Release,
+         * which left 1.125x crossed now and then */
+        const long long san = getenv("HET_TEST_SANITIZE") ? W / 16 : 0;
+        CHECK(mapped.d_anon + mapped.d_shmem <= W + W / 8 + san,
+              "mapped: anonymous and pool memory %.1f MiB hold at most the panels (<= 1.125x the weights%s)",
+              mib(mapped.d_anon + mapped.d_shmem), san ? ", + 1/16 under the sanitizers" : "");
         /* every file page the panels replaced was given back */
         CHECK(mapped.d_file <= W - (long long)mapped.dropped + W / 16,
               "mapped: file pages %.1f MiB resident, %.1f MiB dropped after repacking", mib(mapped.d_file),
