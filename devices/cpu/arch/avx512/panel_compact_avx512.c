@@ -44,21 +44,27 @@
  * than with 4 KB), the other kinds 6 KB (decode tokens took 0.93-1.03x the
  * time of 4 KB's, median 0.96, over 10 runs of Q4_0, Q4_K_M and Q8_0 files;
  * 8 KB and more lost when memory was slow). The expansion of prefill keeps
- * 4 KB. The lines are asked into L2, not L1: an L1 holds far fewer misses
- * in flight than L2 does, and 6 KB ahead is ~100 lines a thread. Against
- * the read of the same threads in bench_stream (layer-sized q4_0, q8_0,
- * q4_K matmuls, 3 runs each): 0.83-0.97 of the read with L2 hints,
- * 0.77-0.89 with L1 ones; decode tokens in one process, the hint
- * alternating per token (256 tokens x 2, twice): 0.917-0.984x the time for
- * Q4_0, Q8_0 and Q4_K_M, 0.988 and 1.012x for Q6_K; 12 KB ahead with L2
- * hints was no better than 6. */
+ * 4 KB. Q40, Q80 and Q4KC ask for the lines into L2, Q6C (and the
+ * expansion) into L1: against a read by the same threads (bench_stream,
+ * layer-sized matmuls, 3 runs) q4_0 ran at 0.83-0.91 of the read with L2
+ * hints and 0.81-0.89 with L1 ones, q8_0 0.89-0.92 and 0.80-0.88, q4_K
+ * 0.90-0.97 and 0.77-0.88, q6_K 0.85-0.86 and 0.84-0.85. Decode tokens,
+ * the hints alternating per token in one process, each way round once:
+ * L2 hints for every kind took 0.97x the time for Q8_0, 0.98x for Q4_0,
+ * 1.00x for Q4_K_M and 1.02x for Q6_K (geometric means of four runs); these
+ * hints against L1 ones everywhere 0.968-0.969x (Q8_0), 0.958-0.969x
+ * (Q4_0), 0.969-0.987x (Q4_K_M), and the Q6_K file, the same code both
+ * ways, 0.999-1.004x. */
 #define HET_PF_AHEAD 4096
 #define HET_PF_AHEAD_DECODE 6144
 #define HET_PF_AHEAD_Q6C 12288
 
-HET_INLINE void het_pf(const uint8_t *p, int lines, size_t ahead)
+HET_INLINE void het_pf(const uint8_t *p, int lines, size_t ahead, const bool l2)
 {
-    for (int i = 0; i < lines; i++) _mm_prefetch((const char *)p + ahead + 64 * i, _MM_HINT_T1);
+    if (l2)
+        for (int i = 0; i < lines; i++) _mm_prefetch((const char *)p + ahead + 64 * i, _MM_HINT_T1);
+    else
+        for (int i = 0; i < lines; i++) _mm_prefetch((const char *)p + ahead + 64 * i, _MM_HINT_T0);
 }
 
 HET_INLINE __m512i het_bc4(const void *p)
@@ -260,7 +266,7 @@ HET_INLINE void het_compact_t(const struct het_panel_layout *l, const uint8_t *p
         const int64_t gi = b / G, j = b % G, len = het_cpanel_len(l, gi);
         const uint8_t *grp = het_cpanel_grp(l, panel, gi);
         het_pf(grp + blk * (size_t)j, j == G - 1 ? pf_last : pf,
-               kind == HET_PANEL_Q6C ? HET_PF_AHEAD_Q6C : HET_PF_AHEAD_DECODE);
+               kind == HET_PANEL_Q6C ? HET_PF_AHEAD_Q6C : HET_PF_AHEAD_DECODE, kind != HET_PANEL_Q6C);
         switch (kind) {
         case HET_PANEL_Q40: het_q40_blk(l, grp, j, len, a, b, acc, NC, vnni); break;
         case HET_PANEL_Q80: het_q80_blk(l, grp, j, len, a, b, acc, NC, vnni); break;
@@ -345,7 +351,7 @@ HET_INLINE void het_xexpand_t(const struct het_panel_layout *l, const void *p0, 
             const uint8_t *pb = grp ? grp + blk * (size_t)j : NULL;
             /* the compact panels come from memory once per matmul, and
              * nothing else runs meanwhile: ask ahead, as decode does */
-            if (pb) het_pf(pb, (int)(blk / 64), HET_PF_AHEAD);
+            if (pb) het_pf(pb, (int)(blk / 64), HET_PF_AHEAD, false);
             float *f = (float *)(void *)(x + 1024) + 16 * h; /* scale vector i at f + 32 * i */
             if (kind == HET_PANEL_Q80) {
                 const __m512i bias = _mm512_set1_epi8(vnni ? (char)0x80 : 0);
