@@ -309,8 +309,9 @@ HET_INLINE void het_u4n_t(const struct het_panel_layout *l, const uint8_t *panel
 /* ---- expansion to wide panels (32 rows) ---------------------------------------------
  * Wide block: q[8][32][4] (group g: rows 0..15 from p0, then 16..31 from
  * p1), then scales per row: float d[32] (Q40, Q80), int32 sc[32] and float
- * -(dmin*m)[32] (Q4KC, whose super-blocks end with float d[32]), float
- * d*sc_half[2][32] (Q6C). Nibble quants become bytes
+ * -(dmin*m)[32] (Q4KC), int32 sc_half[2][32] (Q6C); the K-quants'
+ * super-blocks of 8 blocks end with the rows' float d[32]. Nibble quants
+ * become bytes
  * (0..15, Q6C 0..63; offsets go through the activation sums in the
  * kernel); Q80 quants stay signed, or become w + 128 (xor 0x80) with VNNI.
  * The compact panels are read here once per matmul, straight from memory
