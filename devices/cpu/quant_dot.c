@@ -36,12 +36,14 @@ void het_q8r_layout_init(struct het_q8r_layout *l, int64_t K, bool with_abs)
 void het_q8r_quantize_scalar(const float *x, const struct het_q8r_layout *l, void *dst)
 {
     uint8_t *row = dst;
+    float amax = 0.0f;
     for (int64_t b = 0; b < l->nb; b++) {
         const float *xb = x + b * HET_Q8R_BLOCK;
         int8_t *qs = (int8_t *)(row + (size_t)b * l->bs);
-        const float *xg = x + (b - b % l->group) * HET_Q8R_BLOCK; /* the blocks sharing d */
-        float amax = 0.0f;
-        for (int j = 0; j < HET_Q8R_BLOCK * l->group; j++) amax = fmaxf(amax, fabsf(xg[j]));
+        if (b % l->group == 0) { /* the amax of the blocks sharing d, at the first of them */
+            amax = 0.0f;
+            for (int j = 0; j < HET_Q8R_BLOCK * l->group; j++) amax = fmaxf(amax, fabsf(xb[j]));
+        }
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         int P[2][2] = {{0, 0}, {0, 0}}; /* [half][pair slot] */

@@ -81,7 +81,7 @@ struct het_q8r_layout {
 static inline int het_q8r_group_for(enum het_type a_type, int64_t K, int64_t M)
 {
     const bool kq = a_type == HET_TYPE_Q4_K || a_type == HET_TYPE_Q6_K;
-    return kq && M >= HET_Q8R_GROUP_MIN_M && (K / 32) % HET_Q8R_GROUP_K == 0 ? HET_Q8R_GROUP_K : 1;
+    return kq && M >= HET_Q8R_GROUP_MIN_M && (K / HET_Q8R_BLOCK) % HET_Q8R_GROUP_K == 0 ? HET_Q8R_GROUP_K : 1;
 }
 
 static inline const int8_t *het_q8r_qs(const uint8_t *row, size_t bs, int64_t b)

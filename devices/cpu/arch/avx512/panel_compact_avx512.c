@@ -378,26 +378,25 @@ HET_INLINE void het_xexpand_t(const struct het_panel_layout *l, const void *p0, 
             if (kind == HET_PANEL_Q4KC) {
                 /* int32 sc, float -dmin*m; the super-block's d after its 8th block */
                 __m512i sc = _mm512_setzero_si512();
-                __m512 d = _mm512_setzero_ps();
+                const uint8_t *pd = grp ? grp + het_cpanel_d_off(l, len) : NULL;
                 if (grp) {
-                    const uint8_t *scm = grp + het_cpanel_sc_off(l, len) + 32 * j, *pd = grp + het_cpanel_d_off(l, len);
+                    const uint8_t *scm = grp + het_cpanel_sc_off(l, len) + 32 * j;
                     sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)scm));
-                    d = het_ld_h16(pd);
                     s1 = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(het_ld_h16(pd + 32), het_ld_u8f(scm + 16)));
                 }
                 s0 = _mm512_castsi512_ps(sc);
-                if (j == 0) _mm512_store_ps((float *)(void *)het_x_sb_d(dst, b - b0) + 16 * h, d);
+                if (j == 0)
+                    _mm512_store_ps((float *)(void *)het_x_sb_d(dst, b - b0) + 16 * h, pd ? het_ld_h16(pd) : _mm512_setzero_ps());
             } else if (kind == HET_PANEL_Q6C) {
                 /* int32 half scales; the super-block's d after its 8th block */
                 __m512i sc16 = _mm512_setzero_si512();
-                __m512 d = _mm512_setzero_ps();
-                if (grp) {
+                if (grp)
                     sc16 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(grp + het_cpanel_sc_off(l, len) + 32 * j)));
-                    d = het_ld_h16(grp + het_cpanel_d_off(l, len) + 32 * (j / 8));
-                }
                 s0 = _mm512_castsi512_ps(_mm512_srai_epi32(_mm512_slli_epi32(sc16, 16), 16));
                 s1 = _mm512_castsi512_ps(_mm512_srai_epi32(sc16, 16));
-                if (j % 8 == 0) _mm512_store_ps((float *)(void *)het_x_sb_d(dst, b - b0) + 16 * h, d);
+                if (j % 8 == 0)
+                    _mm512_store_ps((float *)(void *)het_x_sb_d(dst, b - b0) + 16 * h,
+                                    grp ? het_ld_h16(grp + het_cpanel_d_off(l, len) + 32 * (j / 8)) : _mm512_setzero_ps());
             } else if (grp) {
                 s0 = het_ld_h16(grp + het_cpanel_d_off(l, len) + 32 * j);
             }
@@ -435,6 +434,33 @@ HET_INLINE __m512i het_x_start(const struct het_q8r_meta *m, int half, const enu
     }
 }
 
+/* Groups [g0, g1) of wide block x (activation block b) into the i32 sums
+ * s0 (rows 0..15) and s1 (rows 16..31) of NC activation rows. */
+HET_INLINE void het_x_groups(const uint8_t *x, int g0, int g1, const uint8_t *const *a, size_t bs, int64_t b,
+                             __m512i *s0, __m512i *s1, const int NC, const enum het_panel_kind kind, const bool vnni)
+{
+#pragma GCC unroll 8
+    for (int g = g0; g < g1; g++) {
+        const __m512i w0 = _mm512_load_si512((const void *)(x + 128 * g));
+        const __m512i w1 = _mm512_load_si512((const void *)(x + 128 * g + 64));
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) {
+            const int8_t *qa = HET_QA(a[c], bs, b) + 4 * g;
+            if (kind == HET_PANEL_Q80) {
+                /* expanded already biased with VNNI: w0, w1 serve as both forms */
+                s0[c] = het_dp_s8(s0[c], w0, w0, qa, HET_UA(a[c], bs, b) + 4 * g, vnni);
+                s1[c] = het_dp_s8(s1[c], w1, w1, qa, HET_UA(a[c], bs, b) + 4 * g, vnni);
+            } else {
+                const __m512i av = het_bc4(qa);
+                s0[c] = het_dp(s0[c], w0, av, vnni);
+                s1[c] = het_dp(s1[c], w1, av, vnni);
+            }
+            HET_KEEP(s0[c]);
+            HET_KEEP(s1[c]);
+        }
+    }
+}
+
 /* The wide walker of Q40 and Q80: nb expanded blocks of 32 rows against NC
  * activation rows, all 8 groups of a block in one pass. */
 HET_INLINE void het_wide_t(int64_t nb, const uint8_t *xp, const uint8_t *const *a, float *out, size_t ldo,
@@ -448,26 +474,7 @@ HET_INLINE void het_wide_t(int64_t nb, const uint8_t *xp, const uint8_t *const *
         __m512i s0[4], s1[4];
 #pragma GCC unroll 4
         for (int c = 0; c < NC; c++) s0[c] = s1[c] = het_x_start(HET_MT(a[c], bs, b), 0, kind, vnni);
-#pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) {
-            const __m512i w0 = _mm512_load_si512((const void *)(xp + 128 * g));
-            const __m512i w1 = _mm512_load_si512((const void *)(xp + 128 * g + 64));
-#pragma GCC unroll 4
-            for (int c = 0; c < NC; c++) {
-                const int8_t *qa = HET_QA(a[c], bs, b) + 4 * g;
-                if (kind == HET_PANEL_Q80) {
-                    /* expanded already biased with VNNI: w0, w1 serve as both forms */
-                    s0[c] = het_dp_s8(s0[c], w0, w0, qa, HET_UA(a[c], bs, b) + 4 * g, vnni);
-                    s1[c] = het_dp_s8(s1[c], w1, w1, qa, HET_UA(a[c], bs, b) + 4 * g, vnni);
-                } else {
-                    const __m512i av = het_bc4(qa);
-                    s0[c] = het_dp(s0[c], w0, av, vnni);
-                    s1[c] = het_dp(s1[c], w1, av, vnni);
-                }
-                HET_KEEP(s0[c]);
-                HET_KEEP(s1[c]);
-            }
-        }
+        het_x_groups(xp, 0, 8, a, bs, b, s0, s1, NC, kind, vnni);
         const __m512 d0 = _mm512_load_ps((const void *)(xp + 1024)), d1 = _mm512_load_ps((const void *)(xp + 1088));
 #pragma GCC unroll 4
         for (int c = 0; c < NC; c++) {
@@ -514,19 +521,7 @@ HET_INLINE void het_wide_kq_t(int64_t nb, const uint8_t *xp, const uint8_t *cons
                 __m512i s0[4], s1[4];
 #pragma GCC unroll 4
                 for (int c = 0; c < NC; c++) s0[c] = s1[c] = het_x_start(HET_MT(a[c], bs, b), half, kind, vnni);
-#pragma GCC unroll 8
-                for (int g = gpp * half; g < gpp * (half + 1); g++) {
-                    const __m512i w0 = _mm512_load_si512((const void *)(x + 128 * g));
-                    const __m512i w1 = _mm512_load_si512((const void *)(x + 128 * g + 64));
-#pragma GCC unroll 4
-                    for (int c = 0; c < NC; c++) {
-                        const __m512i av = het_bc4(HET_QA(a[c], bs, b) + 4 * g);
-                        s0[c] = het_dp(s0[c], w0, av, vnni);
-                        s1[c] = het_dp(s1[c], w1, av, vnni);
-                        HET_KEEP(s0[c]);
-                        HET_KEEP(s1[c]);
-                    }
-                }
+                het_x_groups(x, gpp * half, gpp * (half + 1), a, bs, b, s0, s1, NC, kind, vnni);
                 const __m512i sc0 = _mm512_load_si512((const void *)(x + 1024 + 128 * half));
                 const __m512i sc1 = _mm512_load_si512((const void *)(x + 1088 + 128 * half));
 #pragma GCC unroll 4
