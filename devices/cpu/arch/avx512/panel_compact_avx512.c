@@ -40,8 +40,10 @@
 /* Decode streams the panels once per token; the hardware prefetchers alone
  * leave the core waiting between panels, so each block asks this far ahead
  * (Zen 5, two threads, measured in one process with the variants
- * interleaved): Q6C 12 KB (its panels from memory ran 1.09-1.23x faster
- * than with 4 KB), the other kinds 6 KB (decode tokens took 0.93-1.03x the
+ * interleaved): Q6C 8 KB (its panels from memory ran 1.09-1.23x faster
+ * with 12 KB than with 4 KB; once blocks asked after their loads, 8 KB
+ * took 0.964-0.997x the token time of 12 KB (Q6_K file), 10 KB the same
+ * as either, and 6 KB 1.24x: do not go below 8), the other kinds 6 KB (decode tokens took 0.93-1.03x the
  * time of 4 KB's, median 0.96, over 10 runs of Q4_0, Q4_K_M and Q8_0 files;
  * 8 KB and more lost when memory was slow). The expansion of prefill keeps
  * 4 KB. Q40, Q80 and Q4KC ask for the lines into L2, Q6C (and the
@@ -63,7 +65,7 @@
  * for a miss buffer holds up the demand loads behind it. */
 #define HET_PF_AHEAD 4096
 #define HET_PF_AHEAD_DECODE 6144
-#define HET_PF_AHEAD_Q6C 12288
+#define HET_PF_AHEAD_Q6C 8192
 
 HET_INLINE void het_pf(const uint8_t *p, int lines, size_t ahead, const bool l2)
 {
