@@ -174,14 +174,17 @@ static void test_cpu(const char *path, const char *isa)
         same_logits(&mapped, &copied, "cpu");
         CHECK(!mapped.in_pool && copied.in_pool, "weights in the mapping, resp. in the pool");
         CHECK(mapped.copied == 0 && copied.copied == 0, "no device copied a byte");
-        /* the KV cache (N_CTX tokens) and scratch are well under W/32 here */
-        CHECK(total(&mapped) <= W + W * 3 / 20, "mapped: resident growth %.1f MiB <= 1.15x the weights %.1f MiB",
-              mib(total(&mapped)), mib(W));
         /* under the sanitizers (test.sh sets HET_TEST_SANITIZE) the
          * allocator's redzones and quarantine keep about 1 MiB more
-         * resident: 22.8-23.1 MiB of growth here against 22.0 in Release,
-         * which left 1.125x crossed now and then */
+         * resident: 22.8-23.1 MiB of anonymous growth here against 22.0 in
+         * Release, which left 1.125x crossed now and then */
         const long long san = getenv("HET_TEST_SANITIZE") ? W / 16 : 0;
+        /* the KV cache (N_CTX tokens, all resident from the first eval:
+         * context.c makes 256 positions resident at a time; 0.5 MiB) and
+         * scratch are well under W/32 here */
+        CHECK(total(&mapped) <= W + W * 3 / 20 + san,
+              "mapped: resident growth %.1f MiB <= 1.15x the weights %.1f MiB%s", mib(total(&mapped)), mib(W),
+              san ? ", + 1/16 under the sanitizers" : "");
         CHECK(mapped.d_anon + mapped.d_shmem <= W + W / 8 + san,
               "mapped: anonymous and pool memory %.1f MiB hold at most the panels (<= 1.125x the weights%s)",
               mib(mapped.d_anon + mapped.d_shmem), san ? ", + 1/16 under the sanitizers" : "");
