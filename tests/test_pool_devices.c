@@ -556,7 +556,8 @@ static bool page_resident(const void *p)
 /* A KV cache in the pool is fresh memfd memory: before a step writes into
  * it, the pages of the next 256 positions of every head are made resident
  * at once (context.c), and not the whole cache. Head dim 16 (F16): 32 bytes
- * a position, so position 200 lies a page past what 6 tokens write, 400 past the 256. */
+ * a position, so position 200 lies a page past what 6 tokens write, and 400
+ * past the 256 made resident. */
 static void test_kv_resident(const char *path)
 {
     if (!het_test_file_exists(path)) {

@@ -43,9 +43,10 @@
  * interleaved): Q6C 8 KB (its panels from memory ran 1.09-1.23x faster
  * with 12 KB than with 4 KB; once blocks asked after their loads, 8 KB
  * took 0.964-0.997x the token time of 12 KB (Q6_K file), 10 KB the same
- * as either, and 6 KB 1.24x: do not go below 8), the other kinds 6 KB (decode tokens took 0.93-1.03x the
- * time of 4 KB's, median 0.96, over 10 runs of Q4_0, Q4_K_M and Q8_0 files;
- * 8 KB and more lost when memory was slow). The expansion of prefill keeps
+ * as either, and 6 KB 1.24x: do not go below 8), the other kinds 6 KB
+ * (decode tokens took 0.93-1.03x the time of 4 KB's, median 0.96, over 10
+ * runs of Q4_0, Q4_K_M and Q8_0 files; 8 KB and more lost when memory was
+ * slow). The expansion of prefill keeps
  * 4 KB. Q40, Q80 and Q4KC ask for the lines into L2, Q6C (and the
  * expansion) into L1: against a read by the same threads (bench_stream,
  * layer-sized matmuls, 3 runs) q4_0 ran at 0.83-0.91 of the read with L2
@@ -396,7 +397,8 @@ HET_INLINE void het_xexpand_t(const struct het_panel_layout *l, const void *p0, 
                 }
                 s0 = _mm512_castsi512_ps(sc);
                 if (j == 0)
-                    _mm512_store_ps((float *)(void *)het_x_sb_d(dst, b - b0) + 16 * h, pd ? het_ld_h16(pd) : _mm512_setzero_ps());
+                    _mm512_store_ps((float *)(void *)het_x_sb_d(dst, b - b0) + 16 * h,
+                                    pd ? het_ld_h16(pd) : _mm512_setzero_ps());
             } else if (kind == HET_PANEL_Q6C) {
                 /* int32 half scales; the super-block's d after its 8th block */
                 __m512i sc16 = _mm512_setzero_si512();
@@ -406,7 +408,8 @@ HET_INLINE void het_xexpand_t(const struct het_panel_layout *l, const void *p0, 
                 s1 = _mm512_castsi512_ps(_mm512_srai_epi32(sc16, 16));
                 if (j % 8 == 0)
                     _mm512_store_ps((float *)(void *)het_x_sb_d(dst, b - b0) + 16 * h,
-                                    grp ? het_ld_h16(grp + het_cpanel_d_off(l, len) + 32 * (j / 8)) : _mm512_setzero_ps());
+                                    grp ? het_ld_h16(grp + het_cpanel_d_off(l, len) + 32 * (j / 8))
+                                        : _mm512_setzero_ps());
             } else if (grp) {
                 s0 = het_ld_h16(grp + het_cpanel_d_off(l, len) + 32 * j);
             }
