@@ -116,6 +116,23 @@ text=$("$hetrun" bench -m "$model" -p 8 -n 4 -r 1 --load 1 2>&1)
 grep -q "^tg4 .* beside 1 busy loop: .*x quiet  context switches/token" <<<"$text" && ok || bad "bench --load text: $text"
 "$hetrun" bench -m "$model" --load 0 >"$tmp/load0" 2>&1
 check "bench --load 0 is refused with one line" [ $? != 0 -a "$(grep -c . "$tmp/load0")" = 1 ]
+# bench -d: each run starts from a cache of D tokens; the decode bound counts the
+# cache rows a token reads (F16 K and V of every kv head of every layer, over
+# D + (n+1)/2 positions on average) beside the weights
+json=$("$hetrun" bench -m "$model" --devices cpu -p 8 -n 4 -d 20 -r 1 --json 2>/dev/null)
+python3 -c "
+import json, re, sys
+j = json.loads(sys.argv[1])
+hp = dict(re.findall(r'(n_layer|n_head_kv|head_dim) (\d+)', sys.argv[2]))
+want = int(2 * int(hp['n_head_kv']) * int(hp['head_dim']) * 2 * int(hp['n_layer']) * (20 + 2.5))
+sys.exit(0 if j['depth'] == 20 and j['kv_bytes_per_token'] == want and j['pp_tps'] > 0 and j['tg_tps'] > 0 else 1)
+" "$json" "$info" && ok || bad "bench -d 20: $json"
+text=$("$hetrun" bench -m "$model" --devices cpu -p 0 -n 4 -d 20 -r 1 2>&1)
+grep -q "^tg4 @ d20 .*KV cache" <<<"$text" && ! grep -q "^pp" <<<"$text" && ok || bad "bench -p 0 -d 20 text: $text"
+"$hetrun" bench -m "$model" -d 100 -c 64 >"$tmp/d.err" 2>&1
+check "bench -d past the context is refused with one line" [ $? != 0 -a "$(grep -c . "$tmp/d.err")" = 1 ]
+"$hetrun" bench -m "$model" -p 0 -n 0 >"$tmp/d.err" 2>&1
+check "bench -p 0 -n 0 is refused with one line" [ $? != 0 -a "$(grep -c . "$tmp/d.err")" = 1 ]
 
 # auto, the default device set (the suite sets HET_DEVICES=cpu): `hetrun devices`
 # says what it takes and why it skips the rest; plan without flags plans over it

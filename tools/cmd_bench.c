@@ -5,7 +5,10 @@
  * measured int8 and F32 peaks (het_cpu_measure_peak). Like llama-bench: pp
  * evaluates N tokens in one batch from an empty cache; tg generates N tokens
  * one at a time from an empty cache. A warm-up run is made first and not
- * counted.
+ * counted. --depth D (llama-bench's -d) starts every run from a cache that
+ * holds D tokens, evaluated in one batch before the run and not timed: how
+ * fast a long conversation goes on. The decode bound counts the cache's
+ * bytes each token reads beside the weights'.
  *
  * --load N repeats each repetition beside N busy-loop processes (a laptop
  * with a browser, a server running other work): quiet pp, quiet tg, then
@@ -26,7 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define BENCH_FLAGS "-m -p -n -r -t -c --json --stats -v --gpu-times --ops --load " HR_PLACEMENT_FLAGS
+#define BENCH_FLAGS "-m -p -n -d -r -t -c --json --stats -v --gpu-times --ops --load " HR_PLACEMENT_FLAGS
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -34,10 +37,17 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* tokens/s of one pp run (n tokens, one batch) */
-static bool run_pp(struct hr_session *s, const int32_t *toks, int n, double *tps, het_error *err)
+/* An empty cache, then the first depth tokens in one batch (not timed): where
+ * every run starts. */
+static bool start_at_depth(struct hr_session *s, const int32_t *toks, int depth, het_error *err)
 {
     het_context_reset(s->ctx);
+    return depth <= 0 || het_context_eval(s->ctx, toks, depth, false, err) == HET_OK;
+}
+
+/* tokens/s of one pp run (n tokens, one batch, after what start_at_depth left) */
+static bool run_pp(struct hr_session *s, const int32_t *toks, int n, double *tps, het_error *err)
+{
     double t0 = hr_now_ms();
     if (het_context_eval(s->ctx, toks, n, false, err) != HET_OK) return false;
     *tps = n * 1000.0 / (hr_now_ms() - t0);
@@ -71,7 +81,6 @@ static double median_of(double *v, int n)
 static bool run_tg(struct hr_session *s, const int32_t *toks, int n, struct hr_membw *bw, double *tps,
                    double *bw_gbs, het_error *err)
 {
-    het_context_reset(s->ctx);
     double ms = 0, rate[HR_PASSES_MAX];
     int n_rate = 0;
     double t0 = hr_now_ms();
@@ -125,16 +134,20 @@ static void load_stop(struct load *l)
     l->n = 0;
 }
 
-/* One pp or tg run into x, counting this process's context switches (a tg
- * run with bw: the read bandwidth of its seconds into *bw_gbs, run_tg). */
-static bool run_one(struct hr_session *s, const int32_t *toks, int n, bool pp, struct series *x,
+/* One pp or tg run into x at depth (toks[0, depth) fill the cache first,
+ * off the clock and off the counts), counting this process's context
+ * switches (a tg run with bw: the read bandwidth of its seconds into
+ * *bw_gbs, run_tg). */
+static bool run_one(struct hr_session *s, const int32_t *toks, int depth, int n, bool pp, struct series *x,
                     struct hr_membw *bw, double *bw_gbs, het_error *err)
 {
     struct rusage r0, r1;
     struct het_sched_stats st0, st1;
+    if (!start_at_depth(s, toks, depth, err)) return false;
     het_sched_get_stats(s->sched, &st0);
     getrusage(RUSAGE_SELF, &r0);
-    if (!(pp ? run_pp(s, toks, n, &x->v[x->n], err) : run_tg(s, toks, n, bw, &x->v[x->n], bw_gbs, err)))
+    const int32_t *t = toks + depth;
+    if (!(pp ? run_pp(s, t, n, &x->v[x->n], err) : run_tg(s, t, n, bw, &x->v[x->n], bw_gbs, err)))
         return false;
     getrusage(RUSAGE_SELF, &r1);
     het_sched_get_stats(s->sched, &st1);
@@ -194,13 +207,23 @@ static size_t decode_bytes(const het_model *m)
     return (size_t)total;
 }
 
-/* Operations of one prefill token with p tokens in the batch (empty cache):
- * the layers' matmuls (2 per weight; quantised ones run on int8 products
- * unless activations stay F32; a 3-D expert tensor counts its k used experts
- * of ne[0] x ne[1] each) and attention's two products over (p+1)/2 keys on
- * average. The output matrix is left out: pp computes the logits of the
- * last token only. */
-static void prefill_ops(const het_model *m, int p, bool f32_act, double *int8_ops, double *f32_ops)
+/* KV-cache bytes one decode token reads, averaged over a tg run of n tokens
+ * after depth: token i attends depth + i + 1 positions, each a K and a V
+ * row of every kv head of every layer (F16, the context's cache type). */
+static size_t decode_kv_bytes(const het_model *m, int depth, int n)
+{
+    const struct het_model_config *c = het_model_get_config(m);
+    const double row = 2.0 * (double)c->n_head_kv * (double)c->head_dim * sizeof(uint16_t);
+    return (size_t)(row * c->n_layer * (depth + (n + 1) / 2.0));
+}
+
+/* Operations of one prefill token with p tokens in the batch after depth
+ * tokens in the cache: the layers' matmuls (2 per weight; quantised ones run
+ * on int8 products unless activations stay F32; a 3-D expert tensor counts
+ * its k used experts of ne[0] x ne[1] each) and attention's two products
+ * over depth + (p+1)/2 keys on average. The output matrix is left out: pp
+ * computes the logits of the last token only. */
+static void prefill_ops(const het_model *m, int depth, int p, bool f32_act, double *int8_ops, double *f32_ops)
 {
     const struct het_model_config *c = het_model_get_config(m);
     *int8_ops = *f32_ops = 0;
@@ -211,14 +234,19 @@ static void prefill_ops(const het_model *m, int p, bool f32_act, double *int8_op
         if (het_type_get_traits(t->type)->is_quantized && !f32_act) *int8_ops += ops;
         else *f32_ops += ops;
     }
-    *f32_ops += 4.0 * c->n_layer * c->n_head * c->head_dim * (p + 1) / 2.0;
+    *f32_ops += 4.0 * c->n_layer * c->n_head * c->head_dim * (depth + (p + 1) / 2.0);
 }
 
 int cmd_bench(int argc, char **argv)
 {
     struct hr_opts o;
     if (!hr_parse(&o, "bench", BENCH_FLAGS, argc, argv)) return 2;
-    if (o.n_ctx == 0) o.n_ctx = (o.pp > o.tg ? o.pp : o.tg) + 16;
+    if (o.n_ctx == 0) o.n_ctx = o.depth + (o.pp > o.tg ? o.pp : o.tg) + 16;
+    if (o.depth + (o.pp > o.tg ? o.pp : o.tg) > o.n_ctx) {
+        hr_error(&o, "-d: %d tokens of depth and %d more do not fit the context of %d tokens (-c)", o.depth,
+                 o.pp > o.tg ? o.pp : o.tg, o.n_ctx);
+        return 2;
+    }
     struct hr_session s;
     struct hr_gpu_times gt = { 0 };
     int rc = 1;
@@ -227,7 +255,7 @@ int cmd_bench(int argc, char **argv)
     if (!hr_session_open(&s, &o, true)) goto done;
     hr_gpu_times_begin(&gt, &s, &o);
     const struct het_model_config *c = het_model_get_config(s.model);
-    int n_tok = o.pp > o.tg ? o.pp : o.tg;
+    int n_tok = o.depth + (o.pp > o.tg ? o.pp : o.tg);
     toks = malloc((size_t)(n_tok > 0 ? n_tok : 1) * sizeof *toks);
     if (!toks) goto done;
     uint64_t r = 0x9E3779B97F4A7C15ull;
@@ -242,31 +270,36 @@ int cmd_bench(int argc, char **argv)
     struct series bwr = { .n = 0 }, tg_of_run = { .n = 0 };   /* reads between each run's tokens */
     double warm;
     /* warm-up: page in the weights, grow scratch, not counted */
-    if ((o.pp > 0 && !run_pp(&s, toks, o.pp, &warm, &err)) || (o.tg > 0 && !run_tg(&s, toks, o.tg < 4 ? o.tg : 4, NULL, &warm, NULL, &err))) {
+    const int32_t *at = toks + o.depth;
+    if ((o.pp > 0 && !(start_at_depth(&s, toks, o.depth, &err) && run_pp(&s, at, o.pp, &warm, &err))) ||
+        (o.tg > 0 && !(start_at_depth(&s, toks, o.depth, &err) && run_tg(&s, at, o.tg < 4 ? o.tg : 4, NULL, &warm, NULL, &err)))) {
         hr_error(&o, "%s", err.msg);
         goto done;
     }
     char lab_pp[16], lab_tg[16];
-    snprintf(lab_pp, sizeof lab_pp, "pp%d", o.pp);
-    snprintf(lab_tg, sizeof lab_tg, "tg%d", o.tg);
+    char lab_d[24] = "";
+    if (o.depth) snprintf(lab_d, sizeof lab_d, " @ d%d", o.depth);
+    snprintf(lab_pp, sizeof lab_pp, "pp%d%s", o.pp, lab_d);
+    snprintf(lab_tg, sizeof lab_tg, "tg%d%s", o.tg, lab_d);
     hr_gpu_times_take(&gt, NULL); /* warm-up */
     int threads = o.threads > 0 ? o.threads : 0; /* the CPU device's, when the set has one */
     for (int i = 0; i < s.n_devices; i++)
         if (het_cpu_device_n_threads(s.devices[i]) > 0) threads = het_cpu_device_n_threads(s.devices[i]);
     if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN); /* e.g. lavapipe's threads */
     if (threads <= 0) threads = 1;
-    const size_t dbytes = decode_bytes(s.model);
+    const size_t wdbytes = decode_bytes(s.model), kvbytes = o.tg > 0 ? decode_kv_bytes(s.model, o.depth, o.tg) : 0;
+    const size_t dbytes = wdbytes + kvbytes;
     /* the read bandwidth right after each quiet decode run, and that run
      * against the bound it gives: the speed of memory drifts by minutes */
     if (o.tg > 0) membw = hr_membw_open(threads);
     for (int rep = 0; rep < o.reps && rep < 1000; rep++) {
-        if (o.pp > 0 && !run_one(&s, toks, o.pp, true, &pp, NULL, NULL, &err)) {
+        if (o.pp > 0 && !run_one(&s, toks, o.depth, o.pp, true, &pp, NULL, NULL, &err)) {
             hr_error(&o, "%s", err.msg);
             goto done;
         }
         hr_gpu_times_take(&gt, lab_pp);
         double bw_run = 0;
-        if (o.tg > 0 && !run_one(&s, toks, o.tg, false, &tg, membw, &bw_run, &err)) {
+        if (o.tg > 0 && !run_one(&s, toks, o.depth, o.tg, false, &tg, membw, &bw_run, &err)) {
             hr_error(&o, "%s", err.msg);
             goto done;
         }
@@ -286,8 +319,8 @@ int cmd_bench(int argc, char **argv)
             hr_error(&o, "--load: cannot start %d busy-loop processes", o.load);
             goto done;
         }
-        bool ok = (o.pp <= 0 || run_one(&s, toks, o.pp, true, &lpp, NULL, NULL, &err)) &&
-                  (o.tg <= 0 || run_one(&s, toks, o.tg, false, &ltg, NULL, NULL, &err));
+        bool ok = (o.pp <= 0 || run_one(&s, toks, o.depth, o.pp, true, &lpp, NULL, NULL, &err)) &&
+                  (o.tg <= 0 || run_one(&s, toks, o.depth, o.tg, false, &ltg, NULL, NULL, &err));
         load_stop(&load);
         if (!ok) { hr_error(&o, "%s", err.msg); goto done; }
         hr_gpu_times_take(&gt, NULL); /* loaded runs: not in the per-node table */
@@ -306,7 +339,7 @@ int cmd_bench(int argc, char **argv)
     double q_ops = 0, f_ops = 0, pp_bound = 0;
     if (pp.n && s.n_devices == 1 && het_cpu_device_n_threads(s.devices[0]) > 0 &&
         het_cpu_measure_peak(threads, &peak, NULL) == HET_OK) {
-        prefill_ops(s.model, o.pp, o.f32_act, &q_ops, &f_ops);
+        prefill_ops(s.model, o.depth, o.pp, o.f32_act, &q_ops, &f_ops);
         double t = q_ops / (peak.int8_gops * 1e9) + f_ops / (peak.f32_gflops * 1e9);
         pp_bound = t > 0 ? 1.0 / t : 0;
     }
@@ -315,12 +348,12 @@ int cmd_bench(int argc, char **argv)
     const char *dev = hr_device_list(&o);
     if (o.json) {
         printf("{\"model\":\"%s\",\"device\":\"%s\",\"threads\":%d,\"weight_bytes\":%zu,\"decode_bytes_per_token\":%zu,"
-               "\"pp\":%d,\"tg\":%d,\"reps\":%d,"
+               "\"kv_bytes_per_token\":%zu,\"depth\":%d,\"pp\":%d,\"tg\":%d,\"reps\":%d,"
                "\"pp_tps\":%.2f,\"pp_tps_min\":%.2f,\"pp_tps_max\":%.2f,"
                "\"tg_tps\":%.2f,\"tg_tps_min\":%.2f,\"tg_tps_max\":%.2f,"
                "\"read_bandwidth_gbs\":%.1f,\"tg_bound_tps\":%.1f,"
                "\"peak_int8_gops\":%.1f,\"peak_f32_gflops\":%.1f,\"pp_bound_tps\":%.1f",
-               o.model, dev, threads, wbytes, dbytes, o.pp, o.tg, o.reps, pp.med, pp.min, pp.max, tg.med, tg.min,
+               o.model, dev, threads, wbytes, wdbytes, kvbytes, o.depth, o.pp, o.tg, o.reps, pp.med, pp.min, pp.max, tg.med, tg.min,
                tg.max, bw, bound, peak.int8_gops, peak.f32_gflops, pp_bound);
         printf(",\"pp_probe_ms\":%.1f,\"tg_probe_ms\":%.1f", pp.probe_ms, tg.probe_ms);
         if (tg_of_bound.n)
@@ -340,7 +373,7 @@ int cmd_bench(int argc, char **argv)
         printf("model %s: %s, %.1f MiB weights, %d threads, device %s\n", o.model, c->arch_name, wbytes / 1048576.0,
                threads, dev);
         if (pp.n) {
-            printf("pp%-4d %8.2f tok/s median  (min %.2f, max %.2f, %d runs)", o.pp, pp.med, pp.min, pp.max, pp.n);
+            printf("%-6s %8.2f tok/s median  (min %.2f, max %.2f, %d runs)", lab_pp, pp.med, pp.min, pp.max, pp.n);
             if (pp_bound > 0)
                 printf("   bound: %.1f tok/s = %.3f G int8 ops/token at %.0f GOP/s (%s) + %.3f GFLOP/token at "
                        "%.0f GFLOP/s (%s), measured peaks", pp_bound, q_ops * 1e-9, peak.int8_gops, peak.int8_instr,
@@ -350,9 +383,9 @@ int cmd_bench(int argc, char **argv)
             printf("\n");
         }
         if (tg.n) {
-            printf("tg%-4d %8.2f tok/s median  (min %.2f, max %.2f, %d runs)   bound: %.1f tok/s = %.1f GB/s measured "
-                   "read bandwidth / %.1f MB per token",
-                   o.tg, tg.med, tg.min, tg.max, tg.n, bound, bw, dbytes / 1e6);
+            printf("%-6s %8.2f tok/s median  (min %.2f, max %.2f, %d runs)   bound: %.1f tok/s = %.1f GB/s measured "
+                   "read bandwidth / %.1f MB per token (weights %.1f, KV cache %.1f)",
+                   lab_tg, tg.med, tg.min, tg.max, tg.n, bound, bw, dbytes / 1e6, wdbytes / 1e6, kvbytes / 1e6);
             if (tg_of_bound.n)
                 printf("; each run against the bandwidth measured right after it (best of 5, %.1f-%.1f GB/s): %.0f%% "
                        "(%.0f-%.0f%%)",
@@ -367,8 +400,8 @@ int cmd_bench(int argc, char **argv)
         const struct series *quiet[2] = { &pp, &tg }, *loaded[2] = { &lpp, &ltg };
         for (int k = 0; k < 2; k++) {
             if (!loaded[k]->n) continue;
-            printf("%s%-4d %8.2f tok/s median  (min %.2f, max %.2f, %d runs) beside %d busy loop%s: %.2fx quiet",
-                   k ? "tg" : "pp", k ? o.tg : o.pp, loaded[k]->med, loaded[k]->min, loaded[k]->max, loaded[k]->n,
+            printf("%-6s %8.2f tok/s median  (min %.2f, max %.2f, %d runs) beside %d busy loop%s: %.2fx quiet",
+                   k ? lab_tg : lab_pp, loaded[k]->med, loaded[k]->min, loaded[k]->max, loaded[k]->n,
                    o.load, o.load > 1 ? "s" : "", loaded[k]->med / quiet[k]->med);
             print_probes(loaded[k]);
             print_csw(loaded[k]);

@@ -47,6 +47,7 @@ struct hr_opts {
     int         tg;           /* bench -n (default 128)                   */
     int         reps;         /* bench -r (default 3)                     */
     int         load;         /* bench --load N: busy loops beside (0: none) */
+    int         depth;        /* bench -d: tokens in the cache before each run */
     /* mkmodel */
     const char *arch, *preset, *vocab, *wtype, *otype;
     int         n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;

@@ -52,6 +52,7 @@ static const struct flag flags[] = {
     { "-v|--verbose",   K_BOOL,  F(verbose),     0, 0,   "log decisions and fallbacks" },
     { "-r|--repetitions", K_INT, F(reps),        1, 1000, "bench repetitions" },
     { "--load",         K_INT,   F(load),        1, 1024, "bench: also measure beside N busy-loop processes (each repetition: quiet, then loaded)" },
+    { "-d|--depth",     K_INT,   F(depth),       0, 1 << 24, "bench: tokens in the cache before each pp and tg run (evaluated first, not timed), as llama-bench -d" },
     { "--system",       K_STR,   F(system),      0, 0,   "chat: the system prompt" },
     { "--gpu-times",    K_BOOL,  F(gpu_times),   0, 0,   "print per-op and per-node Vulkan GPU times on stderr at the end" },
     { "--arch",         K_STR,   F(arch),        0, 0,   "mkmodel: llama | qwen2 | qwen3" },
@@ -130,6 +131,7 @@ static const struct flag_doc {
     { "--npu",            "MODE",     "$HET_NPU, else hardware" },
     { "--stats",          "[=json]",  NULL },
     { "-r",               "N",        "3" },
+    { "-d",               "N",        "0" },
     { "--system",         "TEXT",     "none" },
     { "--arch",           "NAME",     "the preset's" },
     { "--preset",         "NAME",     NULL },
@@ -358,13 +360,17 @@ bool hr_parse(struct hr_opts *o, const char *cmd, const char *allowed, int argc,
         if (o->prompt) {
             char *end;
             long x = strtol(o->prompt, &end, 10);
-            if (*end || x < 1 || x > 1 << 20) {
-                hr_error(o, "-p: '%s' is not a prompt length in tokens", o->prompt);
+            if (*end || x < 0 || x > 1 << 20) {
+                hr_error(o, "-p: '%s' is not a prompt length in tokens (0: no pp run)", o->prompt);
                 return false;
             }
             o->pp = (int)x;
         }
         if (o->n_predict >= 0) o->tg = o->n_predict;
+        if (o->pp == 0 && o->tg == 0) {
+            hr_error(o, "-p 0 and -n 0: no pp and no tg run to measure");
+            return false;
+        }
     }
     /* --batch: plan's prefill tokens (default 128), serve's tokens per step (its own default) */
     o->plan.batch = o->batch ? o->batch : 128;
