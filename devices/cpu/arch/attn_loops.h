@@ -88,20 +88,28 @@ static inline __attribute__((always_inline)) void pv_block(const int F16, const 
 /* Decode reads F16 cache rows that come from memory (the token's weights
  * have streamed through the caches since the step before): its loops ask
  * for the row ATTN_PF_KEYS keys ahead, so the rows arrive at a steady
- * distance instead of one miss after another. Zen 5, one query token, 28
- * layers' caches in turn (a throwaway harness, one thread, AVX-512, 6
- * interleaved rounds): attention 0.78x the time at 128 keys, 0.77x at 64,
- * 0.86x at 1024 (8 keys ahead 0.84x, 32 0.79x at 128 keys). In one process,
- * the prefetch on every other token (256 tokens x 2 runs): tokens 0.96-1.00x
- * (median 0.99) over Q4_0, Q4_K_M, Q6_K and Q8_0 files with AVX-512, and
- * 0.970-0.990x with HET_CPU_ISA=avx2 (QK only: the AVX2 PV reads V in
- * column passes); 1024 tokens of Q4_0 (512 keys on average): 0.963x and
- * 0.968x. */
-#define ATTN_PF_KEYS 16
+ * distance instead of one miss after another. Asking once cut attention
+ * to 0.77-0.86x the time (Zen 5, one thread, 64-1024 keys). The hint is
+ * L2's, not L1's, as for the decode matmuls' weights (panel_compact_avx512.c):
+ * an L1 prefetch holds one of the core's few L1 miss buffers until the line
+ * comes from memory, and the demand loads queue behind it. Zen 5, one query
+ * token, 16/8 heads of 128, 28 layers' caches in turn after a 256 MB read
+ * (a throwaway harness), 2 threads, 8 rounds with the variants interleaved,
+ * time against 16 keys ahead into L1: 16 keys into L2 0.80x at 64 keys,
+ * 0.83x at 256, 0.82x at 1024, 0.74x at 2048; 24 keys into L2 0.83x, 0.75x,
+ * 0.75x, 0.69x; 32 into L2 0.89x, 0.74x, 0.73x, 0.71x; 32 into L1 1.01-
+ * 1.04x. One thread: 24 into L2 0.86x at 64 keys, 0.74x at 1024. AVX2
+ * (HET_CPU_ISA=avx2, QK only), 2 threads: 0.88x at 64, 0.80x at 1024.
+ * Whole decode tokens, this against the former 16 keys into L1 on
+ * alternate tokens of one process, each way round (128 tokens after a
+ * prompt of 64, 512 and 2,048 tokens): Q4_0 0.98-0.99x the time, 0.92-0.98x,
+ * 0.79-0.83x; Q4_K_M 0.99x, 0.91-0.99x, 0.74-0.85x; with AVX2 0.96-1.01x,
+ * 0.97-0.99x, 0.93-0.97x. */
+#define ATTN_PF_KEYS 24
 
 static inline __attribute__((always_inline)) void attn_pf_row(const char *row, size_t bytes)
 {
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(row + o, _MM_HINT_T0);
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(row + o, _MM_HINT_T1);
 }
 
 /* NR rows (NR < QK_ROWS: the leftover rows, or decode's 1-2) against all
