@@ -8,7 +8,11 @@
 # best of 5 reads, and the rate of the reads taken between its tokens;
 # int8/F32 peaks for pp).
 #
-#   bench/vs_llama.sh LLAMA_BENCH HETRUN[,HETRUN...] [-t THREADS] [-r ROUNDS] [-p PP] [-n TG] FILE...
+#   bench/vs_llama.sh LLAMA_BENCH HETRUN[,HETRUN...] [-t THREADS] [-r ROUNDS] [-p PP] [-n TG] [-d DEPTH] FILE...
+#
+# -d DEPTH: every run of both starts from a cache of DEPTH tokens (llama-bench
+# -d, hetrun bench -d). LLAMA_ARGS="..." adds flags to every llama-bench run
+# (e.g. "-fa 0": its flash-attention setting changes decode at depth).
 #
 # Several hetrun binaries (comma-separated: an old and a new build, say) run
 # one after the other in every round, and each gets its own row. With
@@ -18,16 +22,17 @@
 # llama.cpp is built outside this repository (docs/ and bench/README.md say
 # how); nothing of it is part of het.
 set -eu
-[ $# -ge 3 ] || { echo "usage: $0 LLAMA_BENCH HETRUN[,HETRUN...] [-t N] [-r N] [-p N] [-n N] FILE..." >&2; exit 2; }
+[ $# -ge 3 ] || { echo "usage: $0 LLAMA_BENCH HETRUN[,HETRUN...] [-t N] [-r N] [-p N] [-n N] [-d N] FILE..." >&2; exit 2; }
 lb=$1 hets=$(echo "$2" | tr ',' ' ')
 shift 2
-threads=2 rounds=3 pp=512 tg=128
+threads=2 rounds=3 pp=512 tg=128 depth=0
 while [ $# -gt 0 ]; do
     case $1 in
     -t) threads=$2; shift 2 ;;
     -r) rounds=$2; shift 2 ;;
     -p) pp=$2; shift 2 ;;
     -n) tg=$2; shift 2 ;;
+    -d) depth=$2; shift 2 ;;
     *) break ;;
     esac
 done
@@ -38,15 +43,16 @@ trap 'rm -rf "$tmp"' EXIT
 locked() { if [ -n "${BENCH_LOCK:-}" ]; then flock "$BENCH_LOCK" "$@"; else "$@"; fi; }
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs; threads $threads;" \
-     "$rounds rounds; pp$pp tg$tg; load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+     "$rounds rounds; pp$pp tg$tg depth $depth; llama-bench ${LLAMA_ARGS:-(defaults)}; load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for f in "$@"; do
     for r in $(seq "$rounds"); do
-        locked "$lb" -m "$f" -t "$threads" -p "$pp" -n "$tg" -r 1 -o jsonl >"$tmp/llama.$r" 2>"$tmp/llama.err" ||
+        # shellcheck disable=SC2086 # LLAMA_ARGS is a list of flags
+        locked "$lb" -m "$f" -t "$threads" -p "$pp" -n "$tg" -d "$depth" ${LLAMA_ARGS:-} -r 1 -o jsonl >"$tmp/llama.$r" 2>"$tmp/llama.err" ||
             { echo "$0: llama-bench failed on $f: $(tail -1 "$tmp/llama.err")" >&2; exit 1; }
         i=0
         for het in $hets; do
             i=$((i + 1))
-            HET_CALIBRATE=0 locked "$het" bench -m "$f" -t "$threads" -p "$pp" -n "$tg" -r 1 --device cpu --json \
+            HET_CALIBRATE=0 locked "$het" bench -m "$f" -t "$threads" -p "$pp" -n "$tg" -d "$depth" -r 1 --device cpu --json \
                 >"$tmp/het.$i.$r" 2>"$tmp/het.err" ||
                 { echo "$0: $het bench failed on $f: $(tail -1 "$tmp/het.err")" >&2; exit 1; }
         done
@@ -77,6 +83,9 @@ for i, het in enumerate(hets, 1):
         if "tg_of_run_bound" in h: Hr.append(h["tg_of_run_bound"])
     row = [os.path.basename(f)] + ([het] if len(hets) > 1 else [])
     for k in ("pp", "tg"):
+        if not L[k] or not all(H[k]):  # -p 0 or -n 0: no such run
+            row += ["-"] * 4
+            continue
         row += [cell(H[k]), cell(L[k]), "%.2fx" % (st.median(H[k]) / st.median(L[k])),
                 "%.0f%% (%.0f-%.0f)" % (100 * st.median(Hb[k]), 100 * min(Hb[k]), 100 * max(Hb[k]))]
     row.append("%.0f%% (%.0f-%.0f)" % (100 * st.median(Hr), 100 * min(Hr), 100 * max(Hr)) if Hr else "-")
