@@ -11,7 +11,8 @@
  *    reduced to 4 scores per row with an hadd tree (1 key at a time for the
  *    last nk % 4 keys).
  *  - PV: 6 query rows x 16 output columns, 12 accumulators; per key, two V
- *    loads and six broadcasts of P feed 12 FMAs.
+ *    loads and six broadcasts of P feed 12 FMAs. Decode's 1-3 rows take
+ *    wider passes over the columns instead (pv_decode).
  * Row remainders reuse the code with fewer rows: the row count is a
  * compile-time constant in each instantiation, so accumulators stay in
  * registers.
@@ -70,14 +71,71 @@ void het_attn_qk_f16_avx2(int nr, int nk, int hdp, const float *q, const void *k
     qk_all(1, nr, nk, hdp, q, k, ldk, s, lds);
 }
 
+/* Decode's PV (NR <= 3 query rows). 16 ymm registers cannot hold a whole
+ * output row of 2 or 3 query rows (128 columns: 16 vectors a row), so the
+ * columns go in passes of NV vectors (NR * NV <= 12 accumulators), keys
+ * inner: each pass reads one contiguous run of every V row, NV * 32 bytes of
+ * F16, where pv_all's passes read 32 bytes of each row, twice as many
+ * passes with rows 256 bytes apart. The first pass asks for each row
+ * ATTN_PF_KEYS keys ahead, whole, so the later passes find it in the
+ * caches. */
+INLINE void pv_pass(const int F16, const int NR, const int NV, int nk, int hdp, const float *s, int lds,
+                    const char *v, size_t ldv, int d0, bool pf, float *o)
+{
+    __m256 acc[3][8];
+#pragma GCC unroll 3
+    for (int r = 0; r < NR; r++)
+#pragma GCC unroll 8
+        for (int c = 0; c < NV; c++) acc[r][c] = _mm256_load_ps(o + r * hdp + d0 + 8 * c);
+    for (int j = 0; j < nk; j++) {
+        const char *row = v + j * ldv;
+        if (F16 && pf) attn_pf_row(row + (size_t)ATTN_PF_KEYS * ldv, (size_t)hdp * 2); /* attn_loops.h says why */
+        __m256 pb[3];
+#pragma GCC unroll 3
+        for (int r = 0; r < NR; r++) pb[r] = _mm256_broadcast_ss(s + r * lds + j);
+#pragma GCC unroll 8
+        for (int c = 0; c < NV; c++) {
+            const __m256 vv = attn_vload_kv(F16, row, d0 + 8 * c);
+#pragma GCC unroll 3
+            for (int r = 0; r < NR; r++) acc[r][c] = _mm256_fmadd_ps(pb[r], vv, acc[r][c]);
+        }
+    }
+#pragma GCC unroll 3
+    for (int r = 0; r < NR; r++)
+#pragma GCC unroll 8
+        for (int c = 0; c < NV; c++) _mm256_store_ps(o + r * hdp + d0 + 8 * c, acc[r][c]);
+}
+
+/* Passes of NV vectors, then single vectors for the rest of hdp. */
+#define PV_PASSES(F16, NR, NV)                                                                                 \
+    do {                                                                                                       \
+        int d = 0;                                                                                             \
+        for (; d + 8 * (NV) <= hdp; d += 8 * (NV)) pv_pass(F16, NR, NV, nk, hdp, s, lds, v, ldv, d, d == 0, o); \
+        for (; d < hdp; d += 8) pv_pass(F16, NR, 1, nk, hdp, s, lds, v, ldv, d, d == 0, o);                      \
+    } while (0)
+
+/* pv_pass for 1-3 rows (hdp a multiple of 8, as attention.c pads it);
+ * false: not its shape. */
+INLINE bool pv_decode(const int F16, int nr, int nk, int hdp, const float *s, int lds, const char *v, size_t ldv,
+                      float *o)
+{
+    if (hdp % 8) return false;
+    switch (nr) {
+    case 1: PV_PASSES(F16, 1, 8); return true;
+    case 2: PV_PASSES(F16, 2, 4); return true;
+    case 3: PV_PASSES(F16, 3, 4); return true;
+    default: return false;
+    }
+}
+
 void het_attn_pv_f32_avx2(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o)
 {
-    pv_all(0, nr, nk, hdp, s, lds, v, ldv, o);
+    if (!pv_decode(0, nr, nk, hdp, s, lds, v, ldv, o)) pv_all(0, nr, nk, hdp, s, lds, v, ldv, o);
 }
 
 void het_attn_pv_f16_avx2(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o)
 {
-    pv_all(1, nr, nk, hdp, s, lds, v, ldv, o);
+    if (!pv_decode(1, nr, nk, hdp, s, lds, v, ldv, o)) pv_all(1, nr, nk, hdp, s, lds, v, ldv, o);
 }
 
 /* ---- online softmax ------------------------------------------------------- */
