@@ -1,0 +1,217 @@
+/*
+ * bench_attn.c — how fast does decode's attention read the KV cache, beside
+ * how fast the same threads read memory? One process, the same rounds.
+ *
+ * Decode's attention reads, for every layer, the K and V rows of every
+ * position so far (F16, one kv head's rows adjacent, as model/context.c
+ * lays the cache out), and the rows come from memory: the token's weights
+ * have streamed through the caches since the step before. Each round here
+ * first reads a 256 MiB buffer with the threads (the loop of tools/membw.c
+ * that `hetrun bench` measures with; its rate is the round's read
+ * bandwidth, and it empties the caches), then runs one query token's
+ * attention over 28 layers' caches in turn, one HET_OP_ATTN node per layer
+ * (Qwen3-0.6B's 16 query heads and 8 kv heads of 128), the threads taking
+ * parts from the shared counter as the CPU device does. Printed per depth:
+ * the median time per layer, the cache bytes it read per second, the read
+ * bandwidth, and the median of the rounds' ratios with their range.
+ *
+ *   bench_attn [-t threads] [-r rounds] [-d depth,depth,...]
+ */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "devices/cpu/cpu_ops.h"
+#include "het/graph.h"
+#include "tools/membw.h"
+
+#define BA_LAYERS    28
+#define BA_HEAD_DIM  128
+#define BA_HEADS     16
+#define BA_KV_HEADS  8
+#define BA_ROUNDS_MAX 256
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Anonymous memory, 2 MiB aligned, on transparent huge pages when the
+ * kernel gives them, touched; NULL on failure. *map and *len for munmap. */
+static void *ba_alloc(size_t n, void **map, size_t *len)
+{
+    const size_t huge = (size_t)2 << 20;
+    *len = n + huge;
+    *map = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (*map == MAP_FAILED) return NULL;
+    void *p = (void *)(((uintptr_t)*map + huge - 1) & ~(uintptr_t)(huge - 1));
+    (void)madvise(p, n, MADV_HUGEPAGE);
+    memset(p, 0, n);
+    return p;
+}
+
+static int run_depth(int depth, int rounds, int nth, enum het_cpu_isa isa)
+{
+    const int64_t n_ctx = depth + 16;
+    const int64_t ne[4] = { BA_HEAD_DIM, n_ctx, BA_KV_HEADS, BA_LAYERS };
+    struct het_tensor kc, vc;
+    het_tensor_init(&kc, HET_TYPE_F16, 4, ne);
+    het_tensor_init(&vc, HET_TYPE_F16, 4, ne);
+    const size_t kv_bytes = het_nbytes(&kc);
+    void *kmap, *vmap, *rmap;
+    size_t klen, vlen, rlen;
+    uint16_t *kb = ba_alloc(kv_bytes, &kmap, &klen), *vb = ba_alloc(kv_bytes, &vmap, &vlen);
+    const size_t rbytes = (size_t)256 << 20;
+    uint8_t *rbuf = ba_alloc(rbytes, &rmap, &rlen);
+    float *qb = malloc(sizeof(float) * BA_HEAD_DIM * BA_HEADS), *db = malloc(sizeof(float) * BA_HEAD_DIM * BA_HEADS);
+    if (!kb || !vb || !rbuf || !qb || !db) return 1;
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < kv_bytes / 2; i++) { /* F16 values in [0.5, 1) and +-[0.25, 0.5) */
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        kb[i] = (uint16_t)(0x3800 | ((r >> 20) & 0x3ff));
+        vb[i] = (uint16_t)(0x3400 | ((r >> 30) & 0x3ff) | ((r >> 50 & 1) << 15));
+    }
+    for (int i = 0; i < BA_HEAD_DIM * BA_HEADS; i++) {
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        qb[i] = (float)(r >> 40) / (float)(1u << 24) - 0.5f;
+    }
+    /* q and dst (hd, heads, 1 token); k, v: one layer's view (hd, kv heads, depth keys) */
+    const int64_t qne[3] = { BA_HEAD_DIM, BA_HEADS, 1 };
+    struct het_tensor q, d, k, v;
+    het_tensor_init(&q, HET_TYPE_F32, 3, qne);
+    het_tensor_init(&d, HET_TYPE_F32, 3, qne);
+    const int64_t kne[3] = { BA_HEAD_DIM, BA_KV_HEADS, depth };
+    het_tensor_init(&k, HET_TYPE_F16, 3, kne);
+    k.nb[1] = kc.nb[2]; /* kv head */
+    k.nb[2] = kc.nb[1]; /* position */
+    k.nb[3] = kc.nb[3];
+    v = k;
+    q.data = qb;
+    d.data = db;
+    d.op = HET_OP_ATTN;
+    d.src[0] = &q;
+    d.src[1] = &k;
+    d.src[2] = &v;
+    het_set_op_param_f32(&d, 0, 0.0884f);
+    d.op_params[1] = depth - 1;
+    const size_t ws = het_cpu_attn_work_size(&d, nth);
+    void *wdata = aligned_alloc(64, (ws + 63) & ~(size_t)63);
+    if (!wdata) return 1;
+    double t_attn[BA_ROUNDS_MAX], rd[BA_ROUNDS_MAX], ratio[BA_ROUNDS_MAX];
+    volatile unsigned long long sink = 0;
+    struct het_cpu_sync sync;
+    het_cpu_sync_init(&sync);
+    enum het_status st[64] = { HET_OK };
+    int got = 0;
+#pragma omp parallel num_threads(nth) reduction(+ : got)
+    {
+        struct het_cpu_worker w;
+        het_cpu_worker_init(&w, &sync);
+        const struct het_compute_params p = {
+            .ith = omp_get_thread_num(), .nth = omp_get_num_threads(),
+            .wdata = wdata, .wsize = ws, .isa = isa, .worker = &w,
+        };
+        got = p.nth == nth;
+        const size_t share = rbytes / (size_t)p.nth / 256 * 256;
+        double t0 = 0;
+        for (int round = -1; round < rounds; round++) { /* round -1: warm-up */
+#pragma omp barrier
+#pragma omp master
+            t0 = now_s();
+            sink += hr_read_widest(rbuf + (size_t)p.ith * share, share);
+#pragma omp barrier
+#pragma omp master
+            {
+                if (round >= 0) rd[round] = (double)share * p.nth / (now_s() - t0) / 1e9;
+                t0 = now_s();
+            }
+            for (int l = 0; l < BA_LAYERS; l++) {
+#pragma omp single
+                {
+                    k.data = (char *)kb + (size_t)l * kc.nb[3];
+                    v.data = (char *)vb + (size_t)l * vc.nb[3];
+                }
+                const enum het_status s = het_cpu_attn(&p, &d);
+                if (s != HET_OK) st[p.ith] = s;
+#pragma omp barrier
+            }
+#pragma omp master
+            if (round >= 0) t_attn[round] = now_s() - t0;
+        }
+    }
+    if (got != nth) {
+        fprintf(stderr, "bench_attn: got fewer than %d threads\n", nth);
+        return 1;
+    }
+    for (int i = 0; i < nth; i++)
+        if (st[i] != HET_OK) {
+            fprintf(stderr, "bench_attn: attention failed: %s\n", het_status_name(st[i]));
+            return 1;
+        }
+    /* the bytes one token's attention reads: K and V rows of every position */
+    const double bytes = 2.0 * depth * BA_KV_HEADS * BA_HEAD_DIM * sizeof(uint16_t) * BA_LAYERS;
+    for (int i = 0; i < rounds; i++) ratio[i] = bytes / t_attn[i] / 1e9 / rd[i];
+    const double mt = median(t_attn, rounds), mr = median(rd, rounds), mq = median(ratio, rounds);
+    printf("depth %5d  %8.2f us/layer  cache %5.1f GB/s   read %5.1f GB/s   cache/read %.2f (%.2f-%.2f)\n", depth,
+           mt / BA_LAYERS * 1e6, bytes / mt / 1e9, mr, mq, ratio[0], ratio[rounds - 1]);
+    munmap(kmap, klen);
+    munmap(vmap, vlen);
+    munmap(rmap, rlen);
+    free(qb);
+    free(db);
+    free(wdata);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int nth = 2, rounds = 10;
+    const char *depths = "64,512,2048";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "-t")) nth = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-r")) rounds = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-d")) depths = argv[i + 1];
+        else {
+            fprintf(stderr, "usage: %s [-t threads] [-r rounds] [-d depth,depth,...]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (argc % 2 == 0 || nth < 1 || nth > 64 || rounds < 1 || rounds > BA_ROUNDS_MAX) {
+        fprintf(stderr, "usage: %s [-t threads 1-64] [-r rounds 1-%d] [-d depth,depth,...]\n", argv[0], BA_ROUNDS_MAX);
+        return 2;
+    }
+    struct het_cpu_features f;
+    het_cpu_features_detect(&f);
+    const enum het_cpu_isa isa = het_cpu_isa_select(&f);
+    printf("threads %d, isa %s, %d rounds (read 256 MiB, then attention over %d layers' caches), %d/%d heads of %d,"
+           " F16 cache; medians, ratio min-max\n", nth, het_cpu_isa_name(isa), rounds, BA_LAYERS, BA_HEADS,
+           BA_KV_HEADS, BA_HEAD_DIM);
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", depths);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        const int depth = atoi(tok);
+        if (depth < 1 || depth > 1 << 20) {
+            fprintf(stderr, "bench_attn: depth '%s' is not a number of positions (1 to %d)\n", tok, 1 << 20);
+            return 2;
+        }
+        if (run_depth(depth, rounds, nth, isa)) return 1;
+    }
+    return 0;
+}
