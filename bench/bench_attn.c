@@ -21,9 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <time.h>
 
+#include "bench/bench_util.h"
 #include "devices/cpu/cpu_ops.h"
 #include "het/graph.h"
 #include "tools/membw.h"
@@ -34,39 +33,6 @@
 #define BA_KV_HEADS  8
 #define BA_ROUNDS_MAX 256
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* Anonymous memory, 2 MiB aligned, on transparent huge pages when the
- * kernel gives them, touched; NULL on failure. *map and *len for munmap. */
-static void *ba_alloc(size_t n, void **map, size_t *len)
-{
-    const size_t huge = (size_t)2 << 20;
-    *len = n + huge;
-    *map = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (*map == MAP_FAILED) return NULL;
-    void *p = (void *)(((uintptr_t)*map + huge - 1) & ~(uintptr_t)(huge - 1));
-    (void)madvise(p, n, MADV_HUGEPAGE);
-    memset(p, 0, n);
-    return p;
-}
-
 static int run_depth(int depth, int rounds, int nth, enum het_cpu_isa isa)
 {
     const int64_t n_ctx = depth + 16;
@@ -75,13 +41,13 @@ static int run_depth(int depth, int rounds, int nth, enum het_cpu_isa isa)
     het_tensor_init(&kc, HET_TYPE_F16, 4, ne);
     het_tensor_init(&vc, HET_TYPE_F16, 4, ne);
     const size_t kv_bytes = het_nbytes(&kc);
-    void *kmap, *vmap, *rmap;
-    size_t klen, vlen, rlen;
-    uint16_t *kb = ba_alloc(kv_bytes, &kmap, &klen), *vb = ba_alloc(kv_bytes, &vmap, &vlen);
     const size_t rbytes = (size_t)256 << 20;
-    uint8_t *rbuf = ba_alloc(rbytes, &rmap, &rlen);
+    struct bench_mem km, vm, rm;
     float *qb = malloc(sizeof(float) * BA_HEAD_DIM * BA_HEADS), *db = malloc(sizeof(float) * BA_HEAD_DIM * BA_HEADS);
-    if (!kb || !vb || !rbuf || !qb || !db) return 1;
+    if (!bench_alloc(&km, kv_bytes, 0) || !bench_alloc(&vm, kv_bytes, 0) || !bench_alloc(&rm, rbytes, 1) || !qb || !db)
+        return 1;
+    uint16_t *kb = (uint16_t *)(void *)km.p, *vb = (uint16_t *)(void *)vm.p;
+    const uint8_t *rbuf = rm.p;
     uint64_t r = 0x9e3779b97f4a7c15ull;
     for (size_t i = 0; i < kv_bytes / 2; i++) { /* F16 values in [0.5, 1) and +-[0.25, 0.5) */
         r ^= r << 13; r ^= r >> 7; r ^= r << 17;
@@ -134,13 +100,13 @@ static int run_depth(int depth, int rounds, int nth, enum het_cpu_isa isa)
         for (int round = -1; round < rounds; round++) { /* round -1: warm-up */
 #pragma omp barrier
 #pragma omp master
-            t0 = now_s();
+            t0 = bench_now_s();
             sink += hr_read_widest(rbuf + (size_t)p.ith * share, share);
 #pragma omp barrier
 #pragma omp master
             {
-                if (round >= 0) rd[round] = (double)share * p.nth / (now_s() - t0) / 1e9;
-                t0 = now_s();
+                if (round >= 0) rd[round] = (double)share * p.nth / (bench_now_s() - t0) / 1e9;
+                t0 = bench_now_s();
             }
             for (int l = 0; l < BA_LAYERS; l++) {
 #pragma omp single
@@ -153,7 +119,7 @@ static int run_depth(int depth, int rounds, int nth, enum het_cpu_isa isa)
 #pragma omp barrier
             }
 #pragma omp master
-            if (round >= 0) t_attn[round] = now_s() - t0;
+            if (round >= 0) t_attn[round] = bench_now_s() - t0;
         }
     }
     if (got != nth) {
@@ -168,12 +134,12 @@ static int run_depth(int depth, int rounds, int nth, enum het_cpu_isa isa)
     /* the bytes one token's attention reads: K and V rows of every position */
     const double bytes = 2.0 * depth * BA_KV_HEADS * BA_HEAD_DIM * sizeof(uint16_t) * BA_LAYERS;
     for (int i = 0; i < rounds; i++) ratio[i] = bytes / t_attn[i] / 1e9 / rd[i];
-    const double mt = median(t_attn, rounds), mr = median(rd, rounds), mq = median(ratio, rounds);
+    const double mt = bench_median(t_attn, rounds), mr = bench_median(rd, rounds), mq = bench_median(ratio, rounds);
     printf("depth %5d  %8.2f us/layer  cache %5.1f GB/s   read %5.1f GB/s   cache/read %.2f (%.2f-%.2f)\n", depth,
            mt / BA_LAYERS * 1e6, bytes / mt / 1e9, mr, mq, ratio[0], ratio[rounds - 1]);
-    munmap(kmap, klen);
-    munmap(vmap, vlen);
-    munmap(rmap, rlen);
+    bench_free(&km);
+    bench_free(&vm);
+    bench_free(&rm);
     free(qb);
     free(db);
     free(wdata);

@@ -27,15 +27,9 @@
 
 #include "devices/cpu/cpu_ops.h"
 #include "devices/cpu/quant_dot.h"
+#include "bench/bench_util.h"
 #include "bench/mm_node.h"
 #include "het/graph.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Busy CPU seconds of the whole process. On a shared machine wall time
  * includes time the threads were descheduled; CPU time / threads (with
@@ -190,7 +184,7 @@ static int run_case(enum het_type type, int64_t K, int64_t N, int64_t M, int nth
     /* As the device runs a graph: one parallel region, parts from a shared
      * counter. Thread 0 decides when to stop; the flag is read after a barrier. */
     int reps = 0, failed = 0, stop = 0;
-    double t0 = now_s(), c0 = cpu_s(), t = 0;
+    double t0 = bench_now_s(), c0 = cpu_s(), t = 0;
     struct het_cpu_sync sync;
     het_cpu_sync_init(&sync);
 #pragma omp parallel num_threads(nth)
@@ -210,7 +204,7 @@ static int run_case(enum het_type type, int64_t K, int64_t N, int64_t M, int nth
 #pragma omp single
             {
                 reps++;
-                t = now_s() - t0;
+                t = bench_now_s() - t0;
                 stop = t >= min_sec || failed;
                 const size_t ci = (size_t)reps % ncopy; /* copy 0 is the original */
                 uint8_t *w = ci ? copies + (ci - 1) * wbytes : psize ? packed : a_buf;

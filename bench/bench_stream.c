@@ -27,55 +27,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <time.h>
 
 #include "devices/cpu/cpu_ops.h"
 #include "devices/cpu/quant_dot.h"
+#include "bench/bench_util.h"
 #include "bench/mm_node.h"
 #include "het/graph.h"
 #include "tools/membw.h"
 
 #define ROUNDS_MAX 256
 #define BS_LATE_S  100e-6 /* a round whose threads left the barrier further apart is not counted */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Anonymous memory on transparent huge pages (as the weight panels), touched. */
-struct bs_mem {
-    void    *map;
-    size_t   len;
-    uint8_t *p; /* 2 MiB aligned */
-};
-
-static bool bs_alloc(struct bs_mem *m, size_t n)
-{
-    const size_t huge = (size_t)2 << 20;
-    m->len = n + huge;
-    m->map = mmap(NULL, m->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m->map == MAP_FAILED) return false;
-    m->p = (uint8_t *)(((uintptr_t)m->map + huge - 1) & ~(uintptr_t)(huge - 1));
-    (void)madvise(m->p, n, MADV_HUGEPAGE);
-    memset(m->p, 1, n);
-    return true;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static int run_type(enum het_type type, int64_t N, int64_t K, int copies, int rounds, int nth,
                     enum het_cpu_isa isa)
@@ -102,12 +63,12 @@ static int run_type(enum het_type type, int64_t N, int64_t K, int copies, int ro
         fprintf(stderr, "bench_stream: %s has no packed form at this level\n", het_type_name(type));
         return 1;
     }
-    struct bs_mem *panels = calloc((size_t)copies, sizeof *panels), rmem;
+    struct bench_mem *panels = calloc((size_t)copies, sizeof *panels), rmem;
     if (!panels) return 1;
     for (int c = 0; c < copies; c++)
-        if (!bs_alloc(&panels[c], psize) || het_cpu_mul_mat_repack(&a, isa, panels[c].p, psize) != HET_OK) return 1;
+        if (!bench_alloc(&panels[c], psize, 1) || het_cpu_mul_mat_repack(&a, isa, panels[c].p, psize) != HET_OK) return 1;
     const size_t rbytes = (size_t)256 << 20;
-    if (!bs_alloc(&rmem, rbytes)) return 1;
+    if (!bench_alloc(&rmem, rbytes, 1)) return 1;
     const uint8_t *rbuf = rmem.p;
     const size_t ws = het_cpu_mul_mat_work_size(&d, nth, false);
     void *wdata = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
@@ -132,7 +93,7 @@ static int run_type(enum het_type type, int64_t N, int64_t K, int copies, int ro
         /* step -2, -1 warm up; even steps: the matmuls, odd: the read */
         for (int step = -2; step < 2 * rounds; step++) {
 #pragma omp barrier
-            start[p.ith] = now_s();
+            start[p.ith] = bench_now_s();
             if (step % 2 == 0) {
                 for (int c = 0; c < copies; c++) {
 #pragma omp single
@@ -142,7 +103,7 @@ static int run_type(enum het_type type, int64_t N, int64_t K, int copies, int ro
             } else {
                 sink += hr_read_widest(rbuf + (size_t)p.ith * share, share);
             }
-            stop[p.ith] = now_s();
+            stop[p.ith] = bench_now_s();
 #pragma omp barrier
 #pragma omp single
             if (step >= 0) {
@@ -176,14 +137,14 @@ static int run_type(enum het_type type, int64_t N, int64_t K, int copies, int ro
         printf("%-5s no round in which the threads started within %.0f us of each other\n", het_type_name(type),
                BS_LATE_S * 1e6);
     } else {
-        const double mg = median(g, n), mr = median(rd, n), mq = median(ratio, n);
+        const double mg = bench_median(g, n), mr = bench_median(rd, n), mq = bench_median(ratio, n);
         printf("%-5s %6lld x %-5lld x%-3d %7.1f MB   matmul %5.1f GB/s   read %5.1f GB/s   matmul/read %.2f (%.2f-%.2f)"
                "   %d of %d rounds\n",
                het_type_name(type), (long long)N, (long long)K, copies, (double)psize * copies / 1e6, mg, mr, mq,
                ratio[0], ratio[n - 1], n, rounds);
     }
-    for (int c = 0; c < copies; c++) munmap(panels[c].map, panels[c].len);
-    munmap(rmem.map, rmem.len);
+    for (int c = 0; c < copies; c++) bench_free(&panels[c]);
+    bench_free(&rmem);
     free(panels);
     free(a_buf);
     free(row);

@@ -1,0 +1,62 @@
+/*
+ * bench_util.h — what the CPU benchmarks that time against the memory share
+ * (bench_stream.c, bench_attn.c, bench_matmul.c): a monotonic clock, the
+ * median of a series, and anonymous memory on transparent huge pages as the
+ * CPU device keeps its weight panels.
+ */
+#ifndef HET_BENCH_UTIL_H
+#define HET_BENCH_UTIL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+static inline double bench_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v[0..n), n >= 1 (v is sorted in place). */
+static inline double bench_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Anonymous memory, 2 MiB aligned, on transparent huge pages when the kernel
+ * gives them (as the weight panels), every byte written with `fill`. */
+struct bench_mem {
+    void    *map;
+    size_t   len;
+    uint8_t *p;
+};
+
+static inline bool bench_alloc(struct bench_mem *m, size_t n, int fill)
+{
+    const size_t huge = (size_t)2 << 20;
+    m->len = n + huge;
+    m->map = mmap(NULL, m->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m->map == MAP_FAILED) return false;
+    m->p = (uint8_t *)(((uintptr_t)m->map + huge - 1) & ~(uintptr_t)(huge - 1));
+    (void)madvise(m->p, n, MADV_HUGEPAGE);
+    memset(m->p, fill, n);
+    return true;
+}
+
+static inline void bench_free(struct bench_mem *m)
+{
+    if (m->map && m->map != MAP_FAILED) munmap(m->map, m->len);
+}
+
+#endif /* HET_BENCH_UTIL_H */
