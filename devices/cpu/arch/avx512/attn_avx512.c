@@ -13,8 +13,8 @@
  *    cost 9 shuffles and adds instead of 4 full reductions.
  *  - PV: 6 query rows x 32 output columns, 12 accumulators; per key, two V
  *    loads and six broadcasts of P feed 12 FMAs.
- * Decode's QK (attn_loops.h) and PV over an F16 cache ask for the rows 16
- * keys ahead.
+ * Decode's QK (attn_loops.h) and PV over an F16 cache ask for the rows
+ * ATTN_PF_KEYS keys ahead, into L2.
  * The row counts are compile-time constants per instantiation.
  * The online softmax step works on 16 scores at a time (a block's 64 keys
  * are four vectors), with het_avx512_exp, the AVX2 exp on 16 lanes.
