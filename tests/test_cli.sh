@@ -153,6 +153,9 @@ for pat in '-n, --n-predict N .*default: run 128' '--temp X .*default: 0.8' '--s
 done
 "$hetrun" serve --help >"$tmp/help" 2>&1
 grep -q -- '--parallel N .*default 4' "$tmp/help" && ok || bad "serve --help: --parallel without its default"
+"$hetrun" bench --help >"$tmp/help" 2>&1
+grep -q -- '-p, --prompt N .*default: 512' "$tmp/help" && grep -q -- '-d, --depth N .*default: 0' "$tmp/help" && ok ||
+    bad "bench --help: -p is a token count (default 512), -d a depth: $(cat "$tmp/help")"
 "$hetrun" chat --help >"$tmp/help" 2>&1
 grep -q -- '--system TEXT .*default: none' "$tmp/help" && ok || bad "chat --help: --system without placeholder/default"
 "$hetrun" --version | grep -q '^hetrun [0-9][0-9.]* (libhet [0-9][0-9.]*)$' && ok || bad "hetrun --version: $("$hetrun" --version 2>&1)"

@@ -218,6 +218,10 @@ static void print_help(const char *cmd, const char *allowed)
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
         const struct flag *f = &flags[i];
         if (!allowed_flag(allowed, f)) continue;
+        if (!strcmp(cmd, "bench") && f->off == offsetof(struct hr_opts, prompt)) { /* bench reads -p as a count (hr_parse) */
+            printf("  %-28s %s\n", "-p, --prompt N", "prompt tokens of each pp run, 0: no pp run (default: 512)");
+            continue;
+        }
         const struct flag_doc *d = flag_doc(f);
         const char *meta = d && d->meta ? d->meta : kind_meta[f->kind];
         char names[64], left[96];
