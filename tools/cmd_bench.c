@@ -241,10 +241,12 @@ int cmd_bench(int argc, char **argv)
 {
     struct hr_opts o;
     if (!hr_parse(&o, "bench", BENCH_FLAGS, argc, argv)) return 2;
-    if (o.n_ctx == 0) o.n_ctx = o.depth + (o.pp > o.tg ? o.pp : o.tg) + 16;
-    if (o.depth + (o.pp > o.tg ? o.pp : o.tg) > o.n_ctx) {
-        hr_error(&o, "-d: %d tokens of depth and %d more do not fit the context of %d tokens (-c)", o.depth,
-                 o.pp > o.tg ? o.pp : o.tg, o.n_ctx);
+    const int n_run = o.pp > o.tg ? o.pp : o.tg; /* tokens a run adds to the depth's */
+    const int n_tok = o.depth + n_run;
+    if (o.n_ctx == 0) o.n_ctx = n_tok + 16;
+    if (n_tok > o.n_ctx) {
+        hr_error(&o, "-d: %d tokens of depth and %d more do not fit the context of %d tokens (-c)", o.depth, n_run,
+                 o.n_ctx);
         return 2;
     }
     struct hr_session s;
@@ -255,7 +257,6 @@ int cmd_bench(int argc, char **argv)
     if (!hr_session_open(&s, &o, true)) goto done;
     hr_gpu_times_begin(&gt, &s, &o);
     const struct het_model_config *c = het_model_get_config(s.model);
-    int n_tok = o.depth + (o.pp > o.tg ? o.pp : o.tg);
     toks = malloc((size_t)(n_tok > 0 ? n_tok : 1) * sizeof *toks);
     if (!toks) goto done;
     uint64_t r = 0x9E3779B97F4A7C15ull;
