@@ -97,6 +97,11 @@ for k in pp_tps tg_tps pp_tps_min tg_tps_max threads weight_bytes peak_int8_gops
          tg_of_bound read_bandwidth_gbs_min tg_of_run_bound run_bandwidth_gbs_max; do
     echo "$json" | grep -q "\"$k\":" && ok || bad "bench --json lacks $k: $json"
 done
+# which processor: the CPU device's description carries cpuid's family and model (as /proc/cpuinfo has them)
+fam=$(awk -F': *' '/^cpu family/ {printf "%x", $2; exit}' /proc/cpuinfo)
+mod=$(awk -F': *' '/^model[ \t]/ {printf "%x", $2; exit}' /proc/cpuinfo)
+python3 -c "import json,sys; d=json.loads(sys.argv[1])['device_descriptions']['cpu']; sys.exit(0 if ('family %sh model %sh' % (sys.argv[2], sys.argv[3])) in d else 1)" \
+    "$json" "$fam" "$mod" && ok || bad "bench --json: the cpu description lacks family $fam model $mod: $json"
 # the decode run read memory between its tokens (-n 8: one pass), at a rate
 python3 -c "import json,sys; j=json.loads(sys.argv[1]); sys.exit(0 if j['run_bandwidth_gbs'] > 0 and
     j['tg_of_run_bound'] > 0 else 1)" "$json" && ok || bad "no reads between decode tokens: $json"

@@ -356,6 +356,15 @@ int cmd_bench(int argc, char **argv)
                "\"peak_int8_gops\":%.1f,\"peak_f32_gflops\":%.1f,\"pp_bound_tps\":%.1f",
                o.model, dev, threads, wbytes, wdbytes, kvbytes, o.depth, o.pp, o.tg, o.reps, pp.med, pp.min, pp.max, tg.med, tg.min,
                tg.max, bw, bound, peak.int8_gops, peak.f32_gflops, pp_bound);
+        /* which hardware: a figure is only comparable on the same processor */
+        printf(",\"device_descriptions\":{");
+        for (int i = 0; i < s.n_devices; i++) {
+            printf(i ? "," : "");
+            hr_json_str(het_device_name(s.devices[i]));
+            printf(":");
+            hr_json_str(het_device_description(s.devices[i]));
+        }
+        printf("}");
         printf(",\"pp_probe_ms\":%.1f,\"tg_probe_ms\":%.1f", pp.probe_ms, tg.probe_ms);
         if (tg_of_bound.n)
             printf(",\"read_bandwidth_gbs_min\":%.1f,\"read_bandwidth_gbs_max\":%.1f,\"tg_of_bound\":%.3f,"
@@ -373,6 +382,8 @@ int cmd_bench(int argc, char **argv)
     } else {
         printf("model %s: %s, %.1f MiB weights, %d threads, device %s\n", o.model, c->arch_name, wbytes / 1048576.0,
                threads, dev);
+        for (int i = 0; i < s.n_devices; i++)
+            printf("  %s: %s\n", het_device_name(s.devices[i]), het_device_description(s.devices[i]));
         if (pp.n) {
             printf("%-6s %8.2f tok/s median  (min %.2f, max %.2f, %d runs)", lab_pp, pp.med, pp.min, pp.max, pp.n);
             if (pp_bound > 0)

@@ -600,11 +600,14 @@ static const struct het_device_i cpu_iface = {
 };
 
 /* The description names what changes the device's speed and results: it
- * keys the device's calibration profile. */
+ * keys the device's calibration profile, so a profile measured on one
+ * processor (family / model) is not taken for another's. */
 static void cpu_describe(het_device *dev)
 {
     const struct cpu_context *c = dev->context;
-    snprintf(dev->desc, sizeof dev->desc, "CPU, %d threads, kernels: %s%s%s", c->n_threads,
+    char who[128];
+    het_cpu_identity(&c->features, who, sizeof who);
+    snprintf(dev->desc, sizeof dev->desc, "CPU %s, %d threads, kernels: %s%s%s", who, c->n_threads,
              het_cpu_isa_name(c->isa), c->features.avx_vnni ? " (avx-vnni)" : "", c->f32_act ? ", f32 activations" : "");
 }
 

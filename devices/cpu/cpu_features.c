@@ -7,10 +7,13 @@
  * level can be lowered (never raised) with
  * HET_CPU_ISA=scalar|avx2|avx512|avx512vnni so tests and benchmarks can
  * compare the kernel families on one machine (avx512 on a VNNI machine: the
- * AVX-512 kernels without VNNI).
+ * AVX-512 kernels without VNNI). It also says which processor this is
+ * (vendor, brand, family / model / stepping, and for AMD the core design),
+ * for the CPU device's description.
  */
 #include <cpuid.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,8 +25,66 @@ static uint64_t het_cpu_xcr0(void) {
     return ((uint64_t)hi << 32) | lo;
 }
 
+/* Vendor, brand string and display family / model / stepping: a figure
+ * means nothing without the core it was measured on, and a VM's brand
+ * string ("AMD EPYC") may not say which. */
+static void het_cpu_identify(struct het_cpu_features *f) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return;
+    memcpy(f->vendor, &b, 4);
+    memcpy(f->vendor + 4, &d, 4);
+    memcpy(f->vendor + 8, &c, 4);
+    f->vendor[12] = 0;
+    if (a >= 1 && __get_cpuid(1, &a, &b, &c, &d)) {
+        const unsigned base_fam = (a >> 8) & 0xf, base_model = (a >> 4) & 0xf;
+        f->family = base_fam == 0xf ? base_fam + ((a >> 20) & 0xff) : base_fam;
+        f->model = base_fam == 0xf || base_fam == 0x6 ? base_model | (((a >> 16) & 0xf) << 4) : base_model;
+        f->stepping = a & 0xf;
+    }
+    if (__get_cpuid_max(0x80000000, NULL) >= 0x80000004) {
+        unsigned r[12];
+        for (unsigned i = 0; i < 3; i++) __get_cpuid(0x80000002 + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
+        memcpy(f->brand, r, 48);
+        f->brand[48] = 0;
+        /* trim the padding either side */
+        size_t n = strlen(f->brand), s = 0;
+        while (n > 0 && f->brand[n - 1] == ' ') f->brand[--n] = 0;
+        while (f->brand[s] == ' ') s++;
+        memmove(f->brand, f->brand + s, n - s + 1);
+    }
+}
+
+/* AMD's family / model ranges per core design, as Linux's
+ * arch/x86/kernel/cpu/amd.c assigns its ZEN1..ZEN5 flags. */
+const char *het_cpu_core_name(const struct het_cpu_features *f) {
+    if (strcmp(f->vendor, "AuthenticAMD") != 0) return NULL;
+    const unsigned m = f->model;
+    switch (f->family) {
+    case 0x17:
+        if (m <= 0x2f || (m >= 0x50 && m <= 0x5f)) return "Zen 1";
+        if (m <= 0x4f || (m >= 0x60 && m <= 0x7f) || m == 0x90 || m == 0x91 || (m >= 0xa0 && m <= 0xaf)) return "Zen 2";
+        return NULL;
+    case 0x19:
+        if (m <= 0x0f || (m >= 0x20 && m <= 0x5f)) return "Zen 3";
+        if ((m >= 0x10 && m <= 0x1f) || (m >= 0x60 && m <= 0xaf)) return "Zen 4";
+        return NULL;
+    case 0x1a:
+        if (m <= 0x2f || (m >= 0x40 && m <= 0x4f) || (m >= 0x60 && m <= 0x7f)) return "Zen 5";
+        return NULL;
+    default:
+        return NULL;
+    }
+}
+
+void het_cpu_identity(const struct het_cpu_features *f, char *buf, size_t size) {
+    const char *core = het_cpu_core_name(f);
+    snprintf(buf, size, "%s (family %xh model %xh stepping %u%s%s)", f->brand[0] ? f->brand : f->vendor[0] ? f->vendor : "unknown x86",
+             f->family, f->model, f->stepping, core ? ", " : "", core ? core : "");
+}
+
 void het_cpu_features_detect(struct het_cpu_features *f) {
     memset(f, 0, sizeof(*f));
+    het_cpu_identify(f);
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return;
     const bool osxsave = (c >> 27) & 1;

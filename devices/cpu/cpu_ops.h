@@ -31,6 +31,12 @@ struct het_cpu_features {
     bool avx512_vnni;
     bool avx_vnni;    /* VEX-encoded VNNI (Zen 5 / Alder Lake)         */
     bool avx512_bf16;
+    /* which processor: cpuid's vendor, brand string (as the hypervisor
+     * passes it: a VM may shorten it), and display family / model /
+     * stepping (base and extended fields combined) */
+    char     vendor[13];
+    char     brand[49];
+    unsigned family, model, stepping;
 };
 
 /* Kernel level actually used, chosen once when the device starts; lowered
@@ -87,6 +93,12 @@ struct het_compute_params {
 };
 
 void het_cpu_features_detect(struct het_cpu_features *f);
+/* The core design a family / model belongs to ("Zen 4"), for the AMD
+ * families 17h-1Ah; NULL when not known here (every Intel part: its model
+ * numbers do not map to one core design without a longer table). */
+const char *het_cpu_core_name(const struct het_cpu_features *f);
+/* "AMD EPYC (family 19h model 11h stepping 1, Zen 4)" into buf. */
+void het_cpu_identity(const struct het_cpu_features *f, char *buf, size_t size);
 /* Best ISA level for f, capped by the HET_CPU_ISA environment variable. */
 enum het_cpu_isa het_cpu_isa_select(const struct het_cpu_features *f);
 const char *het_cpu_isa_name(enum het_cpu_isa isa);

@@ -1,0 +1,114 @@
+/*
+ * test_cpu_features.c — which processor the CPU device says it runs on.
+ *
+ * The family / model / stepping cpuid gives (base and extended fields
+ * combined) must be the ones the kernel reports in /proc/cpuinfo, the
+ * vendor must be one the kernel names, and the AMD core-design table must
+ * give the documented design for family / model pairs at the edges of its
+ * ranges (and nothing for Intel or for models outside them). The device's
+ * description, which keys calibration profiles, must carry the identity.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devices/cpu/cpu_ops.h"
+#include "het/device.h"
+#include "testutil.h"
+
+/* The value of the first "key\t: value" line of /proc/cpuinfo, or -1. */
+static long cpuinfo_number(const char *key, int base)
+{
+    FILE *fp = fopen("/proc/cpuinfo", "r");
+    if (!fp) return -1;
+    char line[4096];
+    long v = -1;
+    const size_t n = strlen(key);
+    while (fgets(line, sizeof line, fp)) {
+        if (strncmp(line, key, n) != 0 || (line[n] != ' ' && line[n] != '\t')) continue;
+        const char *colon = strchr(line, ':');
+        if (colon) v = strtol(colon + 1, NULL, base);
+        break;
+    }
+    fclose(fp);
+    return v;
+}
+
+static bool cpuinfo_vendor(char *out, size_t size)
+{
+    FILE *fp = fopen("/proc/cpuinfo", "r");
+    if (!fp) return false;
+    char line[4096];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, fp)) {
+        if (strncmp(line, "vendor_id", 9) != 0) continue;
+        const char *colon = strchr(line, ':');
+        if (!colon) break;
+        snprintf(out, size, "%s", colon + 2);
+        out[strcspn(out, "\n")] = 0;
+        found = true;
+    }
+    fclose(fp);
+    return found;
+}
+
+static void check_table(void)
+{
+    static const struct { const char *vendor; unsigned family, model; const char *want; } cases[] = {
+        { "AuthenticAMD", 0x17, 0x01, "Zen 1" },  { "AuthenticAMD", 0x17, 0x08, "Zen 1" },
+        { "AuthenticAMD", 0x17, 0x31, "Zen 2" },  { "AuthenticAMD", 0x17, 0x71, "Zen 2" },
+        { "AuthenticAMD", 0x17, 0xa0, "Zen 2" },  { "AuthenticAMD", 0x17, 0xb0, NULL },
+        { "AuthenticAMD", 0x19, 0x01, "Zen 3" },  { "AuthenticAMD", 0x19, 0x21, "Zen 3" },
+        { "AuthenticAMD", 0x19, 0x50, "Zen 3" },  { "AuthenticAMD", 0x19, 0x11, "Zen 4" },
+        { "AuthenticAMD", 0x19, 0x61, "Zen 4" },  { "AuthenticAMD", 0x19, 0x74, "Zen 4" },
+        { "AuthenticAMD", 0x19, 0xa0, "Zen 4" },  { "AuthenticAMD", 0x19, 0xb0, NULL },
+        { "AuthenticAMD", 0x1a, 0x02, "Zen 5" },  { "AuthenticAMD", 0x1a, 0x24, "Zen 5" },
+        { "AuthenticAMD", 0x1a, 0x44, "Zen 5" },  { "AuthenticAMD", 0x1a, 0x30, NULL },
+        { "AuthenticAMD", 0x15, 0x02, NULL },     { "GenuineIntel", 0x06, 0x8f, NULL },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct het_cpu_features f;
+        memset(&f, 0, sizeof f);
+        snprintf(f.vendor, sizeof f.vendor, "%s", cases[i].vendor);
+        f.family = cases[i].family;
+        f.model = cases[i].model;
+        const char *got = het_cpu_core_name(&f);
+        CHECK((got == NULL) == (cases[i].want == NULL) && (!got || strcmp(got, cases[i].want) == 0),
+              "%s family %xh model %xh: %s, want %s", cases[i].vendor, cases[i].family, cases[i].model,
+              got ? got : "(none)", cases[i].want ? cases[i].want : "(none)");
+    }
+}
+
+int main(void)
+{
+    check_table();
+
+    struct het_cpu_features f;
+    het_cpu_features_detect(&f);
+    char who[160];
+    het_cpu_identity(&f, who, sizeof who);
+    fprintf(stderr, "this machine: vendor %s, %s\n", f.vendor, who);
+    CHECK(f.vendor[0] != 0, "cpuid gave no vendor");
+    CHECK(f.family != 0, "cpuid gave family 0");
+
+    char vendor[64];
+    const long fam = cpuinfo_number("cpu family", 10), model = cpuinfo_number("model", 10),
+               step = cpuinfo_number("stepping", 10);
+    if (cpuinfo_vendor(vendor, sizeof vendor)) CHECK(strcmp(vendor, f.vendor) == 0, "vendor %s, kernel says %s", f.vendor, vendor);
+    if (fam >= 0) CHECK((long)f.family == fam, "family %u, kernel says %ld", f.family, fam);
+    if (model >= 0) CHECK((long)f.model == model, "model %u, kernel says %ld", f.model, model);
+    if (step >= 0) CHECK((long)f.stepping == step, "stepping %u, kernel says %ld", f.stepping, step);
+
+    char fm[64];
+    snprintf(fm, sizeof fm, "family %xh model %xh", f.family, f.model);
+    CHECK(strstr(who, fm) != NULL, "identity \"%s\" lacks \"%s\"", who, fm);
+    het_error err = { 0 };
+    het_device *dev = het_cpu_device_init(1, &err);
+    CHECK(dev != NULL, "cpu device: %s", err.msg);
+    if (dev) {
+        CHECK(strstr(het_device_description(dev), fm) != NULL, "description \"%s\" lacks \"%s\"",
+              het_device_description(dev), fm);
+        het_device_free(dev);
+    }
+    return het_test_finish();
+}
