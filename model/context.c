@@ -26,7 +26,7 @@
 /* Positions whose cache pages are made resident at a time. One head's row
  * of an F16 cache of head_dim 128 is 256 bytes: left to fault in, a page
  * arrived every 16 positions for each head, K and V, of every layer. In
- * decode (Qwen3-0.6B shape, 2 threads, Zen 5 VM) 1 in 16 of the copies
+ * decode (Qwen3-0.6B shape, 2 threads, Zen 4 VM) 1 in 16 of the copies
  * into the cache then took over 19 us, and they averaged 3.6-4.1 us; with
  * the pages made resident 256 positions at a time, 2.0-2.5 us. */
 #define HET_KV_RESIDENT_STEP 256

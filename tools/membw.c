@@ -4,7 +4,7 @@
  * not a guess: n_threads threads (the benchmark's) each stream their share
  * of a 256 MiB buffer (far larger than any last-level cache) once per
  * repetition, with the widest vector loads the CPU has (the kernels use
- * them; on Zen 5, 16-byte loads reach about 15% less than 64-byte ones),
+ * them; on Zen 4, 16-byte loads reach about 15% less than 64-byte ones),
  * four independent sums so the adds never limit the loads. The best of 5
  * repetitions, wall clock, is the bound. The buffer asks for transparent
  * huge pages, as the CPU's weight panels do (devices/cpu/panel_arena.c):

@@ -22,7 +22,7 @@
  * scores transposed instead (attention.h, het_attn_t_*): each key and value
  * block is converted to F32 once for all the tile's rows, QK becomes an
  * outer product without horizontal sums, and the softmax runs across 16
- * rows at a time. Measured on Zen 5 (one thread, 512 tokens, 16/8 heads of
+ * rows at a time. Measured on Zen 4 (one thread, 512 tokens, 16/8 heads of
  * 128, F16 head-major cache, 25 interleaved runs): 0.89x the time of the
  * row-wise kernels (0.69-1.10); in a pp512 profile attention fell from
  * 19.1-19.7% of the time to 17.2-17.6%.

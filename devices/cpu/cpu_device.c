@@ -40,7 +40,7 @@
 /* Mean bytes per node (het_cpu_node_work) from which a split's nodes are
  * shared between threads: below it, handing out parts and moving their data
  * between cores costs about what the second thread saves. Measured on
- * stories260K (2 threads, Zen 5, with OpenMP regions then): decode (~14 KB
+ * stories260K (2 threads, Zen 4, with OpenMP regions then): decode (~14 KB
  * per node) ran 1.8x faster on one thread, and beside two busy loops it no
  * longer waited for a second thread to be scheduled at every token; its pp64
  * (~190 KB per node) is faster on two. */
@@ -570,7 +570,7 @@ static void cpu_free(het_device *dev)
 }
 
 /* A graph is about to be built and run. Between two decode tokens the host
- * builds, plans and schedules for ~340 us (Qwen3-0.6B, Zen 5 VM), longer
+ * builds, plans and schedules for ~340 us (Qwen3-0.6B, Zen 4 VM), longer
  * than the workers spin, so they sleep, and a sleeping vCPU here can take
  * milliseconds to come back: wake them now (they spin for the job, at most
  * 1 ms). Only while this device is running graphs (a split ended within

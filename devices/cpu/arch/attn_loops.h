@@ -89,10 +89,10 @@ static inline __attribute__((always_inline)) void pv_block(const int F16, const 
  * have streamed through the caches since the step before): its loops ask
  * for the row ATTN_PF_KEYS keys ahead, so the rows arrive at a steady
  * distance instead of one miss after another. Asking once cut attention
- * to 0.77-0.86x the time (Zen 5, one thread, 64-1024 keys). The hint is
+ * to 0.77-0.86x the time (Zen 4, one thread, 64-1024 keys). The hint is
  * L2's, not L1's, as for the decode matmuls' weights (panel_compact_avx512.c):
  * an L1 prefetch holds one of the core's few L1 miss buffers until the line
- * comes from memory, and the demand loads queue behind it. Zen 5, one query
+ * comes from memory, and the demand loads queue behind it. Zen 4, one query
  * token, 16/8 heads of 128, 28 layers' caches in turn after a 256 MB read
  * (a throwaway harness), 2 threads, 8 rounds with the variants interleaved,
  * time against 16 keys ahead into L1: 16 keys into L2 0.80x at 64 keys,

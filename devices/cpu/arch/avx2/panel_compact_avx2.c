@@ -41,7 +41,7 @@ HET_INLINE __m256i het_bc4(const void *p)
  * prefetchers alone leave the core waiting on memory between panels, so
  * each block asks for its lines this far ahead (the next panels follow in
  * memory; past the end a prefetch is harmless), after its own loads: on
- * Zen 5 at this level, tokens then took 0.985-0.993x the time (Q4_0),
+ * Zen 4 at this level, tokens then took 0.985-0.993x the time (Q4_0),
  * 0.992-0.997x (Q6_K), 0.981-0.992x (Q8_0), 1.000-1.003x (Q4_K_M) of
  * asking before them (see panel_compact_avx512.c). */
 #define HET_PF_AHEAD 4096

@@ -39,7 +39,7 @@
 
 /* Decode streams the panels once per token; the hardware prefetchers alone
  * leave the core waiting between panels, so each block asks this far ahead
- * (Zen 5, two threads, measured in one process with the variants
+ * (Zen 4, two threads, measured in one process with the variants
  * interleaved): Q6C 8 KB (its panels from memory ran 1.09-1.23x faster
  * with 12 KB than with 4 KB; once blocks asked after their loads, 8 KB
  * took 0.964-0.997x the token time of 12 KB (Q6_K file), 10 KB the same
