@@ -138,6 +138,26 @@ grep -q "^tg4 @ d20 .*KV cache" <<<"$text" && ! grep -q "^pp" <<<"$text" && ok |
 check "bench -d past the context is refused with one line" [ $? != 0 -a "$(grep -c . "$tmp/d.err")" = 1 ]
 "$hetrun" bench -m "$model" -p 0 -n 0 >"$tmp/d.err" 2>&1
 check "bench -p 0 -n 0 is refused with one line" [ $? != 0 -a "$(grep -c . "$tmp/d.err")" = 1 ]
+# bench sweeps (llama-bench's lists): every depth with every pp run alone and
+# every tg run alone, one JSON object (one text line) each, in that order
+"$hetrun" bench -m "$model" --devices cpu -p 8,16 -n 4 -d 0,12 -r 1 --json >"$tmp/sweep" 2>/dev/null
+python3 -c "
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+got = [(r['depth'], r['pp'], r['tg'], r['pp_tps'] > 0, r['tg_tps'] > 0) for r in rows]
+want = [(0, 8, 0, True, False), (0, 16, 0, True, False), (0, 0, 4, False, True),
+        (12, 8, 0, True, False), (12, 16, 0, True, False), (12, 0, 4, False, True)]
+sys.exit(0 if got == want else 1)
+" "$tmp/sweep" && ok || bad "bench -p 8,16 -n 4 -d 0,12 --json: $(cat "$tmp/sweep")"
+text=$("$hetrun" bench -m "$model" --devices cpu -p 8 -n 2,4 -d 0,12 -r 1 2>&1)
+[ "$(grep -c '^model ' <<<"$text")" = 1 ] && [ "$(grep -o '^[pt][pg][0-9]*\( @ d[0-9]*\)\?' <<<"$text" | tr '\n' ' ')" = \
+    "pp8 tg2 tg4 pp8 @ d12 tg2 @ d12 tg4 @ d12 " ] && ok || bad "bench sweep text: $text"
+"$hetrun" bench -m "$model" -p 8,x >"$tmp/d.err" 2>&1
+check "bench -p 8,x is refused with one line" [ $? != 0 -a "$(grep -c . "$tmp/d.err")" = 1 ]
+"$hetrun" run -m "$model" -p hi -n 2,3 >"$tmp/d.err" 2>&1
+check "run -n 2,3 (a list is bench's) is refused with one line" [ $? != 0 -a "$(grep -c . "$tmp/d.err")" = 1 ]
+"$hetrun" bench -m "$model" -p 8 -n 4 -d 8,100 -c 64 >"$tmp/d.err" 2>&1
+check "bench -d list past the context is refused with one line" [ $? != 0 -a "$(grep -c . "$tmp/d.err")" = 1 ]
 
 # auto, the default device set (the suite sets HET_DEVICES=cpu): `hetrun devices`
 # says what it takes and why it skips the rest; plan without flags plans over it

@@ -237,15 +237,201 @@ static void prefill_ops(const het_model *m, int depth, int p, bool f32_act, doub
     *f32_ops += 4.0 * c->n_layer * c->n_head * c->head_dim * (depth + (p + 1) / 2.0);
 }
 
+/* What every configuration of a run shares. */
+struct bench_run {
+    struct hr_opts      *o;
+    struct hr_session   *s;
+    struct hr_gpu_times *gt;
+    struct hr_membw     *membw; /* reads between and after decode runs, or NULL */
+    const int32_t       *toks;  /* the depth's tokens, then each run's          */
+    int                  threads;
+};
+
+/* One configuration: a warm-up, o->reps repetitions of a pp run of pp_n
+ * tokens and a tg run of tg_n (either 0: none), each from a cache of depth
+ * tokens, then its figures: text lines (the model and devices first when
+ * header) or one JSON object. */
+static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int depth, bool header)
+{
+    struct hr_opts *o = b->o;
+    struct hr_session *s = b->s;
+    const int32_t *toks = b->toks;
+    const int threads = b->threads;
+    const struct het_model_config *c = het_model_get_config(s->model);
+    het_error err = { 0 };
+    struct series pp = { .n = 0 }, tg = { .n = 0 }, lpp = { .n = 0 }, ltg = { .n = 0 };
+    struct load load = { .n = 0 };
+    struct series bws = { .n = 0 }, tg_of_bound = { .n = 0 }; /* best of 5 reads right after each run */
+    struct series bwr = { .n = 0 }, tg_of_run = { .n = 0 };   /* reads between each run's tokens */
+    double warm;
+    /* warm-up: page in the weights, grow scratch, not counted */
+    const int32_t *at = toks + depth;
+    if ((pp_n > 0 && !(start_at_depth(s, toks, depth, &err) && run_pp(s, at, pp_n, &warm, &err))) ||
+        (tg_n > 0 && !(start_at_depth(s, toks, depth, &err) && run_tg(s, at, tg_n < 4 ? tg_n : 4, NULL, &warm, NULL, &err)))) {
+        hr_error(o, "%s", err.msg);
+        goto fail;
+    }
+    char lab_pp[16], lab_tg[16];
+    char lab_d[24] = "";
+    if (depth) snprintf(lab_d, sizeof lab_d, " @ d%d", depth);
+    snprintf(lab_pp, sizeof lab_pp, "pp%d%s", pp_n, lab_d);
+    snprintf(lab_tg, sizeof lab_tg, "tg%d%s", tg_n, lab_d);
+    hr_gpu_times_take(b->gt, NULL); /* warm-up */
+    const size_t wdbytes = decode_bytes(s->model), kvbytes = tg_n > 0 ? decode_kv_bytes(s->model, depth, tg_n) : 0;
+    const size_t dbytes = wdbytes + kvbytes;
+    /* the read bandwidth right after each quiet decode run, and that run
+     * against the bound it gives: the speed of memory drifts by minutes */
+    struct hr_membw *membw = tg_n > 0 ? b->membw : NULL;
+    for (int rep = 0; rep < o->reps && rep < 1000; rep++) {
+        if (pp_n > 0 && !run_one(s, toks, depth, pp_n, true, &pp, NULL, NULL, &err)) {
+            hr_error(o, "%s", err.msg);
+            goto fail;
+        }
+        hr_gpu_times_take(b->gt, lab_pp);
+        double bw_run = 0;
+        if (tg_n > 0 && !run_one(s, toks, depth, tg_n, false, &tg, membw, &bw_run, &err)) {
+            hr_error(o, "%s", err.msg);
+            goto fail;
+        }
+        hr_gpu_times_take(b->gt, lab_tg);
+        if (bw_run > 0) {
+            bwr.v[bwr.n++] = bw_run;
+            tg_of_run.v[tg_of_run.n++] = tg.v[tg.n - 1] * (double)dbytes / (bw_run * 1e9);
+        }
+        const double bw_now = membw ? hr_membw_measure(membw) : 0;
+        if (bw_now > 0) {
+            bws.v[bws.n++] = bw_now;
+            tg_of_bound.v[tg_of_bound.n++] = tg.v[tg.n - 1] * (double)dbytes / (bw_now * 1e9);
+        }
+        if (!o->load) continue;
+        if (!load_start(&load, o->load)) {
+            load_stop(&load);
+            hr_error(o, "--load: cannot start %d busy-loop processes", o->load);
+            goto fail;
+        }
+        bool ok = (pp_n <= 0 || run_one(s, toks, depth, pp_n, true, &lpp, NULL, NULL, &err)) &&
+                  (tg_n <= 0 || run_one(s, toks, depth, tg_n, false, &ltg, NULL, NULL, &err));
+        load_stop(&load);
+        if (!ok) { hr_error(o, "%s", err.msg); goto fail; }
+        hr_gpu_times_take(b->gt, NULL); /* loaded runs: not in the per-node table */
+    }
+    if (pp.n) summarize(&pp);
+    if (tg.n) summarize(&tg);
+    if (lpp.n) summarize(&lpp);
+    if (ltg.n) summarize(&ltg);
+    if (bws.n) summarize(&bws);
+    if (tg_of_bound.n) summarize(&tg_of_bound);
+    if (bwr.n) summarize(&bwr);
+    if (tg_of_run.n) summarize(&tg_of_run);
+    const double bw = bws.n ? bws.med : hr_measure_read_bandwidth(threads);
+    /* prefill's compute bound: meaningful when the CPU alone runs the graph */
+    struct het_cpu_peak peak = { 0 };
+    double q_ops = 0, f_ops = 0, pp_bound = 0;
+    if (pp.n && s->n_devices == 1 && het_cpu_device_n_threads(s->devices[0]) > 0 &&
+        het_cpu_measure_peak(threads, &peak, NULL) == HET_OK) {
+        prefill_ops(s->model, depth, pp_n, o->f32_act, &q_ops, &f_ops);
+        double t = q_ops / (peak.int8_gops * 1e9) + f_ops / (peak.f32_gflops * 1e9);
+        pp_bound = t > 0 ? 1.0 / t : 0;
+    }
+    size_t wbytes = het_model_weight_bytes(s->model);
+    double bound = bw > 0 ? bw * 1e9 / (double)dbytes : 0;
+    const char *dev = hr_device_list(o);
+    if (o->json) {
+        printf("{\"model\":\"%s\",\"device\":\"%s\",\"threads\":%d,\"weight_bytes\":%zu,\"decode_bytes_per_token\":%zu,"
+               "\"kv_bytes_per_token\":%zu,\"depth\":%d,\"pp\":%d,\"tg\":%d,\"reps\":%d,"
+               "\"pp_tps\":%.2f,\"pp_tps_min\":%.2f,\"pp_tps_max\":%.2f,"
+               "\"tg_tps\":%.2f,\"tg_tps_min\":%.2f,\"tg_tps_max\":%.2f,"
+               "\"read_bandwidth_gbs\":%.1f,\"tg_bound_tps\":%.1f,"
+               "\"peak_int8_gops\":%.1f,\"peak_f32_gflops\":%.1f,\"pp_bound_tps\":%.1f",
+               o->model, dev, threads, wbytes, wdbytes, kvbytes, depth, pp_n, tg_n, o->reps, pp.med, pp.min, pp.max, tg.med, tg.min,
+               tg.max, bw, bound, peak.int8_gops, peak.f32_gflops, pp_bound);
+        /* which hardware: a figure is only comparable on the same processor */
+        printf(",\"device_descriptions\":{");
+        for (int i = 0; i < s->n_devices; i++) {
+            printf(i ? "," : "");
+            hr_json_str(het_device_name(s->devices[i]));
+            printf(":");
+            hr_json_str(het_device_description(s->devices[i]));
+        }
+        printf("}");
+        printf(",\"pp_probe_ms\":%.1f,\"tg_probe_ms\":%.1f", pp.probe_ms, tg.probe_ms);
+        if (tg_of_bound.n)
+            printf(",\"read_bandwidth_gbs_min\":%.1f,\"read_bandwidth_gbs_max\":%.1f,\"tg_of_bound\":%.3f,"
+                   "\"tg_of_bound_min\":%.3f,\"tg_of_bound_max\":%.3f",
+                   bws.min, bws.max, tg_of_bound.med, tg_of_bound.min, tg_of_bound.max);
+        if (tg_of_run.n)
+            printf(",\"run_bandwidth_gbs\":%.1f,\"run_bandwidth_gbs_min\":%.1f,\"run_bandwidth_gbs_max\":%.1f,"
+                   "\"tg_of_run_bound\":%.3f,\"tg_of_run_bound_min\":%.3f,\"tg_of_run_bound_max\":%.3f",
+                   bwr.med, bwr.min, bwr.max, tg_of_run.med, tg_of_run.min, tg_of_run.max);
+        if (o->load)
+            printf(",\"load\":%d,\"pp_load_tps\":%.2f,\"pp_load_tps_min\":%.2f,\"pp_load_tps_max\":%.2f,"
+                   "\"tg_load_tps\":%.2f,\"tg_load_tps_min\":%.2f,\"tg_load_tps_max\":%.2f",
+                   o->load, lpp.med, lpp.min, lpp.max, ltg.med, ltg.min, ltg.max);
+        printf("}\n");
+    } else {
+        if (header) {
+            printf("model %s: %s, %.1f MiB weights, %d threads, device %s\n", o->model, c->arch_name,
+                   wbytes / 1048576.0, threads, dev);
+            for (int i = 0; i < s->n_devices; i++)
+                printf("  %s: %s\n", het_device_name(s->devices[i]), het_device_description(s->devices[i]));
+        }
+        if (pp.n) {
+            printf("%-6s %8.2f tok/s median  (min %.2f, max %.2f, %d runs)", lab_pp, pp.med, pp.min, pp.max, pp.n);
+            if (pp_bound > 0)
+                printf("   bound: %.1f tok/s = %.3f G int8 ops/token at %.0f GOP/s (%s) + %.3f GFLOP/token at "
+                       "%.0f GFLOP/s (%s), measured peaks", pp_bound, q_ops * 1e-9, peak.int8_gops, peak.int8_instr,
+                       f_ops * 1e-9, peak.f32_gflops, peak.f32_instr);
+            print_probes(&pp);
+            if (o->load) print_csw(&pp);
+            printf("\n");
+        }
+        if (tg.n) {
+            printf("%-6s %8.2f tok/s median  (min %.2f, max %.2f, %d runs)   bound: %.1f tok/s = %.1f GB/s measured "
+                   "read bandwidth / %.1f MB per token (weights %.1f, KV cache %.1f)",
+                   lab_tg, tg.med, tg.min, tg.max, tg.n, bound, bw, dbytes / 1e6, wdbytes / 1e6, kvbytes / 1e6);
+            if (tg_of_bound.n)
+                printf("; each run against the bandwidth measured right after it (best of 5, %.1f-%.1f GB/s): %.0f%% "
+                       "(%.0f-%.0f%%)",
+                       bws.min, bws.max, 100 * tg_of_bound.med, 100 * tg_of_bound.min, 100 * tg_of_bound.max);
+            if (tg_of_run.n)
+                printf("; against the reads between its tokens (%.1f-%.1f GB/s): %.0f%% (%.0f-%.0f%%)", bwr.min,
+                       bwr.max, 100 * tg_of_run.med, 100 * tg_of_run.min, 100 * tg_of_run.max);
+            print_probes(&tg);
+            if (o->load) print_csw(&tg);
+            printf("\n");
+        }
+        const struct series *quiet[2] = { &pp, &tg }, *loaded[2] = { &lpp, &ltg };
+        for (int k = 0; k < 2; k++) {
+            if (!loaded[k]->n) continue;
+            printf("%-6s %8.2f tok/s median  (min %.2f, max %.2f, %d runs) beside %d busy loop%s: %.2fx quiet",
+                   k ? lab_tg : lab_pp, loaded[k]->med, loaded[k]->min, loaded[k]->max, loaded[k]->n,
+                   o->load, o->load > 1 ? "s" : "", loaded[k]->med / quiet[k]->med);
+            print_probes(loaded[k]);
+            print_csw(loaded[k]);
+            printf("\n");
+        }
+    }
+    load_stop(&load);
+    fflush(stdout);
+    return true;
+fail:
+    load_stop(&load);
+    return false;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     struct hr_opts o;
     if (!hr_parse(&o, "bench", BENCH_FLAGS, argc, argv)) return 2;
-    const int n_run = o.pp > o.tg ? o.pp : o.tg; /* tokens a run adds to the depth's */
-    const int n_tok = o.depth + n_run;
+    /* tokens: the deepest depth's, then the longest run's */
+    int max_depth = 0, max_run = 0;
+    for (int i = 0; i < o.depth_list.n; i++) max_depth = o.depth_list.v[i] > max_depth ? o.depth_list.v[i] : max_depth;
+    for (int i = 0; i < o.pp_list.n; i++) max_run = o.pp_list.v[i] > max_run ? o.pp_list.v[i] : max_run;
+    for (int i = 0; i < o.tg_list.n; i++) max_run = o.tg_list.v[i] > max_run ? o.tg_list.v[i] : max_run;
+    const int n_tok = max_depth + max_run;
     if (o.n_ctx == 0) o.n_ctx = n_tok + 16;
     if (n_tok > o.n_ctx) {
-        hr_error(&o, "-d: %d tokens of depth and %d more do not fit the context of %d tokens (-c)", o.depth, n_run,
+        hr_error(&o, "-d: %d tokens of depth and %d more do not fit the context of %d tokens (-c)", max_depth, max_run,
                  o.n_ctx);
         return 2;
     }
@@ -264,160 +450,33 @@ int cmd_bench(int argc, char **argv)
         r ^= r << 13; r ^= r >> 7; r ^= r << 17;
         toks[i] = (int32_t)(r % (uint64_t)c->n_vocab);
     }
-    het_error err = { 0 };
-    struct series pp = { .n = 0 }, tg = { .n = 0 }, lpp = { .n = 0 }, ltg = { .n = 0 };
-    struct load load = { .n = 0 };
-    struct series bws = { .n = 0 }, tg_of_bound = { .n = 0 }; /* best of 5 reads right after each run */
-    struct series bwr = { .n = 0 }, tg_of_run = { .n = 0 };   /* reads between each run's tokens */
-    double warm;
-    /* warm-up: page in the weights, grow scratch, not counted */
-    const int32_t *at = toks + o.depth;
-    if ((o.pp > 0 && !(start_at_depth(&s, toks, o.depth, &err) && run_pp(&s, at, o.pp, &warm, &err))) ||
-        (o.tg > 0 && !(start_at_depth(&s, toks, o.depth, &err) && run_tg(&s, at, o.tg < 4 ? o.tg : 4, NULL, &warm, NULL, &err)))) {
-        hr_error(&o, "%s", err.msg);
-        goto done;
-    }
-    char lab_pp[16], lab_tg[16];
-    char lab_d[24] = "";
-    if (o.depth) snprintf(lab_d, sizeof lab_d, " @ d%d", o.depth);
-    snprintf(lab_pp, sizeof lab_pp, "pp%d%s", o.pp, lab_d);
-    snprintf(lab_tg, sizeof lab_tg, "tg%d%s", o.tg, lab_d);
-    hr_gpu_times_take(&gt, NULL); /* warm-up */
     int threads = o.threads > 0 ? o.threads : 0; /* the CPU device's, when the set has one */
     for (int i = 0; i < s.n_devices; i++)
         if (het_cpu_device_n_threads(s.devices[i]) > 0) threads = het_cpu_device_n_threads(s.devices[i]);
     if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN); /* e.g. lavapipe's threads */
     if (threads <= 0) threads = 1;
-    const size_t wdbytes = decode_bytes(s.model), kvbytes = o.tg > 0 ? decode_kv_bytes(s.model, o.depth, o.tg) : 0;
-    const size_t dbytes = wdbytes + kvbytes;
-    /* the read bandwidth right after each quiet decode run, and that run
-     * against the bound it gives: the speed of memory drifts by minutes */
-    if (o.tg > 0) membw = hr_membw_open(threads);
-    for (int rep = 0; rep < o.reps && rep < 1000; rep++) {
-        if (o.pp > 0 && !run_one(&s, toks, o.depth, o.pp, true, &pp, NULL, NULL, &err)) {
-            hr_error(&o, "%s", err.msg);
-            goto done;
-        }
-        hr_gpu_times_take(&gt, lab_pp);
-        double bw_run = 0;
-        if (o.tg > 0 && !run_one(&s, toks, o.depth, o.tg, false, &tg, membw, &bw_run, &err)) {
-            hr_error(&o, "%s", err.msg);
-            goto done;
-        }
-        hr_gpu_times_take(&gt, lab_tg);
-        if (bw_run > 0) {
-            bwr.v[bwr.n++] = bw_run;
-            tg_of_run.v[tg_of_run.n++] = tg.v[tg.n - 1] * (double)dbytes / (bw_run * 1e9);
-        }
-        const double bw_now = membw ? hr_membw_measure(membw) : 0;
-        if (bw_now > 0) {
-            bws.v[bws.n++] = bw_now;
-            tg_of_bound.v[tg_of_bound.n++] = tg.v[tg.n - 1] * (double)dbytes / (bw_now * 1e9);
-        }
-        if (!o.load) continue;
-        if (!load_start(&load, o.load)) {
-            load_stop(&load);
-            hr_error(&o, "--load: cannot start %d busy-loop processes", o.load);
-            goto done;
-        }
-        bool ok = (o.pp <= 0 || run_one(&s, toks, o.depth, o.pp, true, &lpp, NULL, NULL, &err)) &&
-                  (o.tg <= 0 || run_one(&s, toks, o.depth, o.tg, false, &ltg, NULL, NULL, &err));
-        load_stop(&load);
-        if (!ok) { hr_error(&o, "%s", err.msg); goto done; }
-        hr_gpu_times_take(&gt, NULL); /* loaded runs: not in the per-node table */
-    }
-    if (pp.n) summarize(&pp);
-    if (tg.n) summarize(&tg);
-    if (lpp.n) summarize(&lpp);
-    if (ltg.n) summarize(&ltg);
-    if (bws.n) summarize(&bws);
-    if (tg_of_bound.n) summarize(&tg_of_bound);
-    if (bwr.n) summarize(&bwr);
-    if (tg_of_run.n) summarize(&tg_of_run);
-    const double bw = bws.n ? bws.med : hr_measure_read_bandwidth(threads);
-    /* prefill's compute bound: meaningful when the CPU alone runs the graph */
-    struct het_cpu_peak peak = { 0 };
-    double q_ops = 0, f_ops = 0, pp_bound = 0;
-    if (pp.n && s.n_devices == 1 && het_cpu_device_n_threads(s.devices[0]) > 0 &&
-        het_cpu_measure_peak(threads, &peak, NULL) == HET_OK) {
-        prefill_ops(s.model, o.depth, o.pp, o.f32_act, &q_ops, &f_ops);
-        double t = q_ops / (peak.int8_gops * 1e9) + f_ops / (peak.f32_gflops * 1e9);
-        pp_bound = t > 0 ? 1.0 / t : 0;
-    }
-    size_t wbytes = het_model_weight_bytes(s.model);
-    double bound = bw > 0 ? bw * 1e9 / (double)dbytes : 0;
-    const char *dev = hr_device_list(&o);
-    if (o.json) {
-        printf("{\"model\":\"%s\",\"device\":\"%s\",\"threads\":%d,\"weight_bytes\":%zu,\"decode_bytes_per_token\":%zu,"
-               "\"kv_bytes_per_token\":%zu,\"depth\":%d,\"pp\":%d,\"tg\":%d,\"reps\":%d,"
-               "\"pp_tps\":%.2f,\"pp_tps_min\":%.2f,\"pp_tps_max\":%.2f,"
-               "\"tg_tps\":%.2f,\"tg_tps_min\":%.2f,\"tg_tps_max\":%.2f,"
-               "\"read_bandwidth_gbs\":%.1f,\"tg_bound_tps\":%.1f,"
-               "\"peak_int8_gops\":%.1f,\"peak_f32_gflops\":%.1f,\"pp_bound_tps\":%.1f",
-               o.model, dev, threads, wbytes, wdbytes, kvbytes, o.depth, o.pp, o.tg, o.reps, pp.med, pp.min, pp.max, tg.med, tg.min,
-               tg.max, bw, bound, peak.int8_gops, peak.f32_gflops, pp_bound);
-        /* which hardware: a figure is only comparable on the same processor */
-        printf(",\"device_descriptions\":{");
-        for (int i = 0; i < s.n_devices; i++) {
-            printf(i ? "," : "");
-            hr_json_str(het_device_name(s.devices[i]));
-            printf(":");
-            hr_json_str(het_device_description(s.devices[i]));
-        }
-        printf("}");
-        printf(",\"pp_probe_ms\":%.1f,\"tg_probe_ms\":%.1f", pp.probe_ms, tg.probe_ms);
-        if (tg_of_bound.n)
-            printf(",\"read_bandwidth_gbs_min\":%.1f,\"read_bandwidth_gbs_max\":%.1f,\"tg_of_bound\":%.3f,"
-                   "\"tg_of_bound_min\":%.3f,\"tg_of_bound_max\":%.3f",
-                   bws.min, bws.max, tg_of_bound.med, tg_of_bound.min, tg_of_bound.max);
-        if (tg_of_run.n)
-            printf(",\"run_bandwidth_gbs\":%.1f,\"run_bandwidth_gbs_min\":%.1f,\"run_bandwidth_gbs_max\":%.1f,"
-                   "\"tg_of_run_bound\":%.3f,\"tg_of_run_bound_min\":%.3f,\"tg_of_run_bound_max\":%.3f",
-                   bwr.med, bwr.min, bwr.max, tg_of_run.med, tg_of_run.min, tg_of_run.max);
-        if (o.load)
-            printf(",\"load\":%d,\"pp_load_tps\":%.2f,\"pp_load_tps_min\":%.2f,\"pp_load_tps_max\":%.2f,"
-                   "\"tg_load_tps\":%.2f,\"tg_load_tps_min\":%.2f,\"tg_load_tps_max\":%.2f",
-                   o.load, lpp.med, lpp.min, lpp.max, ltg.med, ltg.min, ltg.max);
-        printf("}\n");
+    bool any_tg = false;
+    for (int i = 0; i < o.tg_list.n; i++) any_tg |= o.tg_list.v[i] > 0;
+    if (any_tg) membw = hr_membw_open(threads);
+    const struct bench_run b = { .o = &o, .s = &s, .gt = &gt, .membw = membw, .toks = toks, .threads = threads };
+    /* one value each: pp and tg runs side by side in one configuration, as
+     * always; a list of any: llama-bench's sweep, every depth with every pp
+     * run alone and every tg run alone, a line (or JSON object) each */
+    if (o.pp_list.n == 1 && o.tg_list.n == 1 && o.depth_list.n == 1) {
+        if (!bench_config(&b, o.pp, o.tg, o.depth, true)) goto done;
     } else {
-        printf("model %s: %s, %.1f MiB weights, %d threads, device %s\n", o.model, c->arch_name, wbytes / 1048576.0,
-               threads, dev);
-        for (int i = 0; i < s.n_devices; i++)
-            printf("  %s: %s\n", het_device_name(s.devices[i]), het_device_description(s.devices[i]));
-        if (pp.n) {
-            printf("%-6s %8.2f tok/s median  (min %.2f, max %.2f, %d runs)", lab_pp, pp.med, pp.min, pp.max, pp.n);
-            if (pp_bound > 0)
-                printf("   bound: %.1f tok/s = %.3f G int8 ops/token at %.0f GOP/s (%s) + %.3f GFLOP/token at "
-                       "%.0f GFLOP/s (%s), measured peaks", pp_bound, q_ops * 1e-9, peak.int8_gops, peak.int8_instr,
-                       f_ops * 1e-9, peak.f32_gflops, peak.f32_instr);
-            print_probes(&pp);
-            if (o.load) print_csw(&pp);
-            printf("\n");
-        }
-        if (tg.n) {
-            printf("%-6s %8.2f tok/s median  (min %.2f, max %.2f, %d runs)   bound: %.1f tok/s = %.1f GB/s measured "
-                   "read bandwidth / %.1f MB per token (weights %.1f, KV cache %.1f)",
-                   lab_tg, tg.med, tg.min, tg.max, tg.n, bound, bw, dbytes / 1e6, wdbytes / 1e6, kvbytes / 1e6);
-            if (tg_of_bound.n)
-                printf("; each run against the bandwidth measured right after it (best of 5, %.1f-%.1f GB/s): %.0f%% "
-                       "(%.0f-%.0f%%)",
-                       bws.min, bws.max, 100 * tg_of_bound.med, 100 * tg_of_bound.min, 100 * tg_of_bound.max);
-            if (tg_of_run.n)
-                printf("; against the reads between its tokens (%.1f-%.1f GB/s): %.0f%% (%.0f-%.0f%%)", bwr.min,
-                       bwr.max, 100 * tg_of_run.med, 100 * tg_of_run.min, 100 * tg_of_run.max);
-            print_probes(&tg);
-            if (o.load) print_csw(&tg);
-            printf("\n");
-        }
-        const struct series *quiet[2] = { &pp, &tg }, *loaded[2] = { &lpp, &ltg };
-        for (int k = 0; k < 2; k++) {
-            if (!loaded[k]->n) continue;
-            printf("%-6s %8.2f tok/s median  (min %.2f, max %.2f, %d runs) beside %d busy loop%s: %.2fx quiet",
-                   k ? lab_tg : lab_pp, loaded[k]->med, loaded[k]->min, loaded[k]->max, loaded[k]->n,
-                   o.load, o.load > 1 ? "s" : "", loaded[k]->med / quiet[k]->med);
-            print_probes(loaded[k]);
-            print_csw(loaded[k]);
-            printf("\n");
+        bool header = true;
+        for (int d = 0; d < o.depth_list.n; d++) {
+            for (int i = 0; i < o.pp_list.n; i++) {
+                if (o.pp_list.v[i] <= 0) continue;
+                if (!bench_config(&b, o.pp_list.v[i], 0, o.depth_list.v[d], header)) goto done;
+                header = false;
+            }
+            for (int i = 0; i < o.tg_list.n; i++) {
+                if (o.tg_list.v[i] <= 0) continue;
+                if (!bench_config(&b, 0, o.tg_list.v[i], o.depth_list.v[d], header)) goto done;
+                header = false;
+            }
         }
     }
     if (o.plan.ops) { /* per op class rates beside the device's roofline */
@@ -431,7 +490,6 @@ int cmd_bench(int argc, char **argv)
     hr_print_stats(&s, &o);
     rc = 0;
 done:
-    load_stop(&load);
     hr_membw_close(membw);
     hr_gpu_times_end(&gt);
     free(toks);

@@ -20,6 +20,13 @@
 #include "het/session.h"
 #include "tools/hr_profile.h"
 
+/* A flag's comma-separated integers (bench -p, -n, -d sweep them). */
+#define HR_LIST_MAX 16
+struct hr_intlist {
+    int n;
+    int v[HR_LIST_MAX];
+};
+
 struct hr_opts {
     const char *cmd;
     const char *model;        /* -m                                       */
@@ -48,6 +55,9 @@ struct hr_opts {
     int         reps;         /* bench -r (default 3)                     */
     int         load;         /* bench --load N: busy loops beside (0: none) */
     int         depth;        /* bench -d: tokens in the cache before each run */
+    /* bench sweeps: every value of -p, -n and -d (one each unless a list
+     * was given; pp, tg and depth hold the first) */
+    struct hr_intlist pp_list, tg_list, depth_list;
     /* mkmodel */
     const char *arch, *preset, *vocab, *wtype, *otype;
     int         n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum kind { K_STR, K_INT, K_FLOAT, K_U64, K_BOOL, K_OPTSTR };
+enum kind { K_STR, K_INT, K_FLOAT, K_U64, K_BOOL, K_OPTSTR, K_INTLIST };
 
 struct flag {
     const char *name;   /* "-m" or "--temp"; aliases separated by '|' */
@@ -32,7 +32,7 @@ static const struct flag flags[] = {
     { "-p|--prompt",    K_STR,   F(prompt),      0, 0,   "prompt text" },
     { "-f|--file",      K_STR,   F(prompt_file), 0, 0,   "read the prompt from a file" },
     { "-o|--output",    K_STR,   F(out),         0, 0,   "output file" },
-    { "-n|--n-predict", K_INT,   F(n_predict),   0, 1e7, "tokens to generate (bench: decode tokens)" },
+    { "-n|--n-predict", K_INTLIST, F(tg_list),   0, 1e7, "tokens to generate (bench: decode tokens; N,N,... runs each)" },
     { "--temp",         K_FLOAT, F(temp),        0, 100, "sampling temperature, 0 = greedy" },
     { "--top-k",        K_INT,   F(top_k),       0, 1e7, "top-k sampling, 0 = off" },
     { "--top-p",        K_FLOAT, F(top_p),       0, 1,   "top-p sampling, 1 = off" },
@@ -52,7 +52,7 @@ static const struct flag flags[] = {
     { "-v|--verbose",   K_BOOL,  F(verbose),     0, 0,   "log decisions and fallbacks" },
     { "-r|--repetitions", K_INT, F(reps),        1, 1000, "bench repetitions" },
     { "--load",         K_INT,   F(load),        1, 1024, "bench: also measure beside N busy-loop processes (each repetition: quiet, then loaded)" },
-    { "-d|--depth",     K_INT,   F(depth),       0, 1 << 24, "bench: tokens in the cache before each pp and tg run (evaluated first, not timed), as llama-bench -d" },
+    { "-d|--depth",     K_INTLIST, F(depth_list), 0, 1 << 24, "bench: tokens in the cache before each pp and tg run (evaluated first, not timed), as llama-bench -d; N,N,... runs each" },
     { "--system",       K_STR,   F(system),      0, 0,   "chat: the system prompt" },
     { "--gpu-times",    K_BOOL,  F(gpu_times),   0, 0,   "print per-op and per-node Vulkan GPU times on stderr at the end" },
     { "--arch",         K_STR,   F(arch),        0, 0,   "mkmodel: llama | qwen2 | qwen3" },
@@ -219,7 +219,7 @@ static void print_help(const char *cmd, const char *allowed)
         const struct flag *f = &flags[i];
         if (!allowed_flag(allowed, f)) continue;
         if (!strcmp(cmd, "bench") && f->off == offsetof(struct hr_opts, prompt)) { /* bench reads -p as a count (hr_parse) */
-            printf("  %-28s %s\n", "-p, --prompt N", "prompt tokens of each pp run, 0: no pp run (default: 512)");
+            printf("  %-28s %s\n", "-p, --prompt N", "prompt tokens of each pp run, 0: no pp run; N,N,... runs each (default: 512)");
             continue;
         }
         const struct flag_doc *d = flag_doc(f);
@@ -235,6 +235,27 @@ static void print_help(const char *cmd, const char *allowed)
         printf("  %-28s %s", left, f->help);
         if (d && d->def && !strstr(f->help, "default")) printf(" (default: %s)", d->def);
         putchar('\n');
+    }
+}
+
+/* "N" or "N,N,..." (at most HR_LIST_MAX values, each in [lo, hi]) */
+static bool parse_intlist(struct hr_opts *o, const char *flagname, const char *v, double lo, double hi,
+                          struct hr_intlist *l)
+{
+    l->n = 0;
+    const char *p = v;
+    for (;;) {
+        char *end;
+        errno = 0;
+        const long x = strtol(p, &end, 10);
+        if (errno || end == p || (*end && *end != ',') || x < lo || x > hi || l->n == HR_LIST_MAX) {
+            hr_error(o, "%s: '%s' is not an integer in [%.0f, %.0f] or a list of at most %d of them (N,N,...)",
+                     flagname, v, lo, hi, HR_LIST_MAX);
+            return false;
+        }
+        l->v[l->n++] = (int)x;
+        if (!*end) return true;
+        p = end + 1;
     }
 }
 
@@ -278,6 +299,8 @@ static bool set_value(struct hr_opts *o, const struct flag *f, const char *flagn
     case K_BOOL:
         *(bool *)dst = true;
         return true;
+    case K_INTLIST:
+        return parse_intlist(o, flagname, v, f->lo, f->hi, dst);
     }
     return false;
 }
@@ -359,19 +382,41 @@ bool hr_parse(struct hr_opts *o, const char *cmd, const char *allowed, int argc,
         snprintf(fname, sizeof fname, "%.*s", (int)len, a);
         if (!set_value(o, f, fname, v)) return false;
     }
+    /* lists of -n and -d are bench's sweeps; elsewhere one value */
+    const bool bench = !strcmp(cmd, "bench");
+    if (o->tg_list.n > 1 && !bench) {
+        hr_error(o, "-n: several values (N,N,...) are for bench only");
+        return false;
+    }
+    if (o->tg_list.n) o->n_predict = o->tg_list.v[0];
+    if (o->depth_list.n) o->depth = o->depth_list.v[0];
     /* bench reuses -p/-n as counts */
-    if (!strcmp(cmd, "bench")) {
+    if (bench) {
         if (o->prompt) {
+            struct hr_intlist l;
             char *end;
             long x = strtol(o->prompt, &end, 10);
-            if (*end || x < 0 || x > 1 << 20) {
-                hr_error(o, "-p: '%s' is not a prompt length in tokens (0: no pp run)", o->prompt);
+            if (*end == ',') {
+                if (!parse_intlist(o, "-p", o->prompt, 0, 1 << 20, &l)) return false;
+            } else if (*end || end == o->prompt || x < 0 || x > 1 << 20) {
+                hr_error(o, "-p: '%s' is not a prompt length in tokens (0: no pp run), or a list of them (N,N,...)",
+                         o->prompt);
                 return false;
+            } else {
+                l.n = 1;
+                l.v[0] = (int)x;
             }
-            o->pp = (int)x;
+            o->pp_list = l;
+            o->pp = l.v[0];
         }
         if (o->n_predict >= 0) o->tg = o->n_predict;
-        if (o->pp == 0 && o->tg == 0) {
+        if (!o->pp_list.n) o->pp_list = (struct hr_intlist){ 1, { o->pp } };
+        if (!o->tg_list.n) o->tg_list = (struct hr_intlist){ 1, { o->tg } };
+        if (!o->depth_list.n) o->depth_list = (struct hr_intlist){ 1, { o->depth } };
+        bool any = false;
+        for (int i = 0; i < o->pp_list.n; i++) any |= o->pp_list.v[i] > 0;
+        for (int i = 0; i < o->tg_list.n; i++) any |= o->tg_list.v[i] > 0;
+        if (!any) {
             hr_error(o, "-p 0 and -n 0: no pp and no tg run to measure");
             return false;
         }
