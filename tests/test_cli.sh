@@ -97,6 +97,11 @@ for k in pp_tps tg_tps pp_tps_min tg_tps_max threads weight_bytes peak_int8_gops
          tg_of_bound read_bandwidth_gbs_min tg_of_run_bound run_bandwidth_gbs_max; do
     echo "$json" | grep -q "\"$k\":" && ok || bad "bench --json lacks $k: $json"
 done
+# a model path with a quote in it stays valid JSON
+cp "$model" "$tmp/a \"q\".gguf"
+"$hetrun" bench -m "$tmp/a \"q\".gguf" --devices cpu -p 8 -n 2 -r 1 --json 2>/dev/null | python3 -c "
+import json, sys
+sys.exit(0 if json.load(sys.stdin)['model'].endswith('a \"q\".gguf') else 1)" && ok || bad "bench --json with a quote in the model path"
 # which processor: the CPU device's description carries cpuid's family and model (as /proc/cpuinfo has them)
 fam=$(awk -F': *' '/^cpu family/ {printf "%x", $2; exit}' /proc/cpuinfo)
 mod=$(awk -F': *' '/^model[ \t]/ {printf "%x", $2; exit}' /proc/cpuinfo)

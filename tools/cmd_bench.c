@@ -337,13 +337,18 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
     double bound = bw > 0 ? bw * 1e9 / (double)dbytes : 0;
     const char *dev = hr_device_list(o);
     if (o->json) {
-        printf("{\"model\":\"%s\",\"device\":\"%s\",\"threads\":%d,\"weight_bytes\":%zu,\"decode_bytes_per_token\":%zu,"
+        /* paths and device lists as JSON strings (a quote in a file name stays valid JSON) */
+        printf("{\"model\":");
+        hr_json_str(o->model);
+        printf(",\"device\":");
+        hr_json_str(dev);
+        printf(",\"threads\":%d,\"weight_bytes\":%zu,\"decode_bytes_per_token\":%zu,"
                "\"kv_bytes_per_token\":%zu,\"depth\":%d,\"pp\":%d,\"tg\":%d,\"reps\":%d,"
                "\"pp_tps\":%.2f,\"pp_tps_min\":%.2f,\"pp_tps_max\":%.2f,"
                "\"tg_tps\":%.2f,\"tg_tps_min\":%.2f,\"tg_tps_max\":%.2f,"
                "\"read_bandwidth_gbs\":%.1f,\"tg_bound_tps\":%.1f,"
                "\"peak_int8_gops\":%.1f,\"peak_f32_gflops\":%.1f,\"pp_bound_tps\":%.1f",
-               o->model, dev, threads, wbytes, wdbytes, kvbytes, depth, pp_n, tg_n, o->reps, pp.med, pp.min, pp.max, tg.med, tg.min,
+               threads, wbytes, wdbytes, kvbytes, depth, pp_n, tg_n, o->reps, pp.med, pp.min, pp.max, tg.med, tg.min,
                tg.max, bw, bound, peak.int8_gops, peak.f32_gflops, pp_bound);
         /* which hardware: a figure is only comparable on the same processor */
         printf(",\"device_descriptions\":{");
