@@ -429,10 +429,8 @@ int cmd_bench(int argc, char **argv)
     struct hr_opts o;
     if (!hr_parse(&o, "bench", BENCH_FLAGS, argc, argv)) return 2;
     /* tokens: the deepest depth's, then the longest run's */
-    int max_depth = 0, max_run = 0;
-    for (int i = 0; i < o.depth_list.n; i++) max_depth = o.depth_list.v[i] > max_depth ? o.depth_list.v[i] : max_depth;
-    for (int i = 0; i < o.pp_list.n; i++) max_run = o.pp_list.v[i] > max_run ? o.pp_list.v[i] : max_run;
-    for (int i = 0; i < o.tg_list.n; i++) max_run = o.tg_list.v[i] > max_run ? o.tg_list.v[i] : max_run;
+    const int max_depth = hr_intlist_max(&o.depth_list), max_pp = hr_intlist_max(&o.pp_list),
+              max_tg = hr_intlist_max(&o.tg_list), max_run = max_pp > max_tg ? max_pp : max_tg;
     const int n_tok = max_depth + max_run;
     if (o.n_ctx == 0) o.n_ctx = n_tok + 16;
     if (n_tok > o.n_ctx) {
@@ -460,9 +458,7 @@ int cmd_bench(int argc, char **argv)
         if (het_cpu_device_n_threads(s.devices[i]) > 0) threads = het_cpu_device_n_threads(s.devices[i]);
     if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN); /* e.g. lavapipe's threads */
     if (threads <= 0) threads = 1;
-    bool any_tg = false;
-    for (int i = 0; i < o.tg_list.n; i++) any_tg |= o.tg_list.v[i] > 0;
-    if (any_tg) membw = hr_membw_open(threads);
+    if (max_tg > 0) membw = hr_membw_open(threads);
     const struct bench_run b = { .o = &o, .s = &s, .gt = &gt, .membw = membw, .toks = toks, .threads = threads };
     /* one value each: pp and tg runs side by side in one configuration, as
      * always; a list of any: llama-bench's sweep, every depth with every pp

@@ -26,6 +26,12 @@ struct hr_intlist {
     int n;
     int v[HR_LIST_MAX];
 };
+static inline int hr_intlist_max(const struct hr_intlist *l)
+{
+    int m = 0;
+    for (int i = 0; i < l->n; i++) m = l->v[i] > m ? l->v[i] : m;
+    return m;
+}
 
 struct hr_opts {
     const char *cmd;

@@ -213,7 +213,8 @@ void hr_error(const struct hr_opts *o, const char *fmt, ...)
 static void print_help(const char *cmd, const char *allowed)
 {
     static const char *const kind_meta[] = { [K_STR] = "TEXT", [K_INT] = "N", [K_FLOAT] = "X", [K_U64] = "N",
-                                             [K_BOOL] = NULL, [K_OPTSTR] = "[=TEXT]" };
+                                             [K_BOOL] = NULL, [K_OPTSTR] = "[=TEXT]",
+                                             [K_INTLIST] = "N[,N...]" };
     printf("usage: hetrun %s [options]\n", cmd);
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
         const struct flag *f = &flags[i];
@@ -238,9 +239,10 @@ static void print_help(const char *cmd, const char *allowed)
     }
 }
 
-/* "N" or "N,N,..." (at most HR_LIST_MAX values, each in [lo, hi]) */
+/* "N" or "N,N,..." (at most HR_LIST_MAX values, each in [lo, hi]); what
+ * names one value in the error line (NULL: "an integer in [lo, hi]") */
 static bool parse_intlist(struct hr_opts *o, const char *flagname, const char *v, double lo, double hi,
-                          struct hr_intlist *l)
+                          const char *what, struct hr_intlist *l)
 {
     l->n = 0;
     const char *p = v;
@@ -249,8 +251,10 @@ static bool parse_intlist(struct hr_opts *o, const char *flagname, const char *v
         errno = 0;
         const long x = strtol(p, &end, 10);
         if (errno || end == p || (*end && *end != ',') || x < lo || x > hi || l->n == HR_LIST_MAX) {
-            hr_error(o, "%s: '%s' is not an integer in [%.0f, %.0f] or a list of at most %d of them (N,N,...)",
-                     flagname, v, lo, hi, HR_LIST_MAX);
+            char range[64];
+            snprintf(range, sizeof range, "an integer in [%.0f, %.0f]", lo, hi);
+            hr_error(o, "%s: '%s' is not %s, or a list of at most %d of them (N,N,...)", flagname, v,
+                     what ? what : range, HR_LIST_MAX);
             return false;
         }
         l->v[l->n++] = (int)x;
@@ -300,7 +304,7 @@ static bool set_value(struct hr_opts *o, const struct flag *f, const char *flagn
         *(bool *)dst = true;
         return true;
     case K_INTLIST:
-        return parse_intlist(o, flagname, v, f->lo, f->hi, dst);
+        return parse_intlist(o, flagname, v, f->lo, f->hi, NULL, dst);
     }
     return false;
 }
@@ -393,30 +397,16 @@ bool hr_parse(struct hr_opts *o, const char *cmd, const char *allowed, int argc,
     /* bench reuses -p/-n as counts */
     if (bench) {
         if (o->prompt) {
-            struct hr_intlist l;
-            char *end;
-            long x = strtol(o->prompt, &end, 10);
-            if (*end == ',') {
-                if (!parse_intlist(o, "-p", o->prompt, 0, 1 << 20, &l)) return false;
-            } else if (*end || end == o->prompt || x < 0 || x > 1 << 20) {
-                hr_error(o, "-p: '%s' is not a prompt length in tokens (0: no pp run), or a list of them (N,N,...)",
-                         o->prompt);
+            if (!parse_intlist(o, "-p", o->prompt, 0, 1 << 20, "a prompt length in tokens (0: no pp run)",
+                               &o->pp_list))
                 return false;
-            } else {
-                l.n = 1;
-                l.v[0] = (int)x;
-            }
-            o->pp_list = l;
-            o->pp = l.v[0];
+            o->pp = o->pp_list.v[0];
         }
         if (o->n_predict >= 0) o->tg = o->n_predict;
         if (!o->pp_list.n) o->pp_list = (struct hr_intlist){ 1, { o->pp } };
         if (!o->tg_list.n) o->tg_list = (struct hr_intlist){ 1, { o->tg } };
         if (!o->depth_list.n) o->depth_list = (struct hr_intlist){ 1, { o->depth } };
-        bool any = false;
-        for (int i = 0; i < o->pp_list.n; i++) any |= o->pp_list.v[i] > 0;
-        for (int i = 0; i < o->tg_list.n; i++) any |= o->tg_list.v[i] > 0;
-        if (!any) {
+        if (hr_intlist_max(&o->pp_list) <= 0 && hr_intlist_max(&o->tg_list) <= 0) {
             hr_error(o, "-p 0 and -n 0: no pp and no tg run to measure");
             return false;
         }
