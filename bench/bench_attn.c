@@ -89,11 +89,7 @@ static int run_depth(int depth, int rounds, int nth, enum het_cpu_isa isa)
 #pragma omp parallel num_threads(nth) reduction(+ : got)
     {
         struct het_cpu_worker w;
-        het_cpu_worker_init(&w, &sync);
-        const struct het_compute_params p = {
-            .ith = omp_get_thread_num(), .nth = omp_get_num_threads(),
-            .wdata = wdata, .wsize = ws, .isa = isa, .worker = &w,
-        };
+        const struct het_compute_params p = bench_thread_params(&w, &sync, wdata, ws, isa);
         got = p.nth == nth;
         const size_t share = rbytes / (size_t)p.nth / 256 * 256;
         double t0 = 0;

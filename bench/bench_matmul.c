@@ -190,11 +190,7 @@ static int run_case(enum het_type type, int64_t K, int64_t N, int64_t M, int nth
 #pragma omp parallel num_threads(nth)
     {
         struct het_cpu_worker w;
-        het_cpu_worker_init(&w, &sync);
-        struct het_compute_params p = {
-            .ith = omp_get_thread_num(), .nth = omp_get_num_threads(),
-            .wdata = wdata, .wsize = ws, .isa = isa, .worker = &w,
-        };
+        struct het_compute_params p = bench_thread_params(&w, &sync, wdata, ws, isa);
         for (;;) {
             if (het_cpu_mul_mat(&p, &d) != HET_OK) {
 #pragma omp atomic write

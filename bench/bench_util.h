@@ -1,18 +1,22 @@
 /*
  * bench_util.h — what the CPU benchmarks that time against the memory share
  * (bench_stream.c, bench_attn.c, bench_matmul.c): a monotonic clock, the
- * median of a series, and anonymous memory on transparent huge pages as the
- * CPU device keeps its weight panels.
+ * median of a series, anonymous memory on transparent huge pages as the
+ * CPU device keeps its weight panels, and each OpenMP thread's compute
+ * parameters as the CPU device hands them to kernels.
  */
 #ifndef HET_BENCH_UTIL_H
 #define HET_BENCH_UTIL_H
 
+#include <omp.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+
+#include "devices/cpu/cpu_ops.h"
 
 static inline double bench_now_s(void)
 {
@@ -57,6 +61,18 @@ static inline bool bench_alloc(struct bench_mem *m, size_t n, int fill)
 static inline void bench_free(struct bench_mem *m)
 {
     if (m->map && m->map != MAP_FAILED) munmap(m->map, m->len);
+}
+
+/* Inside a parallel region: this thread's parameters, its worker w (in the
+ * caller's frame) joined to sync, as the CPU device runs a node. */
+static inline struct het_compute_params bench_thread_params(struct het_cpu_worker *w, struct het_cpu_sync *sync,
+                                                            void *wdata, size_t ws, enum het_cpu_isa isa)
+{
+    het_cpu_worker_init(w, sync);
+    return (struct het_compute_params){
+        .ith = omp_get_thread_num(), .nth = omp_get_num_threads(),
+        .wdata = wdata, .wsize = ws, .isa = isa, .worker = w,
+    };
 }
 
 #endif /* HET_BENCH_UTIL_H */
