@@ -8,6 +8,7 @@
  * ranges (and nothing for Intel or for models outside them). The device's
  * description, which keys calibration profiles, must carry the identity.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,35 +17,20 @@
 #include "het/device.h"
 #include "testutil.h"
 
-/* The value of the first "key\t: value" line of /proc/cpuinfo, or -1. */
-static long cpuinfo_number(const char *key, int base)
-{
-    FILE *fp = fopen("/proc/cpuinfo", "r");
-    if (!fp) return -1;
-    char line[4096];
-    long v = -1;
-    const size_t n = strlen(key);
-    while (fgets(line, sizeof line, fp)) {
-        if (strncmp(line, key, n) != 0 || (line[n] != ' ' && line[n] != '\t')) continue;
-        const char *colon = strchr(line, ':');
-        if (colon) v = strtol(colon + 1, NULL, base);
-        break;
-    }
-    fclose(fp);
-    return v;
-}
-
-static bool cpuinfo_vendor(char *out, size_t size)
+/* The value of the first "key<blanks>: value" line of /proc/cpuinfo into
+ * out; false when there is none. */
+static bool cpuinfo_field(const char *key, char *out, size_t size)
 {
     FILE *fp = fopen("/proc/cpuinfo", "r");
     if (!fp) return false;
     char line[4096];
     bool found = false;
+    const size_t n = strlen(key);
     while (!found && fgets(line, sizeof line, fp)) {
-        if (strncmp(line, "vendor_id", 9) != 0) continue;
         const char *colon = strchr(line, ':');
-        if (!colon) break;
-        snprintf(out, size, "%s", colon + 2);
+        /* the key, then only blanks up to the colon ("model" is not "model name") */
+        if (strncmp(line, key, n) != 0 || !colon || strspn(line + n, " \t") != (size_t)(colon - line) - n) continue;
+        snprintf(out, size, "%s", colon + 1 + strspn(colon + 1, " "));
         out[strcspn(out, "\n")] = 0;
         found = true;
     }
@@ -91,13 +77,11 @@ int main(void)
     CHECK(f.vendor[0] != 0, "cpuid gave no vendor");
     CHECK(f.family != 0, "cpuid gave family 0");
 
-    char vendor[64];
-    const long fam = cpuinfo_number("cpu family", 10), model = cpuinfo_number("model", 10),
-               step = cpuinfo_number("stepping", 10);
-    if (cpuinfo_vendor(vendor, sizeof vendor)) CHECK(strcmp(vendor, f.vendor) == 0, "vendor %s, kernel says %s", f.vendor, vendor);
-    if (fam >= 0) CHECK((long)f.family == fam, "family %u, kernel says %ld", f.family, fam);
-    if (model >= 0) CHECK((long)f.model == model, "model %u, kernel says %ld", f.model, model);
-    if (step >= 0) CHECK((long)f.stepping == step, "stepping %u, kernel says %ld", f.stepping, step);
+    char v[64];
+    if (cpuinfo_field("vendor_id", v, sizeof v)) CHECK(strcmp(v, f.vendor) == 0, "vendor %s, kernel says %s", f.vendor, v);
+    if (cpuinfo_field("cpu family", v, sizeof v)) CHECK(f.family == strtoul(v, NULL, 10), "family %u, kernel says %s", f.family, v);
+    if (cpuinfo_field("model", v, sizeof v)) CHECK(f.model == strtoul(v, NULL, 10), "model %u, kernel says %s", f.model, v);
+    if (cpuinfo_field("stepping", v, sizeof v)) CHECK(f.stepping == strtoul(v, NULL, 10), "stepping %u, kernel says %s", f.stepping, v);
 
     char fm[64];
     snprintf(fm, sizeof fm, "family %xh model %xh", f.family, f.model);
