@@ -4,6 +4,19 @@
  * constraint, then greedy (temp 0) or temperature + top-k + top-p + min-p
  * with a seeded generator, so a run is reproducible for a given seed; and
  * the log-probabilities reported beside a sampled token.
+ *
+ * Sampling walks the candidates most likely first, but sorts only what it
+ * must: top-k takes its k by selection (quickselect), and up to
+ * SAMPLE_SORT_MAX candidates are sorted and walked as they always were;
+ * more (no top-k) are never sorted: top-p's cut and the draw each find their
+ * place in the order by partitioning around pivots and adding up the part
+ * before each one (expected linear time), and min-p's cut is a count.
+ * Sorting all of a 151,936-token vocabulary for every token took ~20 ms, as
+ * long as decoding the token (Qwen3-0.6B, two Zen 4 cores: 25 tok/s sampled
+ * against 59 greedy). The order is the full sort's (scaled logit, then token
+ * id), so a seed draws the same tokens as before, except where a sum over
+ * more than SAMPLE_SORT_MAX candidates, now added in another order, rounds
+ * across a cut or the drawn number.
  */
 #include "het/model.h"
 
@@ -15,6 +28,7 @@
 
 #define DEFAULT_PENALTY_LAST_N 64
 #define MAX_PENALTY_LAST_N     65536  /* "all" (-1) is this many: more than any context here */
+#define SAMPLE_SORT_MAX        4096   /* candidates (after top-k) sampled by sorting them all */
 
 struct cand { float w; int32_t id; };
 
@@ -24,6 +38,7 @@ struct het_sampler {
     uint64_t rng;          /* xorshift64* state */
     struct cand *cand;     /* n_vocab candidates, reused per call */
     float   *work;         /* n_vocab adjusted logits (bias, penalties, constraint) */
+    float   *weight;       /* n_vocab candidates' weights, by token id */
     struct het_logit_bias *bias;
     /* penalties: a ring of the last `window` tokens and each token's count in it */
     int32_t *ring, window, ring_len, ring_head;
@@ -84,7 +99,8 @@ het_sampler *het_sampler_init(const struct het_sampler_params *p, int32_t n_voca
     s->rng = p->seed ? p->seed : 0x853c49e6748fea9bull;
     s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
     s->work = malloc((size_t)n_vocab * sizeof *s->work);
-    bool ok = s->cand && s->work;
+    s->weight = malloc((size_t)n_vocab * sizeof *s->weight);
+    bool ok = s->cand && s->work && s->weight;
     if (ok && p->n_logit_bias > 0) {
         s->bias = malloc((size_t)p->n_logit_bias * sizeof *s->bias);
         if ((ok = s->bias != NULL)) memcpy(s->bias, p->logit_bias, (size_t)p->n_logit_bias * sizeof *s->bias);
@@ -110,6 +126,7 @@ void het_sampler_free(het_sampler *s)
     if (!s) return;
     free(s->cand);
     free(s->work);
+    free(s->weight);
     free(s->bias);
     free(s->ring);
     free(s->count);
@@ -186,11 +203,146 @@ static double next_uniform(het_sampler *s)
     return ((s->rng * 0x2545F4914F6CDD1Dull) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-/* order candidates by descending weight */
+/* The order candidates are looked at in: the larger weight first, and of
+ * equal weights the lower token id (the order a stable sort gave). */
+static inline bool cand_before(const struct cand *a, const struct cand *b)
+{
+    return a->w > b->w || (a->w == b->w && a->id < b->id);
+}
+
 static int cand_cmp(const void *a, const void *b)
 {
-    float x = ((const struct cand *)a)->w, y = ((const struct cand *)b)->w;
-    return (x < y) - (x > y);
+    const struct cand *x = a, *y = b;
+    return cand_before(x, y) ? -1 : cand_before(y, x) ? 1 : 0;
+}
+
+static inline void cand_swap(struct cand *c, int32_t i, int32_t j)
+{
+    const struct cand t = c[i];
+    c[i] = c[j];
+    c[j] = t;
+}
+
+/* Partition c[lo, hi) around the median of its first, middle and last
+ * candidates: those before it, then it (its index is returned), then the rest. */
+static int32_t cand_partition(struct cand *c, int32_t lo, int32_t hi)
+{
+    const int32_t mid = lo + (hi - lo) / 2, last = hi - 1;
+    if (cand_before(&c[mid], &c[lo])) cand_swap(c, mid, lo);
+    if (cand_before(&c[last], &c[lo])) cand_swap(c, last, lo);
+    if (cand_before(&c[mid], &c[last])) cand_swap(c, mid, last); /* c[lo] <= c[last] <= c[mid] */
+    const struct cand pivot = c[last];
+    int32_t at = lo;
+    for (int32_t i = lo; i < last; i++)
+        if (cand_before(&c[i], &pivot)) cand_swap(c, i, at++);
+    cand_swap(c, at, last);
+    return at;
+}
+
+/* The first m of c[0, n) in the order above into c[0, m), in any order:
+ * quickselect, which sorts what is left once it has taken more rounds than
+ * an unlucky run of pivots should (so it never takes quadratic time). */
+static void cand_select(struct cand *c, int32_t n, int32_t m)
+{
+    int32_t lo = 0, hi = n, rounds = 0;
+    const int32_t most = 2 * (32 - __builtin_clz((unsigned)n | 1u)) + 8;
+    while (lo < m && m < hi) {
+        if (++rounds > most) {
+            qsort(c + lo, (size_t)(hi - lo), sizeof *c, cand_cmp);
+            return;
+        }
+        const int32_t p = cand_partition(c, lo, hi);
+        if (p < m) lo = p + 1;
+        else hi = p;
+    }
+}
+
+/* a candidate's weight relative to the most likely one's */
+static inline float cand_weight(float w, double maxw) { return (float)exp(w - maxw); }
+
+/* Few candidates: all sorted, and each cut and the draw walk them in order. */
+static int32_t sample_sorted(het_sampler *s, struct cand *c, int32_t n)
+{
+    qsort(c, (size_t)n, sizeof *c, cand_cmp);
+    const double maxw = c[0].w;
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += (c[i].w = cand_weight(c[i].w, maxw));
+    if (s->p.top_p > 0.0f && s->p.top_p < 1.0f) {
+        double acc = 0;
+        for (int32_t i = 0; i < n; i++)
+            if ((acc += c[i].w / sum) >= s->p.top_p) { n = i + 1; break; }
+    }
+    if (s->p.min_p > 0.0f) /* c[0] is the most likely, with weight 1 */
+        for (int32_t i = 1; i < n; i++)
+            if (c[i].w < s->p.min_p) { n = i; break; }
+    sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += c[i].w;
+    const double r = next_uniform(s) * sum;
+    double acc = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (r < (acc += c[i].w)) return c[i].id;
+    return c[n - 1].id;
+}
+
+/* The length m of the shortest prefix of the order whose weights (e[id])
+ * add up to at least `target` (more than it, if `strict`), or n if none
+ * does; c[0, m) then holds that prefix, and c[m - 1] is its last one in
+ * the order. Partitions as cand_select does, adding up the part before each
+ * pivot to choose a side; only the last small range is sorted. */
+static int32_t cand_prefix(struct cand *c, int32_t n, const float *e, double target, bool strict)
+{
+    int32_t lo = 0, hi = n, rounds = 0;
+    const int32_t most = 2 * (32 - __builtin_clz((unsigned)n | 1u)) + 8;
+    double base = 0; /* the weights of c[0, lo), which come before c[lo, hi) */
+    while (hi - lo > 32 && ++rounds <= most) {
+        const int32_t p = cand_partition(c, lo, hi);
+        double part = 0;
+        for (int32_t i = lo; i < p; i++) part += e[c[i].id];
+        const double upto = base + part, with = upto + e[c[p].id];
+        if (strict ? upto > target : upto >= target) {
+            hi = p;
+        } else if (strict ? with > target : with >= target) {
+            return p + 1;
+        } else {
+            base = with;
+            lo = p + 1;
+        }
+    }
+    qsort(c + lo, (size_t)(hi - lo), sizeof *c, cand_cmp);
+    for (int32_t i = lo; i < hi; i++) {
+        base += e[c[i].id];
+        if (strict ? base > target : base >= target) return i + 1;
+    }
+    return hi;
+}
+
+/* Many candidates (no top-k, or a large one): the same cuts and draw
+ * without sorting them all; e (by token id) holds their weights. */
+static int32_t sample_unsorted(het_sampler *s, struct cand *c, int32_t n, float *e)
+{
+    float top = c[0].w;
+    for (int32_t i = 1; i < n; i++) top = c[i].w > top ? c[i].w : top;
+    const double maxw = top;
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += (e[c[i].id] = cand_weight(c[i].w, maxw));
+    if (s->p.top_p > 0.0f && s->p.top_p < 1.0f) n = cand_prefix(c, n, e, (double)s->p.top_p * sum, false);
+    if (s->p.min_p > 0.0f) { /* the weights of at least min_p are a prefix of the order (the first is 1) */
+        int32_t keep = 0;
+        for (int32_t i = 0; i < n; i++) keep += e[c[i].id] >= s->p.min_p;
+        if (keep < 1) keep = 1;
+        if (keep < n) {
+            cand_select(c, n, keep);
+            n = keep;
+        }
+    }
+    sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += e[c[i].id];
+    const int32_t m = cand_prefix(c, n, e, next_uniform(s) * sum, true);
+    if (m < n) return c[m - 1].id;
+    int32_t last = 0; /* the draw fell in the last one, or past every weight (rounding): the last in order */
+    for (int32_t i = 1; i < n; i++)
+        if (cand_before(&c[last], &c[i])) last = i;
+    return c[last].id;
 }
 
 int32_t het_sampler_sample(het_sampler *s, const float *logits)
@@ -200,33 +352,16 @@ int32_t het_sampler_sample(het_sampler *s, const float *logits)
     if (logits[best] == -INFINITY) /* the constraint left nothing: end the text */
         return het_tokenizer_eos(s->p.tok) >= 0 ? het_tokenizer_eos(s->p.tok) : best;
     if (s->p.temp <= 0.0f) return best;
-    int32_t n = 0;
     struct cand *c = s->cand;
+    int32_t n = 0;
     for (int32_t i = 0; i < s->n_vocab; i++)
-        if (logits[i] != -INFINITY) c[n++] = (struct cand){ logits[i] / s->p.temp, i };
-    qsort(c, (size_t)n, sizeof *c, cand_cmp);
-    if (s->p.top_k > 0 && s->p.top_k < n) n = s->p.top_k;
-    double maxw = c[0].w, sum = 0;
-    for (int32_t i = 0; i < n; i++) sum += (c[i].w = (float)exp(c[i].w - maxw));
-    if (s->p.top_p > 0.0f && s->p.top_p < 1.0f) {
-        double acc = 0;
-        for (int32_t i = 0; i < n; i++) {
-            acc += c[i].w / sum;
-            if (acc >= s->p.top_p) { n = i + 1; break; }
-        }
+        if (logits[i] > -INFINITY) c[n++] = (struct cand){ logits[i] / s->p.temp, i }; /* NaN: never */
+    if (n == 0) return best;
+    if (s->p.top_k > 0 && s->p.top_k < n) {
+        cand_select(c, n, s->p.top_k);
+        n = s->p.top_k;
     }
-    if (s->p.min_p > 0.0f) /* c[0] is the most likely, with weight 1 */
-        for (int32_t i = 1; i < n; i++)
-            if (c[i].w < s->p.min_p) { n = i; break; }
-    sum = 0;
-    for (int32_t i = 0; i < n; i++) sum += c[i].w;
-    double r = next_uniform(s) * sum, acc = 0;
-    int32_t pick = c[n - 1].id;
-    for (int32_t i = 0; i < n; i++) {
-        acc += c[i].w;
-        if (r < acc) { pick = c[i].id; break; }
-    }
-    return pick;
+    return n <= SAMPLE_SORT_MAX ? sample_sorted(s, c, n) : sample_unsorted(s, c, n, s->weight);
 }
 
 float het_logprobs(const float *logits, int32_t n_vocab, int32_t token, int k, struct het_token_logprob *top)

@@ -2,7 +2,9 @@
  * test_sample.c — the sampler's options against what each one must do on
  * small hand-made logits: logit bias, the repetition penalties and their
  * window, presence and frequency penalties, min-p, log-probabilities
- * against a double-precision reference, the JSON-prefix recogniser on
+ * against a double-precision reference, temperature / top-k / top-p /
+ * min-p draws against a plain full-sort sampler on random logits (with
+ * ties and -inf, up to a 151,936-token vocabulary), the JSON-prefix recogniser on
  * valid and invalid texts, and json_object sampling on stories260K's
  * vocabulary giving text that is always a valid prefix and, when done, an
  * object jansson parses.
@@ -84,6 +86,109 @@ static void test_min_p(void)
     CHECK(other_without > 30, "without min_p others are drawn (%d of 300)", other_without);
     CHECK(other_with == 0, "min_p 0.5 keeps only token 0 (%d others)", other_with);
     CHECK(other_low == 0, "min_p 0.3 drops token 2 (%d)", other_low);
+}
+
+/* ---- the sampler's draws against a plain one that sorts every candidate ----
+ * The reference: every finite candidate sorted (scaled logit descending,
+ * then token id), top-k, weights exp(w - max) as floats, top-p, min-p, and a
+ * draw walked in that order, with the sampler's generator (xorshift64*,
+ * repeated here so both draw the same numbers). The sampler sorts only as
+ * much of the order as it walks; it must pick the same tokens. */
+struct ref_cand { float w; int32_t id; };
+
+static int ref_cmp(const void *a, const void *b)
+{
+    const struct ref_cand *x = a, *y = b;
+    if (x->w != y->w) return x->w > y->w ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static double ref_uniform(uint64_t *rng)
+{
+    *rng ^= *rng >> 12;
+    *rng ^= *rng << 25;
+    *rng ^= *rng >> 27;
+    return ((*rng * 0x2545F4914F6CDD1Dull) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static int32_t ref_sample(const struct het_sampler_params *p, const float *logits, int32_t nv, uint64_t *rng,
+                          struct ref_cand *c)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < nv; i++)
+        if (logits[i] > -INFINITY) c[n++] = (struct ref_cand){ logits[i] / p->temp, i };
+    qsort(c, (size_t)n, sizeof *c, ref_cmp);
+    if (p->top_k > 0 && p->top_k < n) n = p->top_k;
+    const double maxw = c[0].w;
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += (c[i].w = (float)exp(c[i].w - maxw));
+    if (p->top_p > 0.0f && p->top_p < 1.0f) {
+        double acc = 0;
+        for (int32_t i = 0; i < n; i++)
+            if ((acc += c[i].w / sum) >= p->top_p) { n = i + 1; break; }
+    }
+    if (p->min_p > 0.0f)
+        for (int32_t i = 1; i < n; i++)
+            if (c[i].w < p->min_p) { n = i; break; }
+    sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += c[i].w;
+    const double r = ref_uniform(rng) * sum;
+    double acc = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (r < (acc += c[i].w)) return c[i].id;
+    return c[n - 1].id;
+}
+
+/* random logits: spread 3 (a trained model's are peakier), or on a 0.5 grid
+ * (many ties) with every 10th -inf */
+static void fill_logits(float *l, int32_t nv, bool ties, uint64_t seed)
+{
+    het_test_seed(seed);
+    for (int32_t i = 0; i < nv; i++) {
+        float x = 0;
+        for (int k = 0; k < 4; k++) x += het_test_rand_uniform(-1.5f, 1.5f);
+        l[i] = ties ? (i % 10 == 3 ? -INFINITY : roundf(2 * x) / 2) : x;
+    }
+}
+
+static void test_draws(void)
+{
+    const int32_t big = 151936;
+    float *l = malloc((size_t)big * sizeof *l);
+    struct ref_cand *c = malloc((size_t)big * sizeof *c);
+    const int32_t top_ks[] = { 0, 1, 40, 3000, 6000 };
+    const float top_ps[] = { 1.0f, 0.9f, 0.3f }, min_ps[] = { 0.0f, 0.02f }, temps[] = { 0.7f, 1.3f };
+    int draws = 0, same = 0;
+    for (int set = 0; set < 3; set++) {
+        const int32_t nv = set == 2 ? big : 5000;
+        fill_logits(l, nv, set == 1, 100 + set);
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 5; b++)
+                for (int d = 0; d < 3; d++)
+                    for (int e = 0; e < 2; e++) {
+                        /* the full vocabulary: a few settings only (the reference's sort is slow) */
+                        if (set == 2 && (a || b == 1 || b > 2 || d == 2 || e)) continue;
+                        const struct het_sampler_params p = {
+                            .temp = temps[a], .top_k = top_ks[b], .top_p = top_ps[d], .min_p = min_ps[e],
+                            .seed = 7 + (uint64_t)(a * 30 + b * 6 + d * 2 + e),
+                        };
+                        het_sampler *s = het_sampler_init(&p, nv);
+                        CHECK(s != NULL, "init");
+                        if (!s) continue;
+                        uint64_t rng = p.seed;
+                        for (int k = 0; k < 4; k++, draws++) {
+                            const int32_t got = het_sampler_sample(s, l), want = ref_sample(&p, l, nv, &rng, c);
+                            same += got == want;
+                            CHECK(got == want, "vocab %d%s, temp %g top_k %d top_p %g min_p %g, draw %d: token %d, "
+                                  "the full sort's %d", nv, set == 1 ? " (ties, -inf)" : "", p.temp, p.top_k, p.top_p,
+                                  p.min_p, k, got, want);
+                        }
+                        het_sampler_free(s);
+                    }
+    }
+    CHECK(draws > 400 && same == draws, "%d of %d draws as the full sort's", same, draws);
+    free(l);
+    free(c);
 }
 
 static void test_logprobs(void)
@@ -205,6 +310,7 @@ int main(void)
 {
     test_penalties();
     test_min_p();
+    test_draws();
     test_logprobs();
     test_json_prefix();
     const char *path = het_test_source("models/stories260K.gguf");
