@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "model/json_prefix.h"
+#include "model/json_vocab.h"
 
 #define DEFAULT_PENALTY_LAST_N 64
 #define MAX_PENALTY_LAST_N     65536  /* "all" (-1) is this many: more than any context here */
@@ -43,9 +44,8 @@ struct het_sampler {
     /* penalties: a ring of the last `window` tokens and each token's count in it */
     int32_t *ring, window, ring_len, ring_head;
     int32_t *count;
-    /* json_object: every token's text, and the recogniser's state */
-    char    *pieces;
-    uint32_t *piece_off;   /* n_vocab + 1 */
+    /* json_object: the vocabulary's texts, and the recogniser's state */
+    struct het_json_vocab *json_vocab;
     struct het_json_prefix json;
 };
 
@@ -61,32 +61,6 @@ static bool penalties_on(const struct het_sampler_params *p)
 {
     return (p->repeat_penalty > 0 && p->repeat_penalty != 1.0f) || p->presence_penalty != 0 ||
            p->frequency_penalty != 0;
-}
-
-/* every token's text, concatenated, for the JSON constraint */
-static bool load_pieces(het_sampler *s)
-{
-    size_t cap = (size_t)s->n_vocab * 8 + 64, len = 0;
-    s->pieces = malloc(cap);
-    s->piece_off = malloc(((size_t)s->n_vocab + 1) * sizeof *s->piece_off);
-    if (!s->pieces || !s->piece_off) return false;
-    for (int32_t i = 0; i < s->n_vocab; i++) {
-        s->piece_off[i] = (uint32_t)len;
-        char buf[256];
-        int n = het_tokenizer_is_eog(s->p.tok, i) ? 0 : het_token_to_piece(s->p.tok, i, buf, sizeof buf, false);
-        if (n <= 0) continue; /* no text (control tokens) or too long: never allowed */
-        if (len + (size_t)n > cap) {
-            cap = 2 * cap + (size_t)n;
-            char *p = realloc(s->pieces, cap);
-            if (!p) return false;
-            s->pieces = p;
-        }
-        memcpy(s->pieces + len, buf, (size_t)n);
-        len += (size_t)n;
-    }
-    s->piece_off[s->n_vocab] = (uint32_t)len;
-    het_json_prefix_init(&s->json);
-    return true;
 }
 
 het_sampler *het_sampler_init(const struct het_sampler_params *p, int32_t n_vocab)
@@ -113,7 +87,10 @@ het_sampler *het_sampler_init(const struct het_sampler_params *p, int32_t n_voca
         s->ring = malloc((size_t)s->window * sizeof *s->ring);
         ok = s->count && s->ring;
     }
-    if (ok && p->json_object) ok = load_pieces(s);
+    if (ok && p->json_object) {
+        ok = (s->json_vocab = het_json_vocab_new(p->tok, n_vocab)) != NULL;
+        het_json_prefix_init(&s->json);
+    }
     if (!ok) {
         het_sampler_free(s);
         return NULL;
@@ -130,8 +107,7 @@ void het_sampler_free(het_sampler *s)
     free(s->bias);
     free(s->ring);
     free(s->count);
-    free(s->pieces);
-    free(s->piece_off);
+    het_json_vocab_free(s->json_vocab);
     free(s);
 }
 
@@ -148,23 +124,24 @@ void het_sampler_accept(het_sampler *s, int32_t token, bool generated)
         }
         s->count[token]++;
     }
-    if (generated && s->pieces) {
+    if (generated && s->json_vocab) {
         struct het_json_prefix next = s->json;
-        if (het_json_prefix_feed(&next, s->pieces + s->piece_off[token], s->piece_off[token + 1] - s->piece_off[token]))
-            s->json = next;
+        uint32_t len;
+        const char *text = het_json_vocab_piece(s->json_vocab, token, &len);
+        if (het_json_prefix_feed(&next, text, len)) s->json = next;
     }
 }
 
 bool het_sampler_json_done(const het_sampler *s)
 {
-    return s->pieces && het_json_prefix_done(&s->json);
+    return s->json_vocab && het_json_prefix_done(&s->json);
 }
 
 /* bias, penalties and the JSON constraint into s->work; false: none apply
  * (sample from the logits as they are) */
 static bool adjust(het_sampler *s, const float *logits)
 {
-    if (!s->p.n_logit_bias && !s->count && !s->pieces) return false;
+    if (!s->p.n_logit_bias && !s->count && !s->json_vocab) return false;
     float *w = s->work;
     memcpy(w, logits, (size_t)s->n_vocab * sizeof *w);
     for (int32_t i = 0; i < s->p.n_logit_bias; i++)
@@ -185,13 +162,7 @@ static bool adjust(het_sampler *s, const float *logits)
             if (s->count[t] < 0) s->count[t] = -s->count[t];
         }
     }
-    if (s->pieces) {
-        for (int32_t i = 0; i < s->n_vocab; i++) {
-            uint32_t a = s->piece_off[i], b = s->piece_off[i + 1];
-            struct het_json_prefix next = s->json;
-            if (w[i] == -INFINITY || a == b || !het_json_prefix_feed(&next, s->pieces + a, b - a)) w[i] = -INFINITY;
-        }
-    }
+    if (s->json_vocab) het_json_vocab_mask(s->json_vocab, &s->json, w);
     return true;
 }
 

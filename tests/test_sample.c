@@ -7,10 +7,12 @@
  * ties and -inf, up to a 151,936-token vocabulary), the JSON-prefix recogniser on
  * valid and invalid texts, and json_object sampling on stories260K's
  * vocabulary giving text that is always a valid prefix and, when done, an
- * object jansson parses.
+ * object jansson parses; and the constraint's mask (greedy picks) against
+ * feeding every token's text, on stories260K's and Qwen3's vocabularies.
  */
 #include "het/model.h"
 #include "model/json_prefix.h"
+#include "model/json_vocab.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -306,6 +308,95 @@ static void test_json_sampling(het_model *m)
     CHECK(het_sampler_init(&bad, nv) == NULL, "json_object needs a tokenizer");
 }
 
+/* The mask itself, token by token, against feeding every token's text, in
+ * states where the shortcuts of json_vocab.c apply and where they must not:
+ * inside key and value strings, after half a UTF-8 character or a
+ * backslash, in numbers, literals, between values. */
+static void test_json_mask_states(const het_tokenizer *tok, int32_t nv, const char *name)
+{
+    static const char *const prefixes[] = {
+        "", "{", "{\"", "{\"a", "{\"a\"", "{\"a\":", "{\"a\":\"", "{\"a\":\"x y", "{\"a\":[\"",
+        "{\"a\":\"\xE4", "{\"a\":\"\xE4\xB8", "{\"a\":\"\\", "{\"a\":\"\\u12", "{\"a\":1", "{\"a\":-0.5e",
+        "{\"a\":tr", "{\"a\":{}", "{\"a\":[1,", "{\"a\":[[[",
+    };
+    struct het_json_vocab *v = het_json_vocab_new(tok, nv);
+    float *w = malloc((size_t)nv * sizeof *w);
+    char piece[256];
+    CHECK(v && w, "%s: init", name);
+    for (size_t k = 0; v && w && k < sizeof prefixes / sizeof prefixes[0]; k++) {
+        struct het_json_prefix j;
+        het_json_prefix_init(&j);
+        CHECK(het_json_prefix_feed(&j, prefixes[k], strlen(prefixes[k])), "prefix %s", prefixes[k]);
+        for (int32_t t = 0; t < nv; t++) w[t] = t % 7 == 0 ? -INFINITY : 0.0f; /* some masked already */
+        het_json_vocab_mask(v, &j, w);
+        int wrong = 0, allowed = 0;
+        for (int32_t t = 0; t < nv; t++) {
+            const int n = het_tokenizer_is_eog(tok, t) ? 0 : het_token_to_piece(tok, t, piece, sizeof piece, false);
+            struct het_json_prefix next = j;
+            const bool ok = t % 7 != 0 && n > 0 && het_json_prefix_feed(&next, piece, (size_t)n);
+            wrong += ok != (w[t] != -INFINITY);
+            allowed += ok;
+        }
+        CHECK(wrong == 0, "%s after '%s': %d of %d tokens masked otherwise than feeding them (%d allowed)", name,
+              prefixes[k], wrong, nv, allowed);
+    }
+    het_json_vocab_free(v);
+    free(w);
+}
+
+/* The json_object mask, through greedy picks: at every step the sampler's
+ * choice must be the highest logit among the tokens whose whole text a copy
+ * of the recogniser accepts (every token fed, as the mask once was made). */
+static void test_json_mask(const het_tokenizer *tok, int32_t nv, int steps, const char *name)
+{
+    char (*text)[256] = malloc((size_t)nv * sizeof *text);
+    int *len = malloc((size_t)nv * sizeof *len);
+    float *l = malloc((size_t)nv * sizeof *l);
+    const struct het_sampler_params p = { .temp = 0, .json_object = true, .tok = tok };
+    het_sampler *s = het_sampler_init(&p, nv);
+    CHECK(s && text && len && l, "%s: init", name);
+    if (!s || !text || !len || !l) goto out;
+    for (int32_t t = 0; t < nv; t++)
+        len[t] = het_tokenizer_is_eog(tok, t) ? 0 : het_token_to_piece(tok, t, text[t], sizeof text[t], false);
+    struct het_json_prefix j, str;
+    het_json_prefix_init(&j);
+    het_json_prefix_init(&str);
+    (void)het_json_prefix_feed(&str, "{\"", 2);
+    het_test_seed(31);
+    int checked = 0, in_string = 0, outside = 0;
+    for (int step = 0; step < steps && !het_sampler_json_done(s); step++) {
+        /* now and then texts with a quote, or with , } ] :, first, so strings and containers end */
+        const char *punct = step % 8 == 3 ? "\"" : step % 8 == 7 ? ",}]:" : "";
+        for (int32_t t = 0; t < nv; t++) {
+            bool has = false;
+            for (const char *c = punct; *c && !has; c++) has = len[t] > 0 && memchr(text[t], *c, (size_t)len[t]);
+            l[t] = het_test_rand_uniform(0, 1) + (has ? 1.0f : 0.0f);
+        }
+        int32_t want = -1;
+        for (int32_t t = 0; t < nv; t++) {
+            struct het_json_prefix next = j;
+            if (len[t] > 0 && het_json_prefix_feed(&next, text[t], (size_t)len[t]) && (want < 0 || l[t] > l[want]))
+                want = t;
+        }
+        const int32_t got = het_sampler_sample(s, l);
+        CHECK(want >= 0 && got == want, "%s, step %d: token %d, feeding every token gives %d", name, step, got, want);
+        if (want < 0 || got != want) break;
+        checked++;
+        if (j.st == str.st && j.cont == 0) in_string++; /* between a string's characters */
+        else outside++;
+        het_sampler_accept(s, got, true);
+        CHECK(het_json_prefix_feed(&j, text[got], (size_t)len[got]), "%s: accepted", name);
+    }
+    printf("json mask, %s: %d steps (%d in strings, %d outside)\n", name, checked, in_string, outside);
+    CHECK(checked >= 20 && in_string > 0 && outside > 0, "%s: %d steps checked (%d in strings, %d outside)",
+          name, checked, in_string, outside);
+out:
+    het_sampler_free(s);
+    free(text);
+    free(len);
+    free(l);
+}
+
 int main(void)
 {
     test_penalties();
@@ -318,6 +409,15 @@ int main(void)
     het_model *m = het_model_load(path, &err);
     CHECK(m, "cannot load %s: %s", path, err.msg);
     if (m) test_json_sampling(m);
+    if (m) test_json_mask(het_model_tokenizer(m), het_model_get_config(m)->n_vocab, 200, "stories260K");
+    if (m) test_json_mask_states(het_model_tokenizer(m), het_model_get_config(m)->n_vocab, "stories260K");
+    het_gguf *g = het_gguf_open(het_test_shared("models/synthetic/vocab-qwen3.gguf"), &err);
+    het_tokenizer *qt = g ? het_tokenizer_from_gguf(g, &err) : NULL;
+    CHECK(qt, "qwen3 vocabulary: %s", err.msg);
+    if (qt) test_json_mask(qt, het_tokenizer_n_vocab(qt), 60, "qwen3");
+    if (qt) test_json_mask_states(qt, het_tokenizer_n_vocab(qt), "qwen3");
+    het_tokenizer_free(qt);
+    het_gguf_close(g);
     het_model_free(m);
     return het_test_finish();
 }
