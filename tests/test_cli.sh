@@ -213,4 +213,13 @@ if "$hetrun" mkmodel --preset qwen3moe-tiny --type q8_0 --vocab "$shared/models/
     [ -n "$want" ] && [ "$got" == "$want" ] && ok || bad "bench decode bytes on qwen3moe-tiny: $got, want $want"
 else bad "mkmodel qwen3moe-tiny"; fi
 
+# a shape of one's own names the dimensions it lacks, and one given whole is written
+"$hetrun" mkmodel -o "$tmp/own.gguf" --arch qwen3 --n-layer 2 --n-embd 64 \
+    --vocab "$shared/models/synthetic/vocab-qwen3.gguf" >"$tmp/own.txt" 2>&1
+[ $? -eq 2 ] && grep -q "missing --n-head --n-ff -c" "$tmp/own.txt" && ok || bad "mkmodel without a preset: $(cat "$tmp/own.txt")"
+"$hetrun" mkmodel -o "$tmp/own.gguf" --arch qwen3 --n-layer 2 --n-embd 64 --n-head 4 --n-ff 96 -c 256 --type q8_0 \
+    --vocab "$shared/models/synthetic/vocab-qwen3.gguf" >/dev/null 2>&1 &&
+    "$hetrun" info -m "$tmp/own.gguf" >"$tmp/own.txt" 2>&1 && grep -q "head_count_kv  *u32  *4$" "$tmp/own.txt" &&
+    ok || bad "mkmodel of its own shape"
+
 finish

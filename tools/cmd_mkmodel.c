@@ -51,6 +51,20 @@ int cmd_mkmodel(int argc, char **argv)
             fprintf(stderr, "  %-14s %s\n", het_mkmodel_preset(i)->name, het_mkmodel_preset(i)->description);
         return 2;
     }
+    if (!o.preset) { /* a shape of one's own: every dimension given (-c: the training context it records) */
+        char missing[160] = "";
+        const struct { int given; const char *flag; } need[] = {
+            { o.n_layer, "--n-layer" }, { o.n_embd, "--n-embd" }, { o.n_head, "--n-head" },
+            { o.n_ff, "--n-ff" }, { o.n_ctx, "-c" },
+        };
+        for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+            if (!need[i].given) snprintf(missing + strlen(missing), sizeof missing - strlen(missing), " %s", need[i].flag);
+        if (*missing) {
+            hr_error(&o, "without --preset the shape must be given: missing%s (--n-head-kv defaults to --n-head)", missing);
+            return 2;
+        }
+        if (!o.n_head_kv) o.n_head_kv = o.n_head;
+    }
     p.path = o.out;
     if (o.arch) p.arch = o.arch;
     if (o.n_layer) p.n_layer = o.n_layer;
