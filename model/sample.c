@@ -49,12 +49,21 @@ struct het_sampler {
     struct het_json_prefix json;
 };
 
+/* The largest value first, as eight running maxima (one compare chain
+ * through the best index and its logit took ~12 cycles a logit: 0.56 ms for
+ * 151,936 of them, every token), then the first index holding it. */
 int32_t het_argmax(const float *logits, int32_t n)
 {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (logits[i] > logits[best]) best = i;
-    return best;
+    float m[8] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY };
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) m[k] = logits[i + k] > m[k] ? logits[i + k] : m[k];
+    float top = -INFINITY;
+    for (; i < n; i++) top = logits[i] > top ? logits[i] : top;
+    for (int k = 0; k < 8; k++) top = m[k] > top ? m[k] : top;
+    for (i = 0; i < n; i++)
+        if (logits[i] == top) return i;
+    return 0; /* nothing but NaN */
 }
 
 static bool penalties_on(const struct het_sampler_params *p)

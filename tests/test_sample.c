@@ -193,6 +193,27 @@ static void test_draws(void)
     free(c);
 }
 
+/* het_argmax: the first index of the largest, NaN never, at every length
+ * around its blocks of eight, against a plain loop */
+static void test_argmax(void)
+{
+    float l[40];
+    int wrong = 0;
+    for (int n = 1; n <= 40; n++)
+        for (int trial = 0; trial < 50; trial++) {
+            for (int i = 0; i < n; i++) l[i] = (float)(int)het_test_rand_uniform(-4, 4); /* ties */
+            if (trial % 5 == 1) l[(int)het_test_rand_uniform(0, (float)n)] = NAN;
+            if (trial % 5 == 2) for (int i = 0; i < n; i++) l[i] = -INFINITY;
+            int32_t want = -1;
+            for (int i = 0; i < n; i++)
+                if (!isnan(l[i]) && (want < 0 || l[i] > l[want])) want = i;
+            wrong += het_argmax(l, n) != (want < 0 ? 0 : want);
+        }
+    CHECK(wrong == 0, "argmax: %d of 2000 wrong", wrong);
+    const float nan3[3] = { NAN, NAN, NAN };
+    CHECK(het_argmax(nan3, 3) == 0 && het_argmax(l, 0) == 0, "argmax of nothing");
+}
+
 static void test_logprobs(void)
 {
     const int n = 37;
@@ -399,6 +420,7 @@ out:
 
 int main(void)
 {
+    test_argmax();
     test_penalties();
     test_min_p();
     test_draws();

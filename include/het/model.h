@@ -209,6 +209,7 @@ bool         het_sampler_json_done(const het_sampler *s);
 struct het_token_logprob { int32_t token; float logprob; };
 float        het_logprobs(const float *logits, int32_t n_vocab, int32_t token, int k,
                           struct het_token_logprob *top);
+/* The first index of the largest logit (NaNs never are); 0 if there is none. */
 int32_t      het_argmax(const float *logits, int32_t n);
 
 #ifdef __cplusplus
