@@ -40,6 +40,7 @@ struct het_sampler {
     struct cand *cand;     /* n_vocab candidates, reused per call */
     float   *work;         /* n_vocab adjusted logits (bias, penalties, constraint) */
     float   *weight;       /* n_vocab candidates' weights, by token id */
+    float   *scaled;       /* n_vocab logits / temp */
     struct het_logit_bias *bias;
     /* penalties: a ring of the last `window` tokens and each token's count in it */
     int32_t *ring, window, ring_len, ring_head;
@@ -83,7 +84,8 @@ het_sampler *het_sampler_init(const struct het_sampler_params *p, int32_t n_voca
     s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
     s->work = malloc((size_t)n_vocab * sizeof *s->work);
     s->weight = malloc((size_t)n_vocab * sizeof *s->weight);
-    bool ok = s->cand && s->work && s->weight;
+    s->scaled = malloc((size_t)n_vocab * sizeof *s->scaled);
+    bool ok = s->cand && s->work && s->weight && s->scaled;
     if (ok && p->n_logit_bias > 0) {
         s->bias = malloc((size_t)p->n_logit_bias * sizeof *s->bias);
         if ((ok = s->bias != NULL)) memcpy(s->bias, p->logit_bias, (size_t)p->n_logit_bias * sizeof *s->bias);
@@ -113,6 +115,7 @@ void het_sampler_free(het_sampler *s)
     free(s->cand);
     free(s->work);
     free(s->weight);
+    free(s->scaled);
     free(s->bias);
     free(s->ring);
     free(s->count);
@@ -237,6 +240,44 @@ static void cand_select(struct cand *c, int32_t n, int32_t m)
     }
 }
 
+/* Restore the heap property below slot i of h[0, n): every slot comes
+ * before its children in the order, so h[0] is the last of the kept. */
+static void cand_sift_down(struct cand *h, int32_t n, int32_t i)
+{
+    for (;;) {
+        int32_t last = i;
+        const int32_t l = 2 * i + 1, r = l + 1;
+        if (l < n && cand_before(&h[last], &h[l])) last = l;
+        if (r < n && cand_before(&h[last], &h[r])) last = r;
+        if (last == i) return;
+        cand_swap(h, i, last);
+        i = last;
+    }
+}
+
+/* The first k of the finite scaled logits w[0, n) in the order, into
+ * c[0, k) in any order; returns how many there were (fewer than k when
+ * fewer are finite). One pass with a heap of the k kept, its root the last
+ * of them: a logit not above the root's is passed over at once (an equal
+ * one comes later in the order, its id being larger), and one above it
+ * takes the root's place (about k ln(n/k) times in all). */
+static int32_t cand_top_k(struct cand *c, const float *w, int32_t n, int32_t k)
+{
+    int32_t kept = 0, i = 0;
+    for (; i < n && kept < k; i++) {
+        if (!(w[i] > -INFINITY)) continue; /* -inf or NaN: never */
+        c[kept] = (struct cand){ w[i], i };
+        for (int32_t at = kept++; at > 0 && cand_before(&c[(at - 1) / 2], &c[at]); at = (at - 1) / 2)
+            cand_swap(c, at, (at - 1) / 2);
+    }
+    for (; i < n; i++) {
+        if (!(w[i] > c[0].w)) continue;
+        c[0] = (struct cand){ w[i], i };
+        cand_sift_down(c, kept, 0);
+    }
+    return kept;
+}
+
 /* a candidate's weight relative to the most likely one's */
 static inline float cand_weight(float w, double maxw) { return (float)exp(w - maxw); }
 
@@ -333,14 +374,18 @@ int32_t het_sampler_sample(het_sampler *s, const float *logits)
         return het_tokenizer_eos(s->p.tok) >= 0 ? het_tokenizer_eos(s->p.tok) : best;
     if (s->p.temp <= 0.0f) return best;
     struct cand *c = s->cand;
+    float *w = s->scaled;
+    const float temp = s->p.temp;
+#pragma omp simd
+    for (int32_t i = 0; i < s->n_vocab; i++) w[i] = logits[i] / temp;
     int32_t n = 0;
-    for (int32_t i = 0; i < s->n_vocab; i++)
-        if (logits[i] > -INFINITY) c[n++] = (struct cand){ logits[i] / s->p.temp, i }; /* NaN: never */
-    if (n == 0) return best;
-    if (s->p.top_k > 0 && s->p.top_k < n) {
-        cand_select(c, n, s->p.top_k);
-        n = s->p.top_k;
+    if (s->p.top_k > 0 && s->p.top_k < s->n_vocab) {
+        n = cand_top_k(c, w, s->n_vocab, s->p.top_k);
+    } else {
+        for (int32_t i = 0; i < s->n_vocab; i++)
+            if (w[i] > -INFINITY) c[n++] = (struct cand){ w[i], i }; /* NaN: never */
     }
+    if (n == 0) return best;
     return n <= SAMPLE_SORT_MAX ? sample_sorted(s, c, n) : sample_unsorted(s, c, n, s->weight);
 }
 

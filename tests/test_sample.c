@@ -158,7 +158,7 @@ static void test_draws(void)
     const int32_t big = 151936;
     float *l = malloc((size_t)big * sizeof *l);
     struct ref_cand *c = malloc((size_t)big * sizeof *c);
-    const int32_t top_ks[] = { 0, 1, 40, 3000, 6000 };
+    const int32_t top_ks[] = { 0, 1, 40, 3000, 4800 };
     const float top_ps[] = { 1.0f, 0.9f, 0.3f }, min_ps[] = { 0.0f, 0.02f }, temps[] = { 0.7f, 1.3f };
     int draws = 0, same = 0;
     for (int set = 0; set < 3; set++) {
