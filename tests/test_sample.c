@@ -92,7 +92,7 @@ static void test_min_p(void)
 
 /* ---- the sampler's draws against a plain one that sorts every candidate ----
  * The reference: every finite candidate sorted (scaled logit descending,
- * then token id), top-k, weights exp(w - max) as floats, top-p, min-p, and a
+ * then token id), top-k, weights expf(w - max), top-p, min-p, and a
  * draw walked in that order, with the sampler's generator (xorshift64*,
  * repeated here so both draw the same numbers). The sampler sorts only as
  * much of the order as it walks; it must pick the same tokens. */
@@ -121,9 +121,9 @@ static int32_t ref_sample(const struct het_sampler_params *p, const float *logit
         if (logits[i] > -INFINITY) c[n++] = (struct ref_cand){ logits[i] / p->temp, i };
     qsort(c, (size_t)n, sizeof *c, ref_cmp);
     if (p->top_k > 0 && p->top_k < n) n = p->top_k;
-    const double maxw = c[0].w;
+    const float top = c[0].w;
     double sum = 0;
-    for (int32_t i = 0; i < n; i++) sum += (c[i].w = (float)exp(c[i].w - maxw));
+    for (int32_t i = 0; i < n; i++) sum += (c[i].w = expf(c[i].w - top));
     if (p->top_p > 0.0f && p->top_p < 1.0f) {
         double acc = 0;
         for (int32_t i = 0; i < n; i++)
