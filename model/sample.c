@@ -9,11 +9,12 @@
  * must: top-k keeps its k in one pass with a heap, and up to
  * SAMPLE_SORT_MAX candidates are sorted and walked as they always were;
  * more (no top-k: the server's default) are never sorted: top-p's cut and
- * the draw add the weights up per bucket of the scaled logit and sort only
- * the bucket where the running sum passes their mark, and min-p's cut is a
- * count. Sorting all of a 151,936-token vocabulary for every token took ~20
- * ms, as long as decoding the token (Qwen3-0.6B, two Zen 4 cores: 25 tok/s
- * sampled against 59 greedy). The order is the full sort's (scaled logit,
+ * the draw add the weights up per bucket of the scaled logit, keep the
+ * bucket where the running sum passes their mark, and narrow it so until
+ * few are left to sort (cand_prefix); min-p's cut is a count. Sorting all
+ * of a 151,936-token vocabulary for every token took ~20 ms, as long as
+ * decoding the token (Qwen3-0.6B, two Zen 4 cores: 25 tok/s sampled
+ * against 59 greedy). The order is the full sort's (scaled logit,
  * then token id), and the weights are expf(w - largest), so a seed draws the
  * tokens a full sort would, except where a sum over more than
  * SAMPLE_SORT_MAX candidates, added in another order, rounds across a cut
@@ -309,50 +310,70 @@ static int32_t sample_sorted(het_sampler *s, struct cand *c, int32_t n)
 }
 
 #define PREFIX_BUCKETS 256
-#define PREFIX_SPAN    32.0f /* scaled logits this far below the largest share the last bucket */
+#define PREFIX_SPAN    32.0f /* scaled logits this far below a range's largest share its last bucket */
+#define PREFIX_SMALL   64    /* a range this small is sorted and walked */
 
-/* The bucket of scaled logit w below the largest, top: the buckets keep the
- * order (a larger logit never falls in a later bucket, equal ones share). */
-static inline int cand_bucket(float w, float top)
+/* The bucket of scaled logit w, `scale` buckets a unit below top: buckets
+ * keep the order (a larger logit never falls in a later bucket). */
+static inline int cand_bucket(float w, float top, float scale)
 {
-    const float d = (top - w) * ((float)(PREFIX_BUCKETS - 1) / PREFIX_SPAN);
+    const float d = (top - w) * scale;
     return d < (float)(PREFIX_BUCKETS - 1) ? (int)d : PREFIX_BUCKETS - 1;
 }
 
 /* The length m of the shortest prefix of the order whose weights (e[id])
  * add up to at least `target` (more than it, if `strict`), or n if none
  * does; c[m - 1] is then the m-th in the order and, with `whole`, c[0, m)
- * holds the prefix (without, only c[m - 1] is meant). The weights are
- * added up per bucket of the scaled logit in one pass (four histograms,
- * so that runs in one bucket do not wait on each other), the bucket where
- * the sum passes the target is found from those, and only its members are
- * sorted and walked: no pass branches at random. */
-static int32_t cand_prefix(struct cand *c, int32_t n, const float *e, float top, double target, bool strict,
-                           bool whole)
+ * holds the prefix (without, only c[m - 1] is meant). The candidates still
+ * in play are counted into buckets of their scaled logit over their own
+ * range (four histograms, so runs in one bucket do not wait on each
+ * other), the bucket where the sum passes the target stays in play, and so
+ * on until few are left, which are sorted and walked: no pass branches at
+ * random, and a flat distribution (random weights, a high temperature)
+ * narrows as fast as a peaked one. */
+static int32_t cand_prefix(struct cand *c, int32_t n, const float *e, double target, bool strict, bool whole)
 {
-    double mass[4][PREFIX_BUCKETS] = { { 0 } };
-    for (int32_t i = 0; i < n; i++) mass[i & 3][cand_bucket(c[i].w, top)] += e[c[i].id];
-    int b = 0;
-    double base = 0; /* the weights of the buckets before b */
-    for (; b < PREFIX_BUCKETS; b++) {
-        const double m = (mass[0][b] + mass[1][b]) + (mass[2][b] + mass[3][b]);
-        if (strict ? base + m > target : base + m >= target) break;
-        base += m;
+    int32_t lo = 0, hi = n; /* in play: c[lo, hi), after c[0, lo) (with whole) and before c[hi, n) */
+    double base = 0;        /* the weights of what comes before c[lo, hi) */
+    for (int level = 0; hi - lo > PREFIX_SMALL && level < 8; level++) {
+        float top = c[lo].w, low = c[lo].w;
+        for (int32_t i = lo + 1; i < hi; i++) {
+            top = c[i].w > top ? c[i].w : top;
+            low = c[i].w < low ? c[i].w : low;
+        }
+        if (!(top > low)) break; /* one logit: the order is the ids' */
+        const float span = top - low < PREFIX_SPAN ? top - low : PREFIX_SPAN;
+        const float scale = (float)(PREFIX_BUCKETS - 1) / span;
+        double mass[4][PREFIX_BUCKETS] = { { 0 } };
+        for (int32_t i = lo; i < hi; i++) mass[i & 3][cand_bucket(c[i].w, top, scale)] += e[c[i].id];
+        int b = 0;
+        double before = base;
+        for (; b < PREFIX_BUCKETS; b++) {
+            const double m = (mass[0][b] + mass[1][b]) + (mass[2][b] + mass[3][b]);
+            if (strict ? before + m > target : before + m >= target) break;
+            before += m;
+        }
+        if (b == PREFIX_BUCKETS) {
+            if (level == 0) return n; /* the target is past every weight */
+            break;                    /* rounding: walk what is in play */
+        }
+        int32_t at = lo;
+        if (whole)
+            for (int32_t i = lo; i < hi; i++)
+                if (cand_bucket(c[i].w, top, scale) < b) cand_swap(c, i, at++);
+        int32_t end = at;
+        for (int32_t i = at; i < hi; i++)
+            if (cand_bucket(c[i].w, top, scale) == b) cand_swap(c, i, end++);
+        lo = at;
+        hi = end;
+        base = before;
     }
-    if (b == PREFIX_BUCKETS) return n;
-    int32_t lo = 0;
-    if (whole)
-        for (int32_t i = 0; i < n; i++)
-            if (cand_bucket(c[i].w, top) < b) cand_swap(c, i, lo++);
-    int32_t hi = lo;
-    for (int32_t i = lo; i < n; i++)
-        if (cand_bucket(c[i].w, top) == b) cand_swap(c, i, hi++);
     qsort(c + lo, (size_t)(hi - lo), sizeof *c, cand_cmp);
     for (int32_t i = lo; i < hi; i++) {
         base += e[c[i].id];
         if (strict ? base > target : base >= target) return i + 1;
     }
-    return hi; /* rounding: the bucket's sum passed, its members one by one not quite */
+    return hi; /* rounding: the buckets' sums passed, the members one by one not quite */
 }
 
 /* Many candidates (no top-k, or a large one): the same cuts and draw
@@ -363,7 +384,7 @@ static int32_t sample_unsorted(het_sampler *s, struct cand *c, int32_t n, float 
     for (int32_t i = 1; i < n; i++) top = c[i].w > top ? c[i].w : top;
     double sum = 0;
     for (int32_t i = 0; i < n; i++) sum += (e[c[i].id] = cand_weight(c[i].w, top));
-    if (s->p.top_p > 0.0f && s->p.top_p < 1.0f) n = cand_prefix(c, n, e, top, (double)s->p.top_p * sum, false, true);
+    if (s->p.top_p > 0.0f && s->p.top_p < 1.0f) n = cand_prefix(c, n, e, (double)s->p.top_p * sum, false, true);
     if (s->p.min_p > 0.0f) { /* the weights of at least min_p are a prefix of the order (the first is 1) */
         int32_t keep = 0;
         for (int32_t i = 0; i < n; i++) keep += e[c[i].id] >= s->p.min_p;
@@ -375,7 +396,7 @@ static int32_t sample_unsorted(het_sampler *s, struct cand *c, int32_t n, float 
     }
     sum = 0;
     for (int32_t i = 0; i < n; i++) sum += e[c[i].id];
-    const int32_t m = cand_prefix(c, n, e, top, next_uniform(s) * sum, true, false);
+    const int32_t m = cand_prefix(c, n, e, next_uniform(s) * sum, true, false);
     if (m < n) return c[m - 1].id;
     int32_t last = 0; /* the draw fell in the last one, or past every weight (rounding): the last in order */
     for (int32_t i = 1; i < n; i++)

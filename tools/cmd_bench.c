@@ -29,7 +29,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define BENCH_FLAGS "-m -p -n -d -r -t -c --json --stats -v --gpu-times --ops --load " HR_PLACEMENT_FLAGS
+#define BENCH_FLAGS "-m -p -n -d -r -t -c --json --stats -v --gpu-times --ops --load --temp --top-k --top-p --min-p " \
+    HR_PLACEMENT_FLAGS
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -237,6 +238,37 @@ static void prefill_ops(const het_model *m, int depth, int p, bool f32_act, doub
     *f32_ops += 4.0 * c->n_layer * c->n_head * c->head_dim * (depth + (p + 1) / 2.0);
 }
 
+/* Microseconds het_sampler_sample takes over the last logits (the median of
+ * 21 draws, each from the same logits): with run's sampling options, and
+ * without top-k (the server's default: top-k 0, top-p 1, temperature 1).
+ * Sampling is not part of a tg run, which times graphs, but every token of
+ * `hetrun run` and `serve` pays it; it once cost as much as the token. */
+static void bench_sampling(const struct hr_opts *o, het_context *ctx, int32_t n_vocab, double *us_run,
+                           double *us_server)
+{
+    int32_t rows = 0;
+    const float *logits = het_context_logits(ctx, &rows); /* rows of n_vocab; the last row is the last token's */
+    if (logits && rows > 1) logits += (size_t)(rows - 1) * (size_t)n_vocab;
+    const struct het_sampler_params run = { .temp = o->temp, .top_k = o->top_k, .top_p = o->top_p,
+                                            .min_p = o->min_p, .seed = o->seed },
+                                    server = { .temp = 1.0f, .top_p = 1.0f, .seed = o->seed };
+    const struct het_sampler_params *which[2] = { &run, &server };
+    double *out[2] = { us_run, us_server };
+    for (int k = 0; k < 2; k++) {
+        *out[k] = 0;
+        het_sampler *smp = logits && rows > 0 ? het_sampler_init(which[k], n_vocab) : NULL;
+        if (!smp) continue;
+        double t[21];
+        for (int i = 0; i < 21; i++) {
+            const double t0 = hr_now_ms();
+            (void)het_sampler_sample(smp, logits);
+            t[i] = (hr_now_ms() - t0) * 1e3;
+        }
+        *out[k] = median_of(t, 21);
+        het_sampler_free(smp);
+    }
+}
+
 /* What every configuration of a run shares. */
 struct bench_run {
     struct hr_opts      *o;
@@ -315,6 +347,8 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
         if (!ok) { hr_error(o, "%s", err.msg); goto fail; }
         hr_gpu_times_take(b->gt, NULL); /* loaded runs: not in the per-node table */
     }
+    double us_sample = 0, us_sample_server = 0;
+    if (tg.n) bench_sampling(o, s->ctx, c->n_vocab, &us_sample, &us_sample_server);
     if (pp.n) summarize(&pp);
     if (tg.n) summarize(&tg);
     if (lpp.n) summarize(&lpp);
@@ -360,6 +394,7 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
         }
         printf("}");
         printf(",\"pp_probe_ms\":%.1f,\"tg_probe_ms\":%.1f", pp.probe_ms, tg.probe_ms);
+        if (tg.n) printf(",\"sample_us\":%.1f,\"sample_server_us\":%.1f", us_sample, us_sample_server);
         if (tg_of_bound.n)
             printf(",\"read_bandwidth_gbs_min\":%.1f,\"read_bandwidth_gbs_max\":%.1f,\"tg_of_bound\":%.3f,"
                    "\"tg_of_bound_min\":%.3f,\"tg_of_bound_max\":%.3f",
@@ -404,6 +439,10 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
             print_probes(&tg);
             if (o->load) print_csw(&tg);
             printf("\n");
+            printf("sample %8.0f us/token (temp %g, top-k %d, top-p %g over %d tokens: %.1f%% of a %s token); "
+                   "the server's default (no top-k, top-p 1, temp 1): %.0f us\n",
+                   us_sample, o->temp, o->top_k, o->top_p, c->n_vocab, us_sample * 1e-3 * tg.med / 10.0, lab_tg,
+                   us_sample_server);
         }
         const struct series *quiet[2] = { &pp, &tg }, *loaded[2] = { &lpp, &ltg };
         for (int k = 0; k < 2; k++) {
