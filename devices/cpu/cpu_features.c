@@ -41,7 +41,7 @@ static void het_cpu_identify(struct het_cpu_features *f) {
         f->model = base_fam == 0xf || base_fam == 0x6 ? base_model | (((a >> 16) & 0xf) << 4) : base_model;
         f->stepping = a & 0xf;
     }
-    if (__get_cpuid_max(0x80000000, NULL) >= 0x80000004) {
+    if ((unsigned)__get_cpuid_max(0x80000000, NULL) >= 0x80000004u) { /* clang declares it int, gcc unsigned */
         unsigned r[12];
         for (unsigned i = 0; i < 3; i++) __get_cpuid(0x80000002 + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
         memcpy(f->brand, r, 48);
