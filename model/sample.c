@@ -14,9 +14,9 @@
  * few are left to sort (cand_prefix); min-p's cut is a count. Sorting all
  * of a 151,936-token vocabulary for every token took ~20 ms, as long as
  * decoding the token (Qwen3-0.6B, two Zen 4 cores: 25 tok/s sampled
- * against 59 greedy). The order is the full sort's (scaled logit,
- * then token id), and the weights are expf(w - largest), so a seed draws the
- * tokens a full sort would, except where a sum over more than
+ * against 59 greedy). The order is the full sort's (scaled logit, then
+ * token id), and the weights are e^(w - largest) (sample_exp.h), so a seed
+ * draws the tokens a full sort would, except where a sum over more than
  * SAMPLE_SORT_MAX candidates, added in another order, rounds across a cut
  * or the drawn number.
  */
@@ -28,6 +28,7 @@
 
 #include "model/json_prefix.h"
 #include "model/json_vocab.h"
+#include "model/sample_exp.h"
 
 #define DEFAULT_PENALTY_LAST_N 64
 #define MAX_PENALTY_LAST_N     65536  /* "all" (-1) is this many: more than any context here */
@@ -281,9 +282,9 @@ static int32_t cand_top_k(struct cand *c, const float *w, int32_t n, int32_t k)
 }
 
 /* a candidate's weight relative to the most likely one's, top its scaled
- * logit (in float: the double exp took twice the time, a third of a
- * draw over 151,936 candidates) */
-static inline float cand_weight(float w, float top) { return expf(w - top); }
+ * logit (sample_exp.h: the same bits as the vector loop in
+ * het_sampler_sample) */
+static inline float cand_weight(float w, float top) { return het_sample_exp(w - top); }
 
 /* Few candidates: all sorted, and each cut and the draw walk them in order. */
 static int32_t sample_sorted(het_sampler *s, struct cand *c, int32_t n)
@@ -376,14 +377,23 @@ static int32_t cand_prefix(struct cand *c, int32_t n, const float *e, double tar
     return hi; /* rounding: the buckets' sums passed, the members one by one not quite */
 }
 
+/* the weights e[id] of c[0, n) added up, in four running sums */
+static double cand_sum(const struct cand *c, int32_t n, const float *e)
+{
+    double t[4] = { 0, 0, 0, 0 };
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int k = 0; k < 4; k++) t[k] += e[c[i + k].id];
+    for (; i < n; i++) t[0] += e[c[i].id];
+    return (t[0] + t[1]) + (t[2] + t[3]);
+}
+
 /* Many candidates (no top-k, or a large one): the same cuts and draw
- * without sorting them all; e (by token id) holds their weights. */
+ * without sorting them all; e (by token id) holds the weights, made for
+ * the whole vocabulary in one vector loop. */
 static int32_t sample_unsorted(het_sampler *s, struct cand *c, int32_t n, float *e)
 {
-    float top = c[0].w;
-    for (int32_t i = 1; i < n; i++) top = c[i].w > top ? c[i].w : top;
-    double sum = 0;
-    for (int32_t i = 0; i < n; i++) sum += (e[c[i].id] = cand_weight(c[i].w, top));
+    double sum = cand_sum(c, n, e);
     if (s->p.top_p > 0.0f && s->p.top_p < 1.0f) n = cand_prefix(c, n, e, (double)s->p.top_p * sum, false, true);
     if (s->p.min_p > 0.0f) { /* the weights of at least min_p are a prefix of the order (the first is 1) */
         int32_t keep = 0;
@@ -394,8 +404,7 @@ static int32_t sample_unsorted(het_sampler *s, struct cand *c, int32_t n, float 
             n = keep;
         }
     }
-    sum = 0;
-    for (int32_t i = 0; i < n; i++) sum += e[c[i].id];
+    sum = cand_sum(c, n, e);
     const int32_t m = cand_prefix(c, n, e, next_uniform(s) * sum, true, false);
     if (m < n) return c[m - 1].id;
     int32_t last = 0; /* the draw fell in the last one, or past every weight (rounding): the last in order */
@@ -424,7 +433,12 @@ int32_t het_sampler_sample(het_sampler *s, const float *logits)
             if (w[i] > -INFINITY) c[n++] = (struct cand){ w[i], i }; /* NaN: never */
     }
     if (n == 0) return best;
-    return n <= SAMPLE_SORT_MAX ? sample_sorted(s, c, n) : sample_unsorted(s, c, n, s->weight);
+    if (n <= SAMPLE_SORT_MAX) return sample_sorted(s, c, n);
+    const float top = w[best]; /* the largest scaled logit: argmax's, over a positive temperature */
+    float *e = s->weight;
+#pragma omp simd
+    for (int32_t i = 0; i < s->n_vocab; i++) e[i] = het_sample_exp(w[i] - top);
+    return sample_unsorted(s, c, n, e);
 }
 
 float het_logprobs(const float *logits, int32_t n_vocab, int32_t token, int k, struct het_token_logprob *top)

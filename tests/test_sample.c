@@ -13,6 +13,7 @@
 #include "het/model.h"
 #include "model/json_prefix.h"
 #include "model/json_vocab.h"
+#include "model/sample_exp.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -92,7 +93,7 @@ static void test_min_p(void)
 
 /* ---- the sampler's draws against a plain one that sorts every candidate ----
  * The reference: every finite candidate sorted (scaled logit descending,
- * then token id), top-k, weights expf(w - max), top-p, min-p, and a
+ * then token id), top-k, weights e^(w - max) (sample_exp.h), top-p, min-p, and a
  * draw walked in that order, with the sampler's generator (xorshift64*,
  * repeated here so both draw the same numbers). The sampler sorts only as
  * much of the order as it walks; it must pick the same tokens. */
@@ -123,7 +124,7 @@ static int32_t ref_sample(const struct het_sampler_params *p, const float *logit
     if (p->top_k > 0 && p->top_k < n) n = p->top_k;
     const float top = c[0].w;
     double sum = 0;
-    for (int32_t i = 0; i < n; i++) sum += (c[i].w = expf(c[i].w - top));
+    for (int32_t i = 0; i < n; i++) sum += (c[i].w = het_sample_exp(c[i].w - top));
     if (p->top_p > 0.0f && p->top_p < 1.0f) {
         double acc = 0;
         for (int32_t i = 0; i < n; i++)
