@@ -22,12 +22,17 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "serve/utf8.h"
+
+#define SAMPLE_HELPERS_MAX    7     /* threads besides the engine's that sample a step's parts */
+#define SAMPLE_PARALLEL_VOCAB 16384 /* below, a draw costs less than starting a thread */
 
 struct het_job {
     /* fixed at submit */
@@ -351,32 +356,66 @@ static int build_batch(het_batcher *b, int32_t *n_tokens)
     return n;
 }
 
-/* without the lock: advance prompt positions and sample where a prompt is done */
+/* without the lock: part i's prompt position, and its token if its prompt is done */
+static void sample_part(het_batcher *b, const float *logits, int i)
+{
+    int s = b->part_slot[i];
+    het_job *j = b->slots[s];
+    memcpy(b->cached[s] + b->n_cached[s], b->parts[i].tokens, (size_t)b->parts[i].n_tok * sizeof(int32_t));
+    b->n_cached[s] += b->parts[i].n_tok;
+    b->sampled[i] = -1;
+    if (j->n_fed < j->n_prompt) {
+        j->n_fed += b->parts[i].n_tok;
+        if (j->n_fed < j->n_prompt) return;
+        for (int32_t k = 0; k < j->n_prompt; k++) /* the penalties see the prompt too, as llama.cpp's */
+            het_sampler_accept(j->smp, j->prompt[k], false);
+    }
+    const float *row = logits + (size_t)i * b->n_vocab;
+    int32_t tok = b->sampled[i] = het_sampler_sample(j->smp, row);
+    het_sampler_accept(j->smp, tok, true);
+    b->json_done[i] = het_sampler_json_done(j->smp);
+    if (j->logprobs >= 0) {
+        b->lp[i].id = tok;
+        b->lp[i].n_top = j->logprobs < b->n_vocab ? j->logprobs : b->n_vocab;
+        b->lp[i].logprob = het_logprobs(row, b->n_vocab, tok, j->logprobs, b->lp[i].top);
+    }
+}
+
+struct sample_work {
+    het_batcher *b;
+    const float *logits;
+    int          n;
+    atomic_int   next;
+};
+
+static void *sample_worker(void *arg)
+{
+    struct sample_work *w = arg;
+    for (int i; (i = atomic_fetch_add(&w->next, 1)) < w->n;) sample_part(w->b, w->logits, i);
+    return NULL;
+}
+
+/* Every part, on as many threads as there are parts and CPUs to run them:
+ * each part has its own slot, job and sampler, and a draw over a large
+ * vocabulary without top-k (the API's default) takes about a millisecond,
+ * which for several slots was a fifth of a decode step on one thread. The
+ * parts go to whichever thread asks next, and helper threads end with the
+ * step (no thread of this file waits or spins beside the next eval). */
 static void sample_parts(het_batcher *b, int n)
 {
-    const float *logits = het_context_logits(b->ctx, NULL);
-    for (int i = 0; i < n; i++) {
-        int s = b->part_slot[i];
-        het_job *j = b->slots[s];
-        memcpy(b->cached[s] + b->n_cached[s], b->parts[i].tokens, (size_t)b->parts[i].n_tok * sizeof(int32_t));
-        b->n_cached[s] += b->parts[i].n_tok;
-        b->sampled[i] = -1;
-        if (j->n_fed < j->n_prompt) {
-            j->n_fed += b->parts[i].n_tok;
-            if (j->n_fed < j->n_prompt) continue;
-            for (int32_t k = 0; k < j->n_prompt; k++) /* the penalties see the prompt too, as llama.cpp's */
-                het_sampler_accept(j->smp, j->prompt[k], false);
-        }
-        const float *row = logits + (size_t)i * b->n_vocab;
-        int32_t tok = b->sampled[i] = het_sampler_sample(j->smp, row);
-        het_sampler_accept(j->smp, tok, true);
-        b->json_done[i] = het_sampler_json_done(j->smp);
-        if (j->logprobs >= 0) {
-            b->lp[i].id = tok;
-            b->lp[i].n_top = j->logprobs < b->n_vocab ? j->logprobs : b->n_vocab;
-            b->lp[i].logprob = het_logprobs(row, b->n_vocab, tok, j->logprobs, b->lp[i].top);
-        }
+    struct sample_work w = { .b = b, .logits = het_context_logits(b->ctx, NULL), .n = n };
+    atomic_init(&w.next, 0);
+    pthread_t helper[SAMPLE_HELPERS_MAX];
+    int want = 0, started = 0;
+    if (n > 1 && b->n_vocab >= SAMPLE_PARALLEL_VOCAB) {
+        cpu_set_t cpus;
+        const int n_cpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+        want = (n < n_cpu ? n : n_cpu) - 1;
+        if (want > SAMPLE_HELPERS_MAX) want = SAMPLE_HELPERS_MAX;
     }
+    while (started < want && pthread_create(&helper[started], NULL, sample_worker, &w) == 0) started++;
+    sample_worker(&w); /* a helper that could not start leaves its parts to this thread */
+    for (int k = 0; k < started; k++) pthread_join(helper[k], NULL);
 }
 
 /* under b->mu */

@@ -622,6 +622,59 @@ static void test_server_loading(het_model *m)
 }
 #endif
 
+/* sampled jobs over a 151,936-token vocabulary (qwen3-tiny): several in one
+ * step are sampled on helper threads (batcher.c), and each must give the
+ * text it gives in a step of its own (one job at a time: no helpers) */
+static void test_engine_parallel_sampling(het_model *m)
+{
+    const het_tokenizer *tok = het_model_tokenizer(m);
+    static const char *const prompts[4] = { "Once upon a time", "The cat", "{\"a\": [1, 2", "Hello" };
+    int32_t *ids[4], n[4];
+    for (int i = 0; i < 4; i++) {
+        het_error err = { 0 };
+        CHECK(het_prompt_tokenize(tok, prompts[i], strlen(prompts[i]), &ids[i], &n[i], &err) == HET_OK, "tok");
+    }
+    char *text[2][4] = { { NULL } };
+    for (int together = 0; together < 2; together++) {
+        struct rig r;
+        if (!rig_open(&r, m, 4, 8, 64)) break;
+        het_job *jobs[4] = { NULL };
+        for (int i = 0; i < 4; i++) {
+            /* no top-k (the API's default) for two of them, top-k and top-p for the others */
+            struct het_job_params jp = { .prompt = ids[i], .n_prompt = n[i], .max_tokens = 16, .ignore_eos = true,
+                                         .sampling = { .temp = 1.0f, .top_k = i % 2 ? 40 : 0,
+                                                       .top_p = i % 2 ? 0.9f : 1.0f, .seed = 11 + (uint64_t)i } };
+            char msg[256];
+            CHECK(het_batcher_submit(r.b, &jp, &jobs[i], msg, sizeof msg) == HET_SUBMIT_OK, "submit: %s", msg);
+            if (!together && jobs[i]) { /* alone: wait for it before the next */
+                struct het_job_info info;
+                text[0][i] = wait_all(jobs[i], &info);
+                het_job_release(jobs[i]);
+                jobs[i] = NULL;
+            }
+        }
+        for (int i = 0; together && i < 4; i++) {
+            struct het_job_info info;
+            text[1][i] = jobs[i] ? wait_all(jobs[i], &info) : NULL;
+            if (jobs[i]) het_job_release(jobs[i]);
+        }
+        struct het_batcher_stats st;
+        het_batcher_get_stats(r.b, &st);
+        if (together)
+            CHECK(st.step_seqs > st.steps, "jobs shared steps (%llu seqs in %llu steps)",
+                  (unsigned long long)st.step_seqs, (unsigned long long)st.steps);
+        rig_close(&r);
+    }
+    for (int i = 0; i < 4; i++) {
+        CHECK(text[0][i] && text[1][i] && strlen(text[0][i]) > 0 && !strcmp(text[0][i], text[1][i]),
+              "job %d sampled alone [%s], beside others [%s]", i, text[0][i] ? text[0][i] : "",
+              text[1][i] ? text[1][i] : "");
+        free(text[0][i]);
+        free(text[1][i]);
+        free(ids[i]);
+    }
+}
+
 int main(void)
 {
     test_utf8();
@@ -645,5 +698,10 @@ int main(void)
 #endif
     }
     het_model_free(m);
+    const char *qpath = het_test_shared("models/synthetic/qwen3-tiny-q8_0.gguf");
+    het_model *q = het_model_load(qpath, &err);
+    CHECK(q, "cannot load %s: %s", qpath, err.msg);
+    if (q) test_engine_parallel_sampling(q);
+    het_model_free(q);
     return het_test_finish();
 }
