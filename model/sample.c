@@ -443,9 +443,10 @@ int32_t het_sampler_sample(het_sampler *s, const float *logits)
 
 float het_logprobs(const float *logits, int32_t n_vocab, int32_t token, int k, struct het_token_logprob *top)
 {
-    float maxl = logits[het_argmax(logits, n_vocab)];
-    double sum = 0;
-    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - maxl);
+    const float maxl = logits[het_argmax(logits, n_vocab)];
+    double sum = 0; /* e^(l - max) in float (sample_exp.h): the double exp per token took ~1 ms */
+#pragma omp simd reduction(+ : sum)
+    for (int32_t i = 0; i < n_vocab; i++) sum += (double)het_sample_exp(logits[i] - maxl);
     float lse = maxl + (float)log(sum);
     if (k > n_vocab) k = n_vocab;
     int n = 0; /* top[0..n) sorted, most likely first */
