@@ -475,13 +475,23 @@ static int copies(const struct cal *c, double wbytes, int m, double est_us)
 /* one node's time by a generic roofline (20 GB/s, 50 GFLOP/s): sizes copies only */
 static double rough_us(double flops, double bytes) { return fmax(1.0, fmax(flops / 50e3, bytes / 20e3)); }
 
+/* Is s a matmul sample of shape sh (its flops 2 k n m)? Relative, not
+ * exact: profiles were once written with 9 significant digits, and an
+ * 8B-shaped model's output matrix (2 x 4096 x 151936 = 1,244,659,712 flops a
+ * row) read back as 1,244,659,710, so every run measured it again. */
+static bool sample_of_shape(const struct het_profile_sample *s, const struct het_calibrate_shape *sh)
+{
+    const double want = 2.0 * (double)sh->k * (double)sh->n * s->m;
+    return fabs(s->flops - want) <= 0.5 + 1e-8 * want;
+}
+
 /* Does the profile already have samples of this (type, shape)? (params.base) */
 static bool have_shape(const struct cal *c, const struct het_calibrate_shape *sh)
 {
     int n = 0;
     const struct het_profile_sample *s = het_profile_samples(c->prof, HET_OPCLASS_MATMUL, sh->type, &n);
     for (int i = 0; s && i < n; i++)
-        if (fabs(s[i].flops - 2.0 * (double)sh->k * (double)sh->n * s[i].m) < 0.5) return true;
+        if (sample_of_shape(&s[i], sh)) return true;
     return false;
 }
 
@@ -896,8 +906,7 @@ bool het_profile_covers(const het_profile *p, const struct het_calibrate_needs *
         int n = 0;
         const struct het_profile_sample *s = het_profile_samples(p, HET_OPCLASS_MATMUL, sh->type, &n);
         bool found = false;
-        for (int k = 0; s && k < n && !found; k++)
-            found = fabs(s[k].flops - 2.0 * (double)sh->k * (double)sh->n * s[k].m) < 0.5;
+        for (int k = 0; s && k < n && !found; k++) found = sample_of_shape(&s[k], sh);
         if (!found) return false;
     }
     for (int i = 0; needs && needs->n_expert > 0 && i < needs->n_moe_shapes; i++)

@@ -208,7 +208,7 @@ static json_t *profile_json(const het_profile *p)
 char *het_profile_to_json(const het_profile *p, het_error *err)
 {
     json_t *j = profile_json(p);
-    char *s = j ? json_dumps(j, JSON_INDENT(1) | JSON_REAL_PRECISION(9)) : NULL;
+    char *s = j ? json_dumps(j, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) : NULL;
     json_decref(j);
     if (!s) het_error_set(err, HET_ERR_NOMEM, "profile %s: cannot serialise", p->name);
     return s;
@@ -228,7 +228,7 @@ enum het_status het_profile_save_all(het_profile *const *p, int n, const char *p
     json_t *arr = json_array();
     for (int i = 0; arr && i < n; i++) json_array_append_new(arr, profile_json(p[i]));
     json_t *j = json_pack("{s:s, s:i, s:o}", "format", "het-profile-set", "version", FORMAT_VERSION, "profiles", arr);
-    char *s = j ? json_dumps(j, JSON_INDENT(1) | JSON_REAL_PRECISION(9)) : NULL;
+    char *s = j ? json_dumps(j, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) : NULL;
     json_decref(j);
     if (!s) return het_error_set(err, HET_ERR_NOMEM, "profile set: cannot serialise");
     enum het_status st = write_atomically(path, s, err);

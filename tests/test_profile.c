@@ -336,7 +336,9 @@ static const struct het_device_i fake_iface = { .supports_op = fake_supports, .r
 static bool no_experts_supports(het_device *d, const struct het_tensor *n) { return n->op != HET_OP_MUL_MAT_ID; }
 static const struct het_device_i no_experts_iface = { .supports_op = no_experts_supports, .run_split = fake_run };
 
-static void test_covers_moe(void)
+/* a profile with every small op class and attention fitted: what
+ * het_profile_covers asks of it besides the model's matmul shapes */
+static het_profile *profile_small_ops_fitted(void)
 {
     het_profile *p = het_profile_new("cpu", "test", HET_DEVICE_CPU, false);
     const struct het_cost_fit f = { .t0_us = 1, .gbps = 10, .gflops = 10, .m_half = 1 };
@@ -344,6 +346,12 @@ static void test_covers_moe(void)
                                           HET_OPCLASS_SOFTMAX, HET_OPCLASS_COPY };
     for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) het_profile_set_fit(p, classes[i], HET_TYPE_F32, &f, NULL);
     het_profile_set_fit(p, HET_OPCLASS_ATTN, HET_TYPE_F16, &f, NULL);
+    return p;
+}
+
+static void test_covers_moe(void)
+{
+    het_profile *p = profile_small_ops_fitted();
     struct het_calibrate_needs needs = { .n_expert = 64, .n_expert_used = 4, .n_moe_shapes = 1,
                                          .moe_shapes = { { HET_TYPE_Q4_0, 1024, 512, false } } };
     CHECK(!het_profile_covers(p, &needs), "no experts' samples: not covered");
@@ -354,9 +362,7 @@ static void test_covers_moe(void)
     CHECK(!het_profile_covers(p, &needs), "samples of another type do not cover q4_0");
     het_profile_add_sample(p, HET_OPCLASS_MOE, HET_TYPE_Q4_0, &s, NULL);
     CHECK(het_profile_covers(p, &needs), "a sample of the experts' shape covers them");
-    het_profile *q = het_profile_new("cpu", "test", HET_DEVICE_CPU, false);
-    for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) het_profile_set_fit(q, classes[i], HET_TYPE_F32, &f, NULL);
-    het_profile_set_fit(q, HET_OPCLASS_ATTN, HET_TYPE_F16, &f, NULL);
+    het_profile *q = profile_small_ops_fitted();
     het_device *yes = het_device_new(&fake_iface, HET_DEVICE_CPU, "cpu", NULL);
     het_device *no = het_device_new(&no_experts_iface, HET_DEVICE_VULKAN, "vulkan0", NULL);
     struct het_calibrate_needs a = needs, b = needs;
@@ -368,6 +374,33 @@ static void test_covers_moe(void)
     het_device_free(no);
     het_profile_free(q);
     het_profile_free(p);
+}
+
+/* a large model's output matrix (2 x 4096 x 151936 = 1,244,659,712 flops a
+ * row) covers its shape after the profile went to JSON and back, and so does
+ * a value written with 9 significant digits (1,244,659,710: how profiles
+ * were stored before, which made every run of an 8B-shaped model
+ * recalibrate); another shape's does not */
+static void test_covers_large_shape(void)
+{
+    het_profile *p = profile_small_ops_fitted();
+    const struct het_calibrate_needs needs = { .n_shapes = 1, .shapes = { { HET_TYPE_Q6_K, 4096, 151936, true } } };
+    struct het_profile_sample s = { .m = 1, .flops = 2.0 * 4096 * 151936, .bytes = 5.1e8, .us = 4000 };
+    het_profile_add_sample(p, HET_OPCLASS_MATMUL, HET_TYPE_Q6_K, &s, NULL);
+    het_error err = { 0 };
+    char *json = het_profile_to_json(p, &err);
+    het_profile *back = json ? het_profile_from_json(json, strlen(json), "test", &err) : NULL;
+    CHECK(back && het_profile_covers(back, &needs), "covered after JSON: %s", err.msg);
+    het_profile *nine = profile_small_ops_fitted();
+    s.flops = 1244659710.0;
+    het_profile_add_sample(nine, HET_OPCLASS_MATMUL, HET_TYPE_Q6_K, &s, NULL);
+    CHECK(het_profile_covers(nine, &needs), "9 significant digits still cover the shape");
+    const struct het_calibrate_needs other = { .n_shapes = 1, .shapes = { { HET_TYPE_Q6_K, 4096, 151937, true } } };
+    CHECK(!het_profile_covers(nine, &other), "a shape one row larger is not covered");
+    het_profile_free(nine);
+    het_profile_free(back);
+    het_profile_free(p);
+    free(json);
 }
 
 /* A device whose matmul nodes are slow for their bytes (each spins 100 µs,
@@ -512,6 +545,7 @@ int main(void)
     test_defaults();
     test_npu_profile();
     test_covers_moe();
+    test_covers_large_shape();
     test_calibrate_slow_nodes();
 #ifdef HET_HAVE_JANSSON
     test_round_trip(dir);
