@@ -34,7 +34,7 @@ static inline float het_sample_exp(float x)
     const float p = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r + 4.1665795894e-2f) * r +
                      1.6666665459e-1f) * r + 5.0000001201e-1f;
     const float er = p * (r * r) + r + 1.0f;
-    const int32_t bits = ((int32_t)kf + 127) << 23;
+    const uint32_t bits = (uint32_t)((int32_t)kf + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return er * scale;
