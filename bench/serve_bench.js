@@ -5,6 +5,8 @@
 //    and effective tokens/s = OUT / (time to first token + decode time);
 //  throughput: C concurrent clients, each sending REQS requests of
 //    CONC_PROMPT tokens: generated tokens / wall time.
+// TEMPERATURE (default 0: greedy) is every request's temperature; the API's
+// own default is 1, and sampling a large vocabulary is work of its own.
 // Prints one JSON object per measurement on stdout.
 'use strict';
 const http = require('http');
@@ -16,6 +18,7 @@ const clients = (process.env.CLIENTS || '1 4 16').split(/\s+/).filter(Boolean).m
 const reqs = Number(process.env.REQS || 1);
 const concPrompt = Number(process.env.CONC_PROMPT || 128);
 const label = process.env.LABEL || 'server';
+const temperature = Number(process.env.TEMPERATURE || 0);
 
 // token ids valid in any vocabulary of at least 256 entries
 const prompt = (n, salt) => Array.from({ length: n }, (_, i) => 3 + ((i + salt) * 37) % 250);
@@ -49,7 +52,7 @@ function stream(body) {
     });
 }
 
-const request = (n, salt) => stream({ prompt: prompt(n, salt), max_tokens: out, temperature: 0, ignore_eos: true,
+const request = (n, salt) => stream({ prompt: prompt(n, salt), max_tokens: out, temperature, ignore_eos: true,
                                       stream: true, stream_options: { include_usage: true } });
 
 async function main() {

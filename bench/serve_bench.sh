@@ -13,7 +13,7 @@
 #     prompts, OUT tokens each).
 # Output: markdown tables on stdout; raw JSON lines in $RESULTS.
 #
-# usage: bench/serve_bench.sh [MODEL]   (env: HETRUN LONG_MODEL LENGTHS OUT CLIENTS REQS THREADS
+# usage: bench/serve_bench.sh [MODEL]   (env: HETRUN LONG_MODEL LENGTHS OUT CLIENTS REQS THREADS TEMPERATURE
 #                                        SHORT_CTX SINGLE_PAR SHORT_PAR LONG_PAR THRESHOLD DEVICES LONG_DEVICES
 #                                        ONLY=single|routed RESULTS=FILE: append to FILE)
 set -euo pipefail
