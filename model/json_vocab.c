@@ -30,22 +30,14 @@ struct het_json_vocab {
     uint8_t  *in_string;   /* n_vocab: accepted whole between a string's characters */
     int32_t  *by_first;    /* n_vocab tokens with text, grouped by first byte  */
     uint32_t  first[257];  /* group c is by_first[first[c], first[c+1])        */
+    struct het_json_prefix str; /* a recogniser between a string's characters  */
 };
 
-/* A recogniser between two characters of a string (the state in which
- * in_string tokens are accepted). */
-static struct het_json_prefix in_string_state(void)
+/* Is j between two characters of a string (the state in which in_string
+ * tokens are accepted, that of v->str)? */
+static bool between_string_chars(const struct het_json_vocab *v, const struct het_json_prefix *j)
 {
-    struct het_json_prefix j;
-    het_json_prefix_init(&j);
-    (void)het_json_prefix_feed(&j, "{\"", 2);
-    return j;
-}
-
-static bool between_string_chars(const struct het_json_prefix *j)
-{
-    const struct het_json_prefix s = in_string_state();
-    return j->st == s.st && j->cont == 0;
+    return j->st == v->str.st && j->cont == 0;
 }
 
 static bool load(struct het_json_vocab *v, const het_tokenizer *tok)
@@ -80,14 +72,15 @@ static bool load(struct het_json_vocab *v, const het_tokenizer *tok)
     for (int c = 0; c < 256; c++) v->first[c + 1] = v->first[c] + count[c];
     uint32_t at[256];
     memcpy(at, v->first, sizeof at);
-    const struct het_json_prefix s = in_string_state();
+    het_json_prefix_init(&v->str);
+    (void)het_json_prefix_feed(&v->str, "{\"", 2);
     for (int32_t i = 0; i < n; i++) {
         const uint32_t a = v->off[i], b = v->off[i + 1];
         if (a == b) continue;
         v->by_first[at[(unsigned char)v->pieces[a]]++] = i;
-        struct het_json_prefix j = s;
+        struct het_json_prefix j = v->str;
         v->in_string[i] = !memchr(v->pieces + a, '"', b - a) && het_json_prefix_feed(&j, v->pieces + a, b - a) &&
-                          between_string_chars(&j);
+                          between_string_chars(v, &j);
     }
     return true;
 }
@@ -129,7 +122,7 @@ static bool accepts(const struct het_json_vocab *v, const struct het_json_prefix
 
 void het_json_vocab_mask(const struct het_json_vocab *v, const struct het_json_prefix *j, float *w)
 {
-    const bool in_string = between_string_chars(j);
+    const bool in_string = between_string_chars(v, j);
     /* the tokens without text first; those with text are visited by group below */
     for (int32_t t = 0; t < v->n_vocab; t++)
         if (v->off[t + 1] == v->off[t]) w[t] = -INFINITY;
