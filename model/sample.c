@@ -209,38 +209,13 @@ static inline void cand_swap(struct cand *c, int32_t i, int32_t j)
     c[j] = t;
 }
 
-/* Partition c[lo, hi) around the median of its first, middle and last
- * candidates: those before it, then it (its index is returned), then the rest. */
-static int32_t cand_partition(struct cand *c, int32_t lo, int32_t hi)
+/* The index of the last of c[0, n) in the order (the first, with first). */
+static int32_t cand_end(const struct cand *c, int32_t n, bool first)
 {
-    const int32_t mid = lo + (hi - lo) / 2, last = hi - 1;
-    if (cand_before(&c[mid], &c[lo])) cand_swap(c, mid, lo);
-    if (cand_before(&c[last], &c[lo])) cand_swap(c, last, lo);
-    if (cand_before(&c[mid], &c[last])) cand_swap(c, mid, last); /* c[lo] <= c[last] <= c[mid] */
-    const struct cand pivot = c[last];
-    int32_t at = lo;
-    for (int32_t i = lo; i < last; i++)
-        if (cand_before(&c[i], &pivot)) cand_swap(c, i, at++);
-    cand_swap(c, at, last);
+    int32_t at = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (first ? cand_before(&c[i], &c[at]) : cand_before(&c[at], &c[i])) at = i;
     return at;
-}
-
-/* The first m of c[0, n) in the order above into c[0, m), in any order:
- * quickselect, which sorts what is left once it has taken more rounds than
- * an unlucky run of pivots should (so it never takes quadratic time). */
-static void cand_select(struct cand *c, int32_t n, int32_t m)
-{
-    int32_t lo = 0, hi = n, rounds = 0;
-    const int32_t most = 2 * (32 - __builtin_clz((unsigned)n | 1u)) + 8;
-    while (lo < m && m < hi) {
-        if (++rounds > most) {
-            qsort(c + lo, (size_t)(hi - lo), sizeof *c, cand_cmp);
-            return;
-        }
-        const int32_t p = cand_partition(c, lo, hi);
-        if (p < m) lo = p + 1;
-        else hi = p;
-    }
 }
 
 /* Restore the heap property below slot i of h[0, n): every slot comes
@@ -395,22 +370,17 @@ static int32_t sample_unsorted(het_sampler *s, struct cand *c, int32_t n, float 
 {
     double sum = cand_sum(c, n, e);
     if (s->p.top_p > 0.0f && s->p.top_p < 1.0f) n = cand_prefix(c, n, e, (double)s->p.top_p * sum, false, true);
-    if (s->p.min_p > 0.0f) { /* the weights of at least min_p are a prefix of the order (the first is 1) */
+    if (s->p.min_p > 0.0f) { /* the weights of at least min_p are a prefix of the order (the first's is 1) */
         int32_t keep = 0;
-        for (int32_t i = 0; i < n; i++) keep += e[c[i].id] >= s->p.min_p;
-        if (keep < 1) keep = 1;
-        if (keep < n) {
-            cand_select(c, n, keep);
-            n = keep;
-        }
+        for (int32_t i = 0; i < n; i++)
+            if (e[c[i].id] >= s->p.min_p) cand_swap(c, i, keep++);
+        if (keep == 0) cand_swap(c, 0, cand_end(c, n, true)); /* min_p above 1: the most likely alone */
+        n = keep > 0 ? keep : 1;
     }
     sum = cand_sum(c, n, e);
     const int32_t m = cand_prefix(c, n, e, next_uniform(s) * sum, true, false);
-    if (m < n) return c[m - 1].id;
-    int32_t last = 0; /* the draw fell in the last one, or past every weight (rounding): the last in order */
-    for (int32_t i = 1; i < n; i++)
-        if (cand_before(&c[last], &c[i])) last = i;
-    return c[last].id;
+    /* m == n: the draw fell in the last one, or past every weight (rounding): the last in order */
+    return m < n ? c[m - 1].id : c[cand_end(c, n, false)].id;
 }
 
 int32_t het_sampler_sample(het_sampler *s, const float *logits)

@@ -89,6 +89,16 @@ static void test_min_p(void)
     CHECK(other_without > 30, "without min_p others are drawn (%d of 300)", other_without);
     CHECK(other_with == 0, "min_p 0.5 keeps only token 0 (%d others)", other_with);
     CHECK(other_low == 0, "min_p 0.3 drops token 2 (%d)", other_low);
+    /* above 1 nothing passes but the most likely is kept, among many candidates too (not sorted there) */
+    enum { BIG = 6000 };
+    float *big = malloc(BIG * sizeof *big);
+    het_test_seed(3);
+    for (int i = 0; i < BIG; i++) big[i] = het_test_rand_uniform(-2, 2);
+    struct het_sampler_params a = { .temp = 1, .min_p = 1.5f, .seed = 9 };
+    het_sampler *s = het_sampler_init(&a, BIG);
+    CHECK(s && het_sampler_sample(s, big) == het_argmax(big, BIG), "min_p 1.5 over %d tokens is greedy", BIG);
+    het_sampler_free(s);
+    free(big);
 }
 
 /* ---- the sampler's draws against a plain one that sorts every candidate ----
