@@ -169,15 +169,33 @@ static enum het_status run_mm(struct het_tensor *dst, int nth, enum het_cpu_isa 
     return run_mm_mode(dst, nth, isa, f32_act, true);
 }
 
-/* Attach load-time panels for isa to a (the CPU device's repack). */
+/* Attach load-time panels for isa to a (the CPU device's repack). They are
+ * made in pieces as the device's threads make them (het_cpu_mul_mat_repack_range,
+ * here from the last panel back, pieces of 1, 2, 3, ... panels) and must be
+ * byte for byte one whole het_cpu_mul_mat_repack. */
 static void *attach_packed(struct het_tensor *a, enum het_cpu_isa isa)
 {
     const size_t n = het_cpu_mul_mat_repack_size(a, isa);
     CHECK(n > 0, "%s: no repack form", het_type_name(a->type));
     if (!n) return NULL;
-    void *buf = aligned_alloc(64, (n + 63) & ~(size_t)63);
-    enum het_status st = het_cpu_mul_mat_repack(a, isa, buf, n);
+    const size_t cap = (n + 63) & ~(size_t)63;
+    void *buf = aligned_alloc(64, cap), *whole = aligned_alloc(64, cap);
+    memset(buf, 0xa5, cap);
+    memset(whole, 0xa5, cap);
+    enum het_status st = het_cpu_mul_mat_repack(a, isa, whole, n);
     CHECK(st == HET_OK, "%s: repack failed: %s", het_type_name(a->type), het_status_name(st));
+    const int64_t items = het_cpu_mul_mat_repack_items(a, isa);
+    CHECK(items > 0, "%s: no panels", het_type_name(a->type));
+    for (int64_t hi = items, len = 1; hi > 0 && st == HET_OK; hi -= len, len++) {
+        const int64_t lo = hi > len ? hi - len : 0;
+        st = het_cpu_mul_mat_repack_range(a, isa, buf, n, lo, hi);
+        CHECK(st == HET_OK, "%s: panels [%lld, %lld) failed: %s", het_type_name(a->type), (long long)lo,
+              (long long)hi, het_status_name(st));
+    }
+    CHECK(!memcmp(buf, whole, n), "%s (%s): the panels made in pieces differ from one repack", het_type_name(a->type),
+          het_cpu_isa_name(isa));
+    CHECK(het_cpu_mul_mat_repack_range(a, isa, buf, n, 0, items + 1) == HET_ERR_INVALID, "a range past the panels");
+    free(whole);
     a->extra = buf;
     return buf;
 }
@@ -309,6 +327,58 @@ static void test_ahead(enum het_cpu_isa isa)
     }
 }
 
+/* A 4-D weight (ne2, ne3 > 1) packed in pieces, and whole: the panels of
+ * slice (i2, i3) are those of that slice repacked alone, in i3-major,
+ * i2-next order (the layout het_cpu_mul_mat reads). Random bytes: packing
+ * moves and decodes them, never rejects them. */
+static void test_repack_4d(enum het_cpu_isa best)
+{
+    static const enum het_type types[] = {HET_TYPE_Q4_0, HET_TYPE_Q8_0, HET_TYPE_Q4_K, HET_TYPE_Q6_K};
+    for (int lv = HET_CPU_ISA_SCALAR; lv <= (int)best; lv++)
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            const enum het_cpu_isa isa = (enum het_cpu_isa)lv;
+            const int64_t ne[4] = {256, 37, 2, 3};
+            struct het_tensor a, v;
+            het_tensor_init(&a, types[t], 4, ne);
+            uint8_t *bytes = malloc(het_nbytes(&a));
+            for (size_t i = 0; i < het_nbytes(&a); i++) bytes[i] = (uint8_t)het_test_rand_u64();
+            a.data = bytes;
+            const size_t n = het_cpu_mul_mat_repack_size(&a, isa);
+            const int64_t items = het_cpu_mul_mat_repack_items(&a, isa);
+            CHECK(n > 0 && items > 0 && items % 6 == 0, "%s (%s): %zu bytes, %lld panels", het_type_name(a.type),
+                  het_cpu_isa_name(isa), n, (long long)items);
+            uint8_t *whole = aligned_alloc(64, (n + 63) & ~(size_t)63), *one = aligned_alloc(64, (n + 63) & ~(size_t)63);
+            if (n && whole && one) {
+                memset(whole, 0xa5, n);
+                CHECK(het_cpu_mul_mat_repack(&a, isa, whole, n) == HET_OK, "repack");
+                memset(one, 0xa5, n); /* in pieces of 1, 2, 3, ... panels, first to last */
+                for (int64_t lo = 0, len = 1; lo < items; lo += len, len++)
+                    CHECK(het_cpu_mul_mat_repack_range(&a, isa, one, n, lo, lo + len < items ? lo + len : items) == HET_OK,
+                          "repack in pieces");
+                CHECK(!memcmp(one, whole, n), "%s (%s): 4-D panels made in pieces differ", het_type_name(a.type),
+                      het_cpu_isa_name(isa));
+                const struct het_cpu_packed *h = (const void *)whole;
+                const int64_t per = items / 6;
+                for (int64_t i3 = 0; i3 < 3; i3++)
+                    for (int64_t i2 = 0; i2 < 2; i2++) {
+                        het_tensor_init(&v, a.type, 2, ne);
+                        v.data = bytes + i2 * a.nb[2] + i3 * a.nb[3];
+                        const size_t vn = het_cpu_mul_mat_repack_size(&v, isa);
+                        memset(one, 0xa5, vn);
+                        CHECK(het_cpu_mul_mat_repack(&v, isa, one, vn) == HET_OK, "repack of a slice");
+                        const size_t at = HET_CPU_PACKED_HEADER + (size_t)((i3 * 2 + i2) * per) * h->panel_stride;
+                        CHECK(!memcmp(whole + at, one + HET_CPU_PACKED_HEADER, vn - HET_CPU_PACKED_HEADER),
+                              "%s (%s): slice (%lld, %lld) is not where it belongs", het_type_name(a.type),
+                              het_cpu_isa_name(isa), (long long)i2, (long long)i3);
+                    }
+            }
+            free(whole);
+            free(one);
+            free(bytes);
+            a.data = NULL;
+        }
+}
+
 static void test_supports(void)
 {
     struct het_tensor a, b, dst;
@@ -438,6 +508,7 @@ int main(void)
     test_dequant(best);
     test_quantize(best);
     test_ahead(best);
+    test_repack_4d(best);
 
     static const enum het_type qtypes[] = {
         HET_TYPE_Q4_0, HET_TYPE_Q4_1, HET_TYPE_Q5_0, HET_TYPE_Q5_1, HET_TYPE_Q8_0,

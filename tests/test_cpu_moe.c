@@ -168,7 +168,24 @@ static void check_mmid(enum het_type type, const struct mmid_case *c, int nth, e
     void *packed = psize ? aligned_alloc(64, (psize + 63) & ~(size_t)63) : NULL;
     for (int pass = 0; pass < (packed ? 2 : 1); pass++) {
         if (pass == 1) {
-            CHECK(het_cpu_mul_mat_id_repack(&as, isa, packed, psize) == HET_OK, "repack %s", het_type_name(type));
+            /* whole, then in pieces across the experts' blocks as the
+             * device's threads make them (last first, 1, 2, 3... panels):
+             * the same bytes */
+            const size_t cap = (psize + 63) & ~(size_t)63;
+            uint8_t *whole = aligned_alloc(64, cap);
+            memset(whole, 0xa5, cap);
+            memset(packed, 0xa5, cap);
+            CHECK(het_cpu_mul_mat_id_repack(&as, isa, whole, psize) == HET_OK, "repack %s", het_type_name(type));
+            const int64_t items = het_cpu_mul_mat_id_repack_items(&as, isa);
+            CHECK(items > 0 && items % as.ne[2] == 0, "%s: %lld panels", het_type_name(type), (long long)items);
+            for (int64_t hi = items, len = 1; hi > 0; hi -= len, len++) {
+                const int64_t lo = hi > len ? hi - len : 0;
+                CHECK(het_cpu_mul_mat_id_repack_range(&as, isa, packed, psize, lo, hi) == HET_OK,
+                      "repack %s panels [%lld, %lld)", het_type_name(type), (long long)lo, (long long)hi);
+            }
+            CHECK(!memcmp(packed, whole, psize), "%s (%s): the experts' panels made in pieces differ",
+                  het_type_name(type), het_cpu_isa_name(isa));
+            free(whole);
             as.extra = packed;
             memset(a_buf, 0x55, as.nb[3]);
             float *dd = d_buf;

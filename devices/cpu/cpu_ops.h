@@ -192,6 +192,11 @@ enum het_status het_cpu_mul_mat_id(const struct het_compute_params *p, struct he
  * the type has no panel form at this level or the tensor is not 3-D). */
 size_t          het_cpu_mul_mat_id_repack_size(const struct het_tensor *as, enum het_cpu_isa isa);
 enum het_status het_cpu_mul_mat_id_repack(const struct het_tensor *as, enum het_cpu_isa isa, void *dst, size_t size);
+/* In pieces (quant_dot.h's het_cpu_mul_mat_repack_range): items are the
+ * experts' panels in buffer order. */
+int64_t         het_cpu_mul_mat_id_repack_items(const struct het_tensor *as, enum het_cpu_isa isa);
+enum het_status het_cpu_mul_mat_id_repack_range(const struct het_tensor *as, enum het_cpu_isa isa, void *dst,
+                                                size_t size, int64_t lo, int64_t hi);
 /* moe_route.c: top_k, sum_rows, moe_sum */
 enum het_status het_cpu_top_k(const struct het_compute_params *p, struct het_tensor *dst);
 enum het_status het_cpu_sum_rows(const struct het_compute_params *p, struct het_tensor *dst);

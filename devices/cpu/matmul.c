@@ -974,32 +974,45 @@ size_t het_cpu_mul_mat_repack_size(const struct het_tensor *a, enum het_cpu_isa 
     return HET_CPU_PACKED_HEADER + het_mm_align(pl.bytes) * (size_t)(np * a->ne[2] * a->ne[3]);
 }
 
-enum het_status het_cpu_mul_mat_repack(const struct het_tensor *a, enum het_cpu_isa isa, void *dst, size_t size)
+int64_t het_cpu_mul_mat_repack_items(const struct het_tensor *a, enum het_cpu_isa isa)
+{
+    het_panel_fn fn;
+    struct het_panel_layout pl;
+    if (!het_mm_repack_layout(a, isa, &fn, &pl)) return 0;
+    return (a->ne[1] + pl.R - 1) / pl.R * a->ne[2] * a->ne[3];
+}
+
+enum het_status het_cpu_mul_mat_repack_range(const struct het_tensor *a, enum het_cpu_isa isa, void *dst, size_t size,
+                                             int64_t lo, int64_t hi)
 {
     het_panel_fn fn;
     struct het_panel_layout pl;
     if (!a || !a->data || !dst || !het_mm_repack_layout(a, isa, &fn, &pl)) return HET_ERR_UNSUPPORTED;
     if (size < het_cpu_mul_mat_repack_size(a, isa) || ((uintptr_t)dst & 63)) return HET_ERR_INVALID;
+    const int64_t np = (a->ne[1] + pl.R - 1) / pl.R;
+    if (lo < 0 || hi > np * a->ne[2] * a->ne[3] || lo > hi) return HET_ERR_INVALID;
     struct het_cpu_packed h = {
         .magic = HET_CPU_PACKED_MAGIC, .type = a->type, .kind = pl.kind, .R = pl.R,
         .K = a->ne[0], .N = a->ne[1], .ne2 = a->ne[2], .ne3 = a->ne[3], .panel_stride = het_mm_align(pl.bytes),
     };
-    memset(dst, 0, HET_CPU_PACKED_HEADER);
-    memcpy(dst, &h, sizeof h);
-    uint8_t *out = (uint8_t *)dst + HET_CPU_PACKED_HEADER;
-    const int64_t np = (h.N + pl.R - 1) / pl.R;
-    for (int64_t i3 = 0; i3 < h.ne3; i3++) {
-        for (int64_t i2 = 0; i2 < h.ne2; i2++) {
-            for (int64_t ip = 0; ip < np; ip++) {
-                const int64_t n0 = ip * pl.R;
-                const int nr = h.N - n0 < pl.R ? (int)(h.N - n0) : pl.R;
-                const uint8_t *rows = (const uint8_t *)a->data + n0 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3];
-                het_panel_pack(a->type, &pl, rows, a->nb[1], nr, out);
-                out += h.panel_stride;
-            }
-        }
+    if (lo == 0) {
+        memset(dst, 0, HET_CPU_PACKED_HEADER);
+        memcpy(dst, &h, sizeof h);
+    }
+    uint8_t *out = (uint8_t *)dst + HET_CPU_PACKED_HEADER + (size_t)lo * h.panel_stride;
+    for (int64_t i = lo; i < hi; i++, out += h.panel_stride) {
+        const int64_t ip = i % np, i2 = i / np % h.ne2, i3 = i / np / h.ne2;
+        const int64_t n0 = ip * pl.R;
+        const int nr = h.N - n0 < pl.R ? (int)(h.N - n0) : pl.R;
+        const uint8_t *rows = (const uint8_t *)a->data + n0 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3];
+        het_panel_pack(a->type, &pl, rows, a->nb[1], nr, out);
     }
     return HET_OK;
+}
+
+enum het_status het_cpu_mul_mat_repack(const struct het_tensor *a, enum het_cpu_isa isa, void *dst, size_t size)
+{
+    return het_cpu_mul_mat_repack_range(a, isa, dst, size, 0, het_cpu_mul_mat_repack_items(a, isa));
 }
 
 size_t het_cpu_mul_mat_ahead(const struct het_tensor *t, const uint8_t **base)

@@ -174,19 +174,37 @@ size_t het_cpu_mul_mat_id_repack_size(const struct het_tensor *as, enum het_cpu_
     return mmid_align(het_cpu_mul_mat_repack_size(&v, isa)) * (size_t)as->ne[2];
 }
 
-enum het_status het_cpu_mul_mat_id_repack(const struct het_tensor *as, enum het_cpu_isa isa, void *dst, size_t size)
+int64_t het_cpu_mul_mat_id_repack_items(const struct het_tensor *as, enum het_cpu_isa isa)
+{
+    if (!het_cpu_mul_mat_id_repack_size(as, isa)) return 0;
+    struct het_tensor v;
+    mmid_expert_view(&v, as, 0);
+    return het_cpu_mul_mat_repack_items(&v, isa) * as->ne[2];
+}
+
+enum het_status het_cpu_mul_mat_id_repack_range(const struct het_tensor *as, enum het_cpu_isa isa, void *dst,
+                                                size_t size, int64_t lo, int64_t hi)
 {
     const size_t total = het_cpu_mul_mat_id_repack_size(as, isa);
     if (!total || !as->data || !dst) return HET_ERR_UNSUPPORTED;
     if (size < total) return HET_ERR_INVALID;
     const size_t stride = total / (size_t)as->ne[2];
-    for (int64_t e = 0; e < as->ne[2]; e++) {
-        struct het_tensor v;
+    struct het_tensor v;
+    mmid_expert_view(&v, as, 0);
+    const int64_t per = het_cpu_mul_mat_repack_items(&v, isa); /* items of one expert's block */
+    if (lo < 0 || hi > per * as->ne[2] || lo > hi) return HET_ERR_INVALID;
+    for (int64_t e = lo / per; e < as->ne[2] && e * per < hi; e++) {
         mmid_expert_view(&v, as, e);
-        enum het_status st = het_cpu_mul_mat_repack(&v, isa, (char *)dst + (size_t)e * stride, stride);
+        const int64_t a0 = lo > e * per ? lo - e * per : 0, a1 = hi < (e + 1) * per ? hi - e * per : per;
+        enum het_status st = het_cpu_mul_mat_repack_range(&v, isa, (char *)dst + (size_t)e * stride, stride, a0, a1);
         if (st != HET_OK) return st;
     }
     return HET_OK;
+}
+
+enum het_status het_cpu_mul_mat_id_repack(const struct het_tensor *as, enum het_cpu_isa isa, void *dst, size_t size)
+{
+    return het_cpu_mul_mat_id_repack_range(as, isa, dst, size, 0, het_cpu_mul_mat_id_repack_items(as, isa));
 }
 
 /* as->extra when it holds het_cpu_mul_mat_id_repack's blocks for as at a

@@ -268,6 +268,12 @@ size_t het_cpu_mul_mat_repack_size(const struct het_tensor *a, enum het_cpu_isa 
  * their length; 0 for any other node. */
 size_t het_cpu_mul_mat_ahead(const struct het_tensor *t, const uint8_t **base);
 enum het_status het_cpu_mul_mat_repack(const struct het_tensor *a, enum het_cpu_isa isa, void *dst, size_t size);
+/* The same buffer made in pieces, so that threads can share the work: items
+ * are the panels in buffer order (0 when there is no panel form); the piece
+ * that holds item 0 writes the header. Every item must be packed once. */
+int64_t         het_cpu_mul_mat_repack_items(const struct het_tensor *a, enum het_cpu_isa isa);
+enum het_status het_cpu_mul_mat_repack_range(const struct het_tensor *a, enum het_cpu_isa isa, void *dst, size_t size,
+                                             int64_t lo, int64_t hi);
 
 /* ---- kernel tables ----------------------------------------------------------- */
 
