@@ -153,14 +153,15 @@ static int32_t ref_sample(const struct het_sampler_params *p, const float *logit
 }
 
 /* random logits: spread 3 (a trained model's are peakier), or on a 0.5 grid
- * (many ties) with every 10th -inf */
+ * (many ties) with every 10th -inf and some NaN (never drawn; more than
+ * 4,096 stay finite, so the unsorted paths see them) */
 static void fill_logits(float *l, int32_t nv, bool ties, uint64_t seed)
 {
     het_test_seed(seed);
     for (int32_t i = 0; i < nv; i++) {
         float x = 0;
         for (int k = 0; k < 4; k++) x += het_test_rand_uniform(-1.5f, 1.5f);
-        l[i] = ties ? (i % 10 == 3 ? -INFINITY : roundf(2 * x) / 2) : x;
+        l[i] = ties ? (i % 10 == 3 ? -INFINITY : i % 89 == 7 ? NAN : roundf(2 * x) / 2) : x;
     }
 }
 
@@ -193,7 +194,7 @@ static void test_draws(void)
                             const int32_t got = het_sampler_sample(s, l), want = ref_sample(&p, l, nv, &rng, c);
                             same += got == want;
                             CHECK(got == want, "vocab %d%s, temp %g top_k %d top_p %g min_p %g, draw %d: token %d, "
-                                  "the full sort's %d", nv, set == 1 ? " (ties, -inf)" : "", p.temp, p.top_k, p.top_p,
+                                  "the full sort's %d", nv, set == 1 ? " (ties, -inf, NaN)" : "", p.temp, p.top_k, p.top_p,
                                   p.min_p, k, got, want);
                         }
                         het_sampler_free(s);
