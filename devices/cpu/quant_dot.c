@@ -406,6 +406,35 @@ static uint16_t het_raw_d(enum het_type type, const void *row, int64_t b)
     return h;
 }
 
+/* Q40 / Q80: each 4-byte word of a block's quants is one of the panel's
+ * words as stored (Q40's word g holds k 4g..4g+3 in its low nibbles and
+ * k 16+4g.. in its high ones, as the file's bytes 4g..4g+3 do), and d is
+ * the file's fp16: a transpose of words, with no decode. (Through
+ * het_pblk_decode it was a third of a model's load time.) */
+static void het_panel_pack_words(enum het_type type, const struct het_panel_layout *l, const void *rows,
+                                 size_t row_stride, int nrows, void *dst)
+{
+    const size_t R = (size_t)l->R;
+    const bool q8 = type == HET_TYPE_Q8_0;
+    const size_t ts = q8 ? sizeof(het_block_q8_0) : sizeof(het_block_q4_0);
+    const size_t qoff = q8 ? offsetof(het_block_q8_0, qs) : offsetof(het_block_q4_0, qs);
+    const int nw = q8 ? 8 : 4;
+    uint8_t *out = dst;
+    memset(out, 0, l->bytes);
+    for (int64_t gi = 0; gi * l->grp < l->nb; gi++) {
+        const int64_t len = het_cpanel_len(l, gi);
+        uint8_t *grp = out + (size_t)gi * l->grp_bytes, *dv = grp + het_cpanel_d_off(l, len);
+        for (int64_t j = 0; j < len; j++) {
+            uint8_t *pb = grp + (size_t)j * l->blk_bytes;
+            const uint8_t *x = (const uint8_t *)rows + (size_t)(gi * l->grp + j) * ts;
+            for (int r = 0; r < nrows; r++, x += row_stride) {
+                for (int g = 0; g < nw; g++) memcpy(pb + ((size_t)g * R + (size_t)r) * 4, x + qoff + 4 * g, 4);
+                memcpy(dv + ((size_t)j * R + (size_t)r) * 2, x, 2);
+            }
+        }
+    }
+}
+
 /* Q40 / Q80 / Q6C: quants per block from the common word form, then the
  * scales as the file stores them. */
 static void het_panel_pack_compact(enum het_type type, const struct het_panel_layout *l, const void *rows,
@@ -467,6 +496,10 @@ void het_panel_pack(enum het_type type, const struct het_panel_layout *l, const 
     const int R = l->R;
     if (l->kind == HET_PANEL_U4N) {
         het_panel_pack_nibbles(type, l, rows, row_stride, nrows, dst);
+        return;
+    }
+    if ((l->kind == HET_PANEL_Q40 && type == HET_TYPE_Q4_0) || (l->kind == HET_PANEL_Q80 && type == HET_TYPE_Q8_0)) {
+        het_panel_pack_words(type, l, rows, row_stride, nrows, dst);
         return;
     }
     if (het_panel_is_compact(l->kind)) {
