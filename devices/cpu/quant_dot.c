@@ -395,17 +395,6 @@ static void het_panel_pack_nibbles(enum het_type type, const struct het_panel_la
     }
 }
 
-/* The fp16 scale of block b of a q4_0 / q8_0 row, or of super-block b/8
- * of a q6_K row, as stored. */
-static uint16_t het_raw_d(enum het_type type, const void *row, int64_t b)
-{
-    uint16_t h;
-    if (type == HET_TYPE_Q4_0) memcpy(&h, (const het_block_q4_0 *)row + b, 2);
-    else if (type == HET_TYPE_Q8_0) memcpy(&h, (const het_block_q8_0 *)row + b, 2);
-    else memcpy(&h, (const uint8_t *)((const het_block_q6_k *)row + b / 8) + offsetof(het_block_q6_k, d), 2);
-    return h;
-}
-
 /* Q40 / Q80: each 4-byte word of a block's quants is one of the panel's
  * words as stored (Q40's word g holds k 4g..4g+3 in its low nibbles and
  * k 16+4g.. in its high ones, as the file's bytes 4g..4g+3 do), and d is
@@ -435,56 +424,64 @@ static void het_panel_pack_words(enum het_type type, const struct het_panel_layo
     }
 }
 
-/* Q40 / Q80 / Q6C: quants per block from the common word form, then the
- * scales as the file stores them. */
-static void het_panel_pack_compact(enum het_type type, const struct het_panel_layout *l, const void *rows,
-                                   size_t row_stride, int nrows, void *dst)
+/* Q6C / Q4KC from q6_K / q4_K rows: the low nibbles of each 32-value block
+ * (and q6_K's two high bits, four values' to a byte) as the panel's words,
+ * the sub-block scales (q6_K's two int8 half scales; q4_K's 6-bit sc and m
+ * unpacked) and each super-block's fp16 d (and dmin) as the file has them. */
+static void het_panel_pack_kquant(const struct het_panel_layout *l, const void *rows, size_t row_stride, int nrows,
+                                  void *dst)
 {
     const size_t R = (size_t)l->R;
+    const uint32_t m4 = 0x0F0F0F0Fu;
+    const bool q6 = l->kind == HET_PANEL_Q6C;
+    const size_t ts = q6 ? sizeof(het_block_q6_k) : sizeof(het_block_q4_k);
     uint8_t *out = dst;
     memset(out, 0, l->bytes);
-    struct het_pblk blk;
-    for (int r = 0; r < nrows; r++) {
-        const uint8_t *row = (const uint8_t *)rows + (size_t)r * row_stride;
-        for (int64_t b = 0; b < l->nb; b++) {
-            const int64_t gi = b / l->grp, j = b % l->grp, len = het_cpanel_len(l, gi);
-            uint8_t *grp = out + (size_t)gi * l->grp_bytes;
-            uint8_t *pb = grp + (size_t)j * l->blk_bytes;
-            het_pblk_decode(type, row, b, &blk);
-            if (l->kind == HET_PANEL_Q80) {
-                for (int g = 0; g < 8; g++) memcpy(pb + (g * R + (size_t)r) * 4, &blk.w[g], 4);
-            } else {
-                for (int g = 0; g < 4; g++) {
-                    const uint32_t lo = blk.w[g] & 0x0F0F0F0Fu, hi = blk.w[g + 4] & 0x0F0F0F0Fu;
-                    const uint32_t v = lo | hi << 4;
-                    memcpy(pb + (g * R + (size_t)r) * 4, &v, 4);
+    for (int64_t gi = 0; gi * l->grp < l->nb; gi++) {
+        const int64_t len = het_cpanel_len(l, gi);
+        uint8_t *grp = out + (size_t)gi * l->grp_bytes;
+        uint8_t *sc = grp + het_cpanel_sc_off(l, len), *dv = grp + het_cpanel_d_off(l, len);
+        for (int64_t j = 0; j < len; j++) {
+            const int64_t b = gi * l->grp + j; /* the row's 32-value block; t its place in the super-block */
+            const int     t = (int)(b % 8);
+            uint8_t      *pb = grp + (size_t)j * l->blk_bytes;
+            const uint8_t *sb = (const uint8_t *)rows + (size_t)(b / 8) * ts;
+            for (int r = 0; r < nrows; r++, sb += row_stride) {
+                if (q6) {
+                    const het_block_q6_k *x = (const het_block_q6_k *)(const void *)sb;
+                    const int tt = t % 4, ns = 4 * (tt >> 1);
+                    const uint8_t *ql = x->ql + 64 * (t / 4) + (tt & 1) * 32, *qh = x->qh + 32 * (t / 4);
+                    for (int g = 0; g < 4; g++) {
+                        const uint32_t v = ((het_ld32(ql + 4 * g) >> ns) & m4) |
+                                           (((het_ld32(ql + 16 + 4 * g) >> ns) & m4) << 4);
+                        memcpy(pb + ((size_t)g * R + (size_t)r) * 4, &v, 4);
+                    }
+                    for (int h = 0; h < 2; h++) {
+                        uint32_t v = 0;
+                        for (int i = 0; i < 4; i++)
+                            v |= ((het_ld32(qh + 4 * (4 * h + i)) >> (2 * tt)) & 0x03030303u) << (2 * i);
+                        memcpy(pb + 16 * R + ((size_t)h * R + (size_t)r) * 4, &v, 4);
+                    }
+                    memcpy(sc + ((size_t)j * R + (size_t)r) * 2, x->scales + 2 * t, 2);
+                    if (j % 8 == 0) memcpy(dv + ((size_t)(j / 8) * R + (size_t)r) * 2, &x->d, 2);
+                } else {
+                    const het_block_q4_k *x = (const het_block_q4_k *)(const void *)sb;
+                    const uint8_t *qs = x->qs + 32 * (t / 2);
+                    const int      ns = 4 * (t & 1);
+                    for (int g = 0; g < 4; g++) {
+                        const uint32_t v = ((het_ld32(qs + 4 * g) >> ns) & m4) |
+                                           (((het_ld32(qs + 16 + 4 * g) >> ns) & m4) << 4);
+                        memcpy(pb + ((size_t)g * R + (size_t)r) * 4, &v, 4);
+                    }
+                    uint8_t s, m;
+                    het_q4k_scale_min(t, x->scales, &s, &m);
+                    sc[(size_t)j * 2 * R + (size_t)r] = s;
+                    sc[(size_t)j * 2 * R + R + (size_t)r] = m;
+                    if (j == 0) {
+                        memcpy(dv + (size_t)r * 2, &x->d, 2);
+                        memcpy(dv + (R + (size_t)r) * 2, &x->dmin, 2);
+                    }
                 }
-            }
-            if (l->kind == HET_PANEL_Q6C) {
-                for (int h = 0; h < 2; h++) {
-                    uint32_t v = 0;
-                    for (int i = 0; i < 4; i++) v |= ((blk.w[4 * h + i] >> 4) & 0x03030303u) << (2 * i);
-                    memcpy(pb + 16 * R + (h * R + (size_t)r) * 4, &v, 4);
-                }
-                int8_t sc[2] = {(int8_t)blk.sc[0], (int8_t)blk.sc[1]};
-                memcpy(grp + het_cpanel_sc_off(l, len) + ((size_t)j * R + (size_t)r) * 2, sc, 2);
-                if (j % 8 == 0) {
-                    const uint16_t h = het_raw_d(type, row, b);
-                    memcpy(grp + het_cpanel_d_off(l, len) + ((size_t)(j / 8) * R + (size_t)r) * 2, &h, 2);
-                }
-            } else if (l->kind == HET_PANEL_Q4KC) {
-                const het_block_q4_k *x = (const het_block_q4_k *)row + b / 8;
-                uint8_t sc, m;
-                het_q4k_scale_min((int)j, x->scales, &sc, &m);
-                grp[het_cpanel_sc_off(l, len) + (size_t)j * 2 * R + (size_t)r] = sc;
-                grp[het_cpanel_sc_off(l, len) + (size_t)j * 2 * R + R + (size_t)r] = m;
-                if (j == 0) {
-                    memcpy(grp + het_cpanel_d_off(l, len) + (size_t)r * 2, &x->d, 2);
-                    memcpy(grp + het_cpanel_d_off(l, len) + (R + (size_t)r) * 2, &x->dmin, 2);
-                }
-            } else {
-                const uint16_t h = het_raw_d(type, row, b);
-                memcpy(grp + het_cpanel_d_off(l, len) + ((size_t)j * R + (size_t)r) * 2, &h, 2);
             }
         }
     }
@@ -498,12 +495,13 @@ void het_panel_pack(enum het_type type, const struct het_panel_layout *l, const 
         het_panel_pack_nibbles(type, l, rows, row_stride, nrows, dst);
         return;
     }
-    if ((l->kind == HET_PANEL_Q40 && type == HET_TYPE_Q4_0) || (l->kind == HET_PANEL_Q80 && type == HET_TYPE_Q8_0)) {
+    /* each compact kind is made from one type (het_panel_kinds) */
+    if (l->kind == HET_PANEL_Q40 || l->kind == HET_PANEL_Q80) {
         het_panel_pack_words(type, l, rows, row_stride, nrows, dst);
         return;
     }
-    if (het_panel_is_compact(l->kind)) {
-        het_panel_pack_compact(type, l, rows, row_stride, nrows, dst);
+    if (l->kind == HET_PANEL_Q6C || l->kind == HET_PANEL_Q4KC) {
+        het_panel_pack_kquant(l, rows, row_stride, nrows, dst);
         return;
     }
     struct het_pblk blk;
