@@ -455,7 +455,7 @@ static int32_t vocab_prefix(het_sampler *s, const float *w, const float *e, floa
     }
     for (; i < V; i++)
         if (bk[i] == b && w[i] > -INFINITY) c[end++] = (struct cand){ w[i], i };
-    if (end == at) return -1; /* the bucket's weight was -inf's (e^-87): past every finite one */
+    if (end == at) return -1; /* rounding: a bucket of -inf and NaN only (weight 0) met the target */
     const int32_t m = cand_narrow(c, at, end, e, before, target, strict, whole);
     return m < 0 ? end : m; /* rounding: the bucket's sum passed, its members not quite */
 }
