@@ -325,12 +325,20 @@ static void reap_and_admit(het_batcher *b)
     b->stats.queued = b->q_len;
 }
 
-/* under b->mu: one part per active job: decodes first, then prompt chunks
- * oldest first within the step's token budget. Returns the part count. */
+/* under b->mu: one part per active job: decodes first, then prompt pieces
+ * oldest first within the step's token budget. Returns the part count.
+ *
+ * A prompt is cut into pieces of batch_tokens - n_par tokens (the last one
+ * shorter) from where its evaluation starts, and a piece goes into a step
+ * whole or waits for the next: where a prompt is cut never depends on what
+ * else is running (docs/serve.md: a prompt evaluated in other pieces can
+ * round differently). The oldest waiting piece always fits beside the
+ * decodes, which take at most n_par tokens, so no prompt waits for long. */
 static int build_batch(het_batcher *b, int32_t *n_tokens)
 {
     int n = 0;
     int32_t budget = b->batch_tokens;
+    const int32_t piece_max = b->batch_tokens - b->n_par; /* >= 1 (het_batcher_init) */
     bool reading[b->n_par]; /* a prompt still to evaluate, not in this batch yet */
     for (int s = 0; s < b->n_par; s++) {
         het_job *j = b->slots[s];
@@ -340,17 +348,18 @@ static int build_batch(het_batcher *b, int32_t *n_tokens)
         b->part_slot[n++] = s;
         budget--;
     }
-    while (budget > 0) {
+    for (;;) {
         int best = -1;
         for (int s = 0; s < b->n_par; s++)
             if (reading[s] && (best < 0 || b->slots[s]->order < b->slots[best]->order)) best = s;
         if (best < 0) break;
         het_job *j = b->slots[best];
-        int32_t chunk = j->n_prompt - j->n_fed < budget ? j->n_prompt - j->n_fed : budget;
-        b->parts[n] = (struct het_batch_part){ best, chunk, j->prompt + j->n_fed };
-        b->part_slot[n++] = best;
         reading[best] = false;
-        budget -= chunk;
+        const int32_t piece = j->n_prompt - j->n_fed < piece_max ? j->n_prompt - j->n_fed : piece_max;
+        if (piece > budget) continue; /* whole, in a later step; a younger, shorter one may fit now */
+        b->parts[n] = (struct het_batch_part){ best, piece, j->prompt + j->n_fed };
+        b->part_slot[n++] = best;
+        budget -= piece;
     }
     *n_tokens = b->batch_tokens - budget;
     return n;

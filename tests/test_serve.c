@@ -675,6 +675,79 @@ static void test_engine_parallel_sampling(het_model *m)
     }
 }
 
+/* Greedy jobs' log-probabilities, bit for bit, each alone and the three
+ * together, their prompt pieces and decodes sharing steps (q8_0 weights
+ * with their load-time panels: every matmul row is the same for any batch
+ * size; without panels a batch of 4 rows or more is packed per call and
+ * adds in another order than the row kernels). The prompts are longer
+ * than a step's pieces, so they are cut; the cuts must not move with what
+ * else runs (a prompt cut elsewhere rounds differently, docs/serve.md):
+ * together, the older jobs' pieces leave less than a piece of the budget to
+ * the younger ones. */
+static void test_engine_pieces(het_model *m)
+{
+    const het_tokenizer *tok = het_model_tokenizer(m);
+    static const char *const prompts[3] = {
+        "The quick brown fox jumps over the lazy dog while the cat sleeps",
+        "One two three four five six seven eight nine ten eleven",
+        "Lily and Ben went to the park to play with a big red ball",
+    };
+    int32_t *ids[3], n[3];
+    for (int i = 0; i < 3; i++) {
+        het_error err = { 0 };
+        CHECK(het_prompt_tokenize(tok, prompts[i], strlen(prompts[i]), &ids[i], &n[i], &err) == HET_OK, "tok");
+        CHECK(n[i] > 9 && n[i] % 9 != 0, "prompt %d: %d tokens, cut in pieces of 9", i, n[i]);
+    }
+    float lp[2][3][8];
+    int32_t tk[2][3][8];
+    int got_n[2][3] = { { 0 } };
+    memset(lp, 0, sizeof lp);
+    memset(tk, 0, sizeof tk);
+    for (int run = 0; run < 4; run++) { /* runs 0-2: job `run` alone; run 3: all three */
+        const bool together = run == 3;
+        struct rig r;
+        if (!rig_open(&r, m, 3, 8, 12)) break; /* pieces of 12 - 3 = 9 tokens, every slot empty */
+        het_error err = { 0 };                  /* load-time panels, as a server has them */
+        CHECK(het_model_prepare(m, r.sched, &err) == HET_OK, "prepare: %s", err.msg);
+        het_job *jobs[3] = { NULL };
+        char msg[256];
+        for (int i = 0; i < 3; i++) {
+            if (!together && i != run) continue;
+            struct het_job_params jp = { .prompt = ids[i], .n_prompt = n[i], .max_tokens = 8, .ignore_eos = true,
+                                         .logprobs = true };
+            CHECK(het_batcher_submit(r.b, &jp, &jobs[i], msg, sizeof msg) == HET_SUBMIT_OK, "submit: %s", msg);
+        }
+        for (int i = 0; i < 3; i++) {
+            if (!jobs[i]) continue;
+            struct het_strbuf text = { 0 };
+            struct het_job_tokens jt = { 0 };
+            size_t have = 0;
+            struct het_job_info info;
+            while (!het_job_wait(jobs[i], &text, &have, &jt, 1000, &info)) {}
+            got_n[together][i] = (int)jt.n;
+            for (size_t k = 0; k < jt.n && k < 8; k++) {
+                lp[together][i][k] = jt.v[k].logprob;
+                tk[together][i][k] = jt.v[k].id;
+            }
+            het_job_tokens_free(&jt);
+            het_strbuf_free(&text);
+            het_job_release(jobs[i]);
+        }
+        rig_close(&r);
+    }
+    for (int i = 0; i < 3; i++) {
+        CHECK(got_n[0][i] == 8 && got_n[1][i] == 8, "job %d: 8 tokens each (%d, %d)", i, got_n[0][i], got_n[1][i]);
+        int differ = 0;
+        for (int k = 0; k < 8; k++) differ += memcmp(&lp[0][i][k], &lp[1][i][k], sizeof(float)) != 0;
+        CHECK(differ == 0, "job %d: %d of 8 log-probabilities differ together", i, differ);
+        if (getenv("HET_TEST_VERBOSE"))
+            for (int k = 0; k < 8; k++)
+                fprintf(stderr, "job %d token %d: %d %.9g | %d %.9g\n", i, k, tk[0][i][k], (double)lp[0][i][k],
+                        tk[1][i][k], (double)lp[1][i][k]);
+        free(ids[i]);
+    }
+}
+
 int main(void)
 {
     test_utf8();
@@ -702,6 +775,7 @@ int main(void)
     het_model *q = het_model_load(qpath, &err);
     CHECK(q, "cannot load %s: %s", qpath, err.msg);
     if (q) test_engine_parallel_sampling(q);
+    if (q) test_engine_pieces(q);
     het_model_free(q);
     return het_test_finish();
 }
