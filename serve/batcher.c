@@ -568,7 +568,18 @@ enum het_status het_batcher_start(het_batcher *b, het_error *err)
 
 void het_batcher_stop(het_batcher *b)
 {
-    if (!b || !b->running) return;
+    if (!b) return;
+    if (!b->running) { /* never started: what was queued ends here */
+        pthread_mutex_lock(&b->mu);
+        b->stop = true;
+        for (; b->q_len > 0; b->q_len--, b->q_head = (b->q_head + 1) % b->max_queue) {
+            job_end(b->queue[b->q_head], HET_FINISH_ERROR, "the server is stopping");
+            job_unref(b->queue[b->q_head]);
+        }
+        b->stats.queued = 0;
+        pthread_mutex_unlock(&b->mu);
+        return;
+    }
     pthread_mutex_lock(&b->mu);
     b->stop = true;
     pthread_cond_signal(&b->work);
@@ -632,7 +643,7 @@ enum het_submit het_batcher_submit(het_batcher *b, const struct het_job_params *
     j->refs = 2;
     j->t_submit = now_ms();
     pthread_mutex_lock(&b->mu);
-    if (b->stop || !b->running) r = HET_SUBMIT_STOPPED;
+    if (b->stop) r = HET_SUBMIT_STOPPED;
     else if (b->q_len == b->max_queue) r = HET_SUBMIT_FULL;
     if (r != HET_SUBMIT_OK) {
         pthread_mutex_unlock(&b->mu);

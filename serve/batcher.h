@@ -86,7 +86,8 @@ enum het_submit {
     HET_SUBMIT_NOMEM,
 };
 /* Queue a job; *out is the caller's reference (release it with
- * het_job_release). msg (cap bytes) says why when not OK. */
+ * het_job_release). msg (cap bytes) says why when not OK. Jobs queued
+ * before het_batcher_start wait for it (and are admitted together). */
 enum het_submit het_batcher_submit(het_batcher *b, const struct het_job_params *p, het_job **out, char *msg,
                                    size_t cap);
 
