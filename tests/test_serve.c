@@ -282,21 +282,8 @@ struct rig {
     het_batcher *b;
 };
 
-static bool rig_open(struct rig *r, het_model *m, int n_par, int max_queue, int batch_tokens)
-{
-    het_error err = { 0 };
-    memset(r, 0, sizeof *r);
-    r->cpu = het_cpu_device_init(1, &err);
-    struct het_sched_params sp = { .devices = &r->cpu, .n_devices = 1 };
-    r->sched = het_sched_init(&sp, &err);
-    struct het_batcher_params bp = { .model = m, .sched = r->sched, .n_ctx = 256, .n_parallel = n_par,
-                                     .batch_tokens = batch_tokens, .max_queue = max_queue };
-    r->b = r->sched ? het_batcher_init(&bp, &err) : NULL;
-    CHECK(r->b && het_batcher_start(r->b, &err) == HET_OK, "engine: %s", err.msg);
-    return r->b != NULL;
-}
-
-/* rig_open's engine, not started yet (jobs submitted now are admitted together) */
+/* an engine of n_par slots on one CPU thread, not started yet (jobs
+ * submitted now are admitted together) */
 static bool rig_open_stopped(struct rig *r, het_model *m, int n_par, int max_queue, int batch_tokens)
 {
     het_error err = { 0 };
@@ -309,6 +296,15 @@ static bool rig_open_stopped(struct rig *r, het_model *m, int n_par, int max_que
     r->b = r->sched ? het_batcher_init(&bp, &err) : NULL;
     CHECK(r->b, "engine: %s", err.msg);
     return r->b != NULL;
+}
+
+static bool rig_open(struct rig *r, het_model *m, int n_par, int max_queue, int batch_tokens)
+{
+    if (!rig_open_stopped(r, m, n_par, max_queue, batch_tokens)) return false;
+    het_error err = { 0 };
+    const bool ok = het_batcher_start(r->b, &err) == HET_OK;
+    CHECK(ok, "engine: %s", err.msg);
+    return ok;
 }
 
 static void rig_close(struct rig *r)
