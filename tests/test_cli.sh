@@ -94,11 +94,14 @@ info=$("$hetrun" info -m "$model" 2>&1)
 grep -q "n_embd 64, n_layer 5" <<<"$info" && ok || bad "info hyperparameters"
 json=$("$hetrun" bench -m "$model" --devices cpu -p 16 -n 8 -r 1 --json 2>/dev/null)
 for k in pp_tps tg_tps pp_tps_min tg_tps_max threads weight_bytes peak_int8_gops peak_f32_gflops pp_bound_tps \
-         tg_of_bound read_bandwidth_gbs_min tg_of_run_bound run_bandwidth_gbs_max sample_us sample_server_us; do
+         tg_of_bound read_bandwidth_gbs_min tg_of_run_bound run_bandwidth_gbs_max sample_us sample_server_us open_s; do
     echo "$json" | grep -q "\"$k\":" && ok || bad "bench --json lacks $k: $json"
 done
+# bench says how long opening the model took (load time is what a user waits for first)
+grep -Eq '"open_s":[0-9]+\.[0-9]{3}[,}]' <<<"$json" && ok || bad "bench --json open_s is not seconds: $json"
 # bench times sampling too (what every token of run and serve pays), with run's sampling flags
 "$hetrun" bench -m "$model" --devices cpu -p 0 -n 4 -r 1 --top-k 7 --temp 0.5 >"$tmp/bs.txt" 2>&1
+grep -Eq "; opened in [0-9]+\.[0-9]{2} s \(read, weights prepared\)$" "$tmp/bs.txt" && ok || bad "bench's first line lacks the open time: $(head -1 "$tmp/bs.txt")"
 grep -Eq "^sample +[0-9]+ us/token \(temp 0.5, top-k 7, top-p 0.95 over 512 tokens" "$tmp/bs.txt" && ok ||
     bad "bench's sampling line: $(cat "$tmp/bs.txt")"
 # a model path with a quote in it stays valid JSON

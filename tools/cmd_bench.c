@@ -284,6 +284,8 @@ struct bench_run {
     struct hr_membw     *membw; /* reads between and after decode runs, or NULL */
     const int32_t       *toks;  /* the depth's tokens, then each run's          */
     int                  threads;
+    double               open_s; /* opening the session: the model read, every device's
+                                    weights prepared (the CPU's panels), any calibration */
 };
 
 /* One configuration: a warm-up, o->reps repetitions of a pp run of pp_n
@@ -391,6 +393,7 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
                "\"peak_int8_gops\":%.1f,\"peak_f32_gflops\":%.1f,\"pp_bound_tps\":%.1f",
                threads, wbytes, wdbytes, kvbytes, depth, pp_n, tg_n, o->reps, pp.med, pp.min, pp.max, tg.med, tg.min,
                tg.max, bw, bound, peak.int8_gops, peak.f32_gflops, pp_bound);
+        printf(",\"open_s\":%.3f", b->open_s);
         /* which hardware: a figure is only comparable on the same processor */
         printf(",\"device_descriptions\":{");
         for (int i = 0; i < s->n_devices; i++) {
@@ -417,8 +420,9 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
         printf("}\n");
     } else {
         if (header) {
-            printf("model %s: %s, %.1f MiB weights, %d threads, device %s\n", o->model, c->arch_name,
-                   wbytes / 1048576.0, threads, dev);
+            printf("model %s: %s, %.1f MiB weights, %d threads, device %s; opened in %.2f s (read, weights "
+                   "prepared%s)\n", o->model, c->arch_name, wbytes / 1048576.0, threads, dev, b->open_s,
+                   s->n_devices > 1 ? ", calibration if one ran" : "");
             for (int i = 0; i < s->n_devices; i++)
                 printf("  %s: %s\n", het_device_name(s->devices[i]), het_device_description(s->devices[i]));
         }
@@ -489,7 +493,9 @@ int cmd_bench(int argc, char **argv)
     int rc = 1;
     int32_t *toks = NULL;
     struct hr_membw *membw = NULL;
+    const double t_open = hr_now_ms();
     if (!hr_session_open(&s, &o, true)) goto done;
+    const double open_s = (hr_now_ms() - t_open) / 1000.0;
     hr_gpu_times_begin(&gt, &s, &o);
     const struct het_model_config *c = het_model_get_config(s.model);
     toks = malloc((size_t)(n_tok > 0 ? n_tok : 1) * sizeof *toks);
@@ -505,7 +511,8 @@ int cmd_bench(int argc, char **argv)
     if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN); /* e.g. lavapipe's threads */
     if (threads <= 0) threads = 1;
     if (max_tg > 0) membw = hr_membw_open(threads);
-    const struct bench_run b = { .o = &o, .s = &s, .gt = &gt, .membw = membw, .toks = toks, .threads = threads };
+    const struct bench_run b = { .o = &o, .s = &s, .gt = &gt, .membw = membw, .toks = toks, .threads = threads,
+                                 .open_s = open_s };
     /* one value each: pp and tg runs side by side in one configuration, as
      * always; a list of any: llama-bench's sweep, every depth with every pp
      * run alone and every tg run alone, a line (or JSON object) each */
