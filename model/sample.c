@@ -302,6 +302,21 @@ static inline int cand_bucket(float w, float top, float scale)
     return d < (float)(PREFIX_BUCKETS - 1) ? (int)d : PREFIX_BUCKETS - 1;
 }
 
+/* The bucket of mass[][] (four histograms, by bucket) where the running
+ * sum, starting at *before, reaches `target` (passes it, if strict); the
+ * buckets before it add their weights to *before. PREFIX_BUCKETS when the
+ * target is past them all. */
+static int mass_bucket(double mass[4][PREFIX_BUCKETS], double *before, double target, bool strict)
+{
+    int b = 0;
+    for (; b < PREFIX_BUCKETS; b++) {
+        const double m = (mass[0][b] + mass[1][b]) + (mass[2][b] + mass[3][b]);
+        if (strict ? *before + m > target : *before + m >= target) break;
+        *before += m;
+    }
+    return b;
+}
+
 /* The length m of the shortest prefix of the order whose weights (e[id])
  * add up to at least `target` (more than it, if `strict`), counted in
  * c[lo, hi) after `base`, the weights of what comes before c[lo, hi): c[m - 1]
@@ -328,13 +343,8 @@ static int32_t cand_narrow(struct cand *c, int32_t lo, int32_t hi, const float *
         const float scale = (float)(PREFIX_BUCKETS - 1) / span;
         double mass[4][PREFIX_BUCKETS] = { { 0 } };
         for (int32_t i = lo; i < hi; i++) mass[i & 3][cand_bucket(c[i].w, top, scale)] += e[c[i].id];
-        int b = 0;
         double before = base;
-        for (; b < PREFIX_BUCKETS; b++) {
-            const double m = (mass[0][b] + mass[1][b]) + (mass[2][b] + mass[3][b]);
-            if (strict ? before + m > target : before + m >= target) break;
-            before += m;
-        }
+        const int b = mass_bucket(mass, &before, target, strict);
         if (b == PREFIX_BUCKETS) {
             if (level == 0) return -1; /* the target is past every weight */
             break;                     /* rounding: walk what is in play */
@@ -429,13 +439,8 @@ static int32_t vocab_prefix(het_sampler *s, const float *w, const float *e, floa
     for (int32_t i = 0; i < V; i++) bk[i] = (uint8_t)cand_bucket(w[i], top, scale); /* -inf, NaN: the last */
     double mass[4][PREFIX_BUCKETS] = { { 0 } };
     for (int32_t i = 0; i < V; i++) mass[i & 3][bk[i]] += e[i];
-    int b = 0;
     double before = 0;
-    for (; b < PREFIX_BUCKETS; b++) {
-        const double m = (mass[0][b] + mass[1][b]) + (mass[2][b] + mass[3][b]);
-        if (strict ? before + m > target : before + m >= target) break;
-        before += m;
-    }
+    const int b = mass_bucket(mass, &before, target, strict);
     if (b == PREFIX_BUCKETS) return -1;
     int32_t at = 0;
     if (whole) /* (every token before the last bucket is finite) */
@@ -550,10 +555,8 @@ int32_t het_sampler_sample(het_sampler *s, const float *logits)
     }
     if (n == 0) return best;
     if (n <= SAMPLE_SORT_MAX) return sample_sorted(s, c, n);
-    float *e = s->weight;
-#pragma omp simd
-    for (int32_t i = 0; i < s->n_vocab; i++) e[i] = het_sample_exp(w[i] - top);
-    return sample_unsorted(s, c, n, e, false);
+    (void)vocab_weights(w, top, s->weight, s->n_vocab); /* the kept top-k's sum is cand_sum's */
+    return sample_unsorted(s, c, n, s->weight, false);
 }
 
 float het_logprobs(const float *logits, int32_t n_vocab, int32_t token, int k, struct het_token_logprob *top)
