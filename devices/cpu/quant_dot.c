@@ -424,6 +424,19 @@ static void het_panel_pack_words(enum het_type type, const struct het_panel_layo
     }
 }
 
+/* The four quant words of row r of a Q6C / Q4KC block into pb (R rows a
+ * word): word g joins the nibbles (those at bit ns of each byte) of q's
+ * bytes 4g..4g+3 (values 4g..) and 16+4g.. (values 16+4g..), as the
+ * compact kernels read them. */
+static void het_pack_nibble_words(uint8_t *pb, size_t R, int r, const uint8_t *q, int ns)
+{
+    const uint32_t m4 = 0x0F0F0F0Fu;
+    for (int g = 0; g < 4; g++) {
+        const uint32_t v = ((het_ld32(q + 4 * g) >> ns) & m4) | (((het_ld32(q + 16 + 4 * g) >> ns) & m4) << 4);
+        memcpy(pb + ((size_t)g * R + (size_t)r) * 4, &v, 4);
+    }
+}
+
 /* Q6C / Q4KC from q6_K / q4_K rows: the low nibbles of each 32-value block
  * (and q6_K's two high bits, four values' to a byte) as the panel's words,
  * the sub-block scales (q6_K's two int8 half scales; q4_K's 6-bit sc and m
@@ -432,7 +445,6 @@ static void het_panel_pack_kquant(const struct het_panel_layout *l, const void *
                                   void *dst)
 {
     const size_t R = (size_t)l->R;
-    const uint32_t m4 = 0x0F0F0F0Fu;
     const bool q6 = l->kind == HET_PANEL_Q6C;
     const size_t ts = q6 ? sizeof(het_block_q6_k) : sizeof(het_block_q4_k);
     uint8_t *out = dst;
@@ -451,11 +463,7 @@ static void het_panel_pack_kquant(const struct het_panel_layout *l, const void *
                     const het_block_q6_k *x = (const het_block_q6_k *)(const void *)sb;
                     const int tt = t % 4, ns = 4 * (tt >> 1);
                     const uint8_t *ql = x->ql + 64 * (t / 4) + (tt & 1) * 32, *qh = x->qh + 32 * (t / 4);
-                    for (int g = 0; g < 4; g++) {
-                        const uint32_t v = ((het_ld32(ql + 4 * g) >> ns) & m4) |
-                                           (((het_ld32(ql + 16 + 4 * g) >> ns) & m4) << 4);
-                        memcpy(pb + ((size_t)g * R + (size_t)r) * 4, &v, 4);
-                    }
+                    het_pack_nibble_words(pb, R, r, ql, ns);
                     for (int h = 0; h < 2; h++) {
                         uint32_t v = 0;
                         for (int i = 0; i < 4; i++)
@@ -466,13 +474,7 @@ static void het_panel_pack_kquant(const struct het_panel_layout *l, const void *
                     if (j % 8 == 0) memcpy(dv + ((size_t)(j / 8) * R + (size_t)r) * 2, &x->d, 2);
                 } else {
                     const het_block_q4_k *x = (const het_block_q4_k *)(const void *)sb;
-                    const uint8_t *qs = x->qs + 32 * (t / 2);
-                    const int      ns = 4 * (t & 1);
-                    for (int g = 0; g < 4; g++) {
-                        const uint32_t v = ((het_ld32(qs + 4 * g) >> ns) & m4) |
-                                           (((het_ld32(qs + 16 + 4 * g) >> ns) & m4) << 4);
-                        memcpy(pb + ((size_t)g * R + (size_t)r) * 4, &v, 4);
-                    }
+                    het_pack_nibble_words(pb, R, r, x->qs + 32 * (t / 2), 4 * (t & 1));
                     uint8_t s, m;
                     het_q4k_scale_min(t, x->scales, &s, &m);
                     sc[(size_t)j * 2 * R + (size_t)r] = s;
