@@ -473,6 +473,16 @@ static void run_step(het_batcher *b)
     snapshot_stats(b, n, n_tokens);
 }
 
+/* under b->mu: every queued job ends with an error (the engine stops) */
+static void end_queued(het_batcher *b)
+{
+    for (; b->q_len > 0; b->q_len--, b->q_head = (b->q_head + 1) % b->max_queue) {
+        job_end(b->queue[b->q_head], HET_FINISH_ERROR, "the server is stopping");
+        job_unref(b->queue[b->q_head]);
+    }
+    b->stats.queued = 0;
+}
+
 static void *engine_main(void *arg)
 {
     het_batcher *b = arg;
@@ -492,11 +502,7 @@ static void *engine_main(void *arg)
             job_end(b->slots[s], HET_FINISH_ERROR, "the server is stopping");
             slot_free(b, s, true);
         }
-    for (; b->q_len > 0; b->q_len--, b->q_head = (b->q_head + 1) % b->max_queue) {
-        job_end(b->queue[b->q_head], HET_FINISH_ERROR, "the server is stopping");
-        job_unref(b->queue[b->q_head]);
-    }
-    b->stats.queued = 0;
+    end_queued(b);
     pthread_mutex_unlock(&b->mu);
     return NULL;
 }
@@ -572,11 +578,7 @@ void het_batcher_stop(het_batcher *b)
     if (!b->running) { /* never started: what was queued ends here */
         pthread_mutex_lock(&b->mu);
         b->stop = true;
-        for (; b->q_len > 0; b->q_len--, b->q_head = (b->q_head + 1) % b->max_queue) {
-            job_end(b->queue[b->q_head], HET_FINISH_ERROR, "the server is stopping");
-            job_unref(b->queue[b->q_head]);
-        }
-        b->stats.queued = 0;
+        end_queued(b);
         pthread_mutex_unlock(&b->mu);
         return;
     }

@@ -483,6 +483,7 @@ static enum het_status cpu_register_pool(het_device *dev, het_pool *pool, het_er
 
 struct cpu_repack_job {
     const struct het_tensor *t;
+    enum het_status        (*range)(const struct het_tensor *, enum het_cpu_isa, void *, size_t, int64_t, int64_t);
     enum het_cpu_isa         isa;
     void                    *buf;
     size_t                   size;
@@ -495,13 +496,11 @@ static void cpu_repack_run(void *arg, struct het_cpu_worker *w, int ith)
 {
     (void)w, (void)ith;
     struct cpu_repack_job *j = arg;
-    const bool experts = j->t->ne[2] > 1;
     for (;;) {
         const int64_t lo = atomic_fetch_add_explicit(&j->next, j->per_part, memory_order_relaxed);
         if (lo >= j->items) return;
         const int64_t hi = j->items - lo < j->per_part ? j->items : lo + j->per_part;
-        const enum het_status st = experts ? het_cpu_mul_mat_id_repack_range(j->t, j->isa, j->buf, j->size, lo, hi)
-                                           : het_cpu_mul_mat_repack_range(j->t, j->isa, j->buf, j->size, lo, hi);
+        const enum het_status st = j->range(j->t, j->isa, j->buf, j->size, lo, hi);
         if (st != HET_OK) {
             int none = HET_OK;
             atomic_compare_exchange_strong(&j->failed, &none, (int)st);
@@ -513,12 +512,13 @@ static void cpu_repack_run(void *arg, struct het_cpu_worker *w, int ith)
 
 static enum het_status cpu_repack(struct cpu_context *c, const struct het_tensor *t, void *buf, size_t size)
 {
-    const int64_t items = t->ne[2] > 1 ? het_cpu_mul_mat_id_repack_items(t, c->isa)
-                                       : het_cpu_mul_mat_repack_items(t, c->isa);
+    const bool experts = t->ne[2] > 1; /* a 3-D expert tensor: one block of panels per expert */
+    const int64_t items = experts ? het_cpu_mul_mat_id_repack_items(t, c->isa) : het_cpu_mul_mat_repack_items(t, c->isa);
     if (items <= 0) return HET_ERR_UNSUPPORTED;
     const size_t item_bytes = size / (size_t)items;
     struct cpu_repack_job j = {
-        .t = t, .isa = c->isa, .buf = buf, .size = size, .items = items,
+        .t = t, .range = experts ? het_cpu_mul_mat_id_repack_range : het_cpu_mul_mat_repack_range,
+        .isa = c->isa, .buf = buf, .size = size, .items = items,
         .per_part = item_bytes >= CPU_REPACK_PART_BYTES ? 1 : (int64_t)(CPU_REPACK_PART_BYTES / (item_bytes + 1)) + 1,
     };
     atomic_init(&j.next, 0);
