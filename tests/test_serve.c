@@ -368,6 +368,25 @@ static char *wait_all(het_job *j, struct het_job_info *info)
     return het_strbuf_take(&out, NULL);
 }
 
+/* Wait for j's end; its first max tokens' log-probabilities into lp (and
+ * ids, when not NULL). Returns how many tokens it generated. */
+static int wait_logprobs(het_job *j, float *lp, int32_t *ids, int max)
+{
+    struct het_strbuf text = { 0 };
+    struct het_job_tokens jt = { 0 };
+    size_t have = 0;
+    struct het_job_info info;
+    while (!het_job_wait(j, &text, &have, &jt, 1000, &info)) {}
+    for (size_t k = 0; k < jt.n && k < (size_t)max; k++) {
+        lp[k] = jt.v[k].logprob;
+        if (ids) ids[k] = jt.v[k].id;
+    }
+    const int n = (int)jt.n;
+    het_job_tokens_free(&jt);
+    het_strbuf_free(&text);
+    return n;
+}
+
 static void test_engine_batching(het_model *m)
 {
     const het_tokenizer *tok = het_model_tokenizer(m);
@@ -730,18 +749,7 @@ static void test_engine_pieces(het_model *m)
         }
         for (int i = 0; i < 3; i++) {
             if (!jobs[i]) continue;
-            struct het_strbuf text = { 0 };
-            struct het_job_tokens jt = { 0 };
-            size_t have = 0;
-            struct het_job_info info;
-            while (!het_job_wait(jobs[i], &text, &have, &jt, 1000, &info)) {}
-            got_n[together][i] = (int)jt.n;
-            for (size_t k = 0; k < jt.n && k < 8; k++) {
-                lp[together][i][k] = jt.v[k].logprob;
-                tk[together][i][k] = jt.v[k].id;
-            }
-            het_job_tokens_free(&jt);
-            het_strbuf_free(&text);
+            got_n[together][i] = wait_logprobs(jobs[i], lp[together][i], tk[together][i], 8);
             het_job_release(jobs[i]);
         }
         rig_close(&r);
@@ -787,21 +795,13 @@ static void test_engine_cuts(het_model *m)
                                      .logprobs = true };
         CHECK(het_batcher_submit(r.b, &jp, &ja, msg, sizeof msg) == HET_SUBMIT_OK, "submit: %s", msg);
         CHECK(het_batcher_start(r.b, &err) == HET_OK, "start: %s", err.msg);
-        struct het_strbuf text = { 0 };
-        struct het_job_tokens jt = { 0 };
-        size_t have = 0;
-        struct het_job_info info;
-        while (ja && !het_job_wait(ja, &text, &have, &jt, 1000, &info)) {}
-        got[beside] = (int)jt.n;
-        for (size_t k = 0; k < jt.n && k < 6; k++) lp[beside][k] = jt.v[k].logprob;
-        het_job_tokens_free(&jt);
-        het_strbuf_free(&text);
-        if (ja) het_job_release(ja);
+        if (ja) {
+            got[beside] = wait_logprobs(ja, lp[beside], NULL, 6);
+            het_job_release(ja);
+        }
         if (jb) {
-            struct het_strbuf t2 = { 0 };
-            size_t h2 = 0;
-            while (!het_job_wait(jb, &t2, &h2, NULL, 1000, &info)) {}
-            het_strbuf_free(&t2);
+            struct het_job_info info;
+            free(wait_all(jb, &info));
             het_job_release(jb);
         }
         rig_close(&r);
