@@ -75,11 +75,11 @@ static struct het_tensor *attention(const struct het_model *m, het_graph *g, con
     struct het_tensor *q = het_reshape_3d(g, linear(g, L->wq, L->bq, x), c->head_dim, c->n_head, n_tok);
     struct het_tensor *k = het_reshape_3d(g, linear(g, L->wk, L->bk, x), c->head_dim, c->n_head_kv, n_tok);
     struct het_tensor *v = het_reshape_3d(g, linear(g, L->wv, L->bv, x), c->head_dim, c->n_head_kv, n_tok);
-    if (L->q_norm) { /* qwen3: per-head RMS norm of q and k */
-        q = norm(g, q, L->q_norm, c->rms_eps);
-        k = norm(g, k, L->k_norm, c->rms_eps);
-    }
+    /* qwen3: a per-head RMS norm of q and k before the rotation; each rope
+     * right after its norm, so a device may run the three as one pass */
+    if (L->q_norm) q = norm(g, q, L->q_norm, c->rms_eps);
     q = het_rope(g, q, pos, c->n_rot, (enum het_rope_mode)c->rope_mode, c->rope_base, c->rope_scale);
+    if (L->k_norm) k = norm(g, k, L->k_norm, c->rms_eps);
     k = het_rope(g, k, pos, c->n_rot, (enum het_rope_mode)c->rope_mode, c->rope_base, c->rope_scale);
     het_tensor_set_name(q, "q.%d", il);
     het_tensor_set_name(k, "k.%d", il);

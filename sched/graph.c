@@ -59,6 +59,23 @@ struct het_tensor *const *het_graph_nodes(const het_graph *g) { return g->nodes;
 int het_graph_n_tensors(const het_graph *g) { return g->n_tensors; }
 struct het_tensor *het_graph_tensor(const het_graph *g, int i) { return &g->arena[i]; }
 
+void het_graph_mark_readers(het_graph *g)
+{
+    uint8_t *reads = calloc((size_t)g->n_nodes + 1, 1);
+    for (int i = 0; i < g->n_nodes; i++) {
+        struct het_tensor *n = g->nodes[i];
+        n->flags &= ~(uint32_t)HET_TENSOR_FLAG_ONE_READER;
+        for (int s = 0; reads && s < HET_MAX_SRC && n->src[s]; s++) {
+            const struct het_tensor *o = het_tensor_owner(n->src[s]);
+            if (o->id >= 0 && o->id < g->n_nodes && g->nodes[o->id] == o && reads[o->id] < 2) reads[o->id]++;
+        }
+    }
+    for (int i = 0; reads && i < g->n_nodes; i++) /* out of memory: no node is marked, which is safe */
+        if (reads[i] == 1 && !(g->nodes[i]->flags & HET_TENSOR_FLAG_OUTPUT))
+            g->nodes[i]->flags |= HET_TENSOR_FLAG_ONE_READER;
+    free(reads);
+}
+
 enum het_status het_graph_status(const het_graph *g, het_error *err)
 {
     if (g->err.status != HET_OK && err) *err = g->err;

@@ -251,6 +251,7 @@ enum het_status het_sched_alloc_graph(het_sched *s, het_graph *g, het_error *err
     if (st == HET_OK) st = het_sched_host_window(s, true, err); /* the caller writes the inputs next */
     if (st == HET_OK) {
         het_scratch_plan_apply(&plan, g, s->scratch);
+        het_graph_mark_readers(g);
         s->stats.scratch_peak_bytes = plan.peak;
         s->stats.scratch_naive_bytes = plan.naive;
         s->stats.scratch_reserved = s->scratch_size;

@@ -17,6 +17,7 @@
  *   silu, swiglu, rms_norm                 1e-6 * |want| + 1e-30
  *   softmax                                2e-6 absolute (outputs in [0, 1])
  *   rope vs ggml-style float reference     5e-7 * max|x|; vs double formula 2e-5 (small positions)
+ *   rms_norm -> mul [-> rope] in one pass  exact: the same bits as the three nodes one by one
  *   attention                              5e-5 absolute on O(1) outputs, nmse < 1e-9
  */
 #include <math.h>
@@ -561,6 +562,181 @@ static void test_rope(void)
 }
 
 /* ---------------------------------------------------------------------------
+ * RMS_NORM -> MUL (gain) [-> ROPE] as one pass (het_cpu_norm_chain): bit for
+ * bit the nodes run one by one, only the last node's storage written. */
+
+struct chain_case {
+    int64_t hd, n_head, n_tok;
+    bool    per_head_gain; /* gain (hd, n_head) instead of (hd) */
+    bool    rope, strided, in_place;
+    int     mode;
+};
+
+static bool all_pattern(const struct tt *x)
+{
+    for (size_t i = 0; i < x->size + 2 * GUARD; i++)
+        if (x->buf[i] != PATTERN) return false;
+    return true;
+}
+
+static void chain_nodes(struct het_tensor *norm, struct het_tensor *mul, struct het_tensor *rope, struct tt *x,
+                        struct tt *g, struct tt *pos, int mode, int64_t hd)
+{
+    norm->op = HET_OP_RMS_NORM;
+    norm->src[0] = &x->t;
+    het_set_op_param_f32(norm, 0, 1e-6f);
+    mul->op = HET_OP_MUL;
+    mul->src[0] = norm;
+    mul->src[1] = &g->t;
+    if (!rope) return;
+    rope->op = HET_OP_ROPE;
+    rope->src[0] = mul;
+    rope->src[1] = &pos->t;
+    rope->op_params[0] = (int)(hd & ~(int64_t)1);
+    rope->op_params[1] = mode;
+    het_set_op_param_f32(rope, 2, 1000000.0f);
+    het_set_op_param_f32(rope, 3, 1.0f);
+}
+
+static void test_norm_chain_case(const struct chain_case *c)
+{
+    const int64_t ne[4] = { c->hd, c->n_head, c->n_tok, 1 };
+    const int64_t gne[4] = { c->hd, c->per_head_gain ? c->n_head : 1, 1, 1 };
+    const int64_t pne[4] = { c->n_tok, 1, 1, 1 };
+    static const int perm[4] = { 0, 2, 1, 3 };
+    static const int gaps[4] = { 1, 3, 2, 0 };
+    struct tt x, g, pos, n1, m1, out, n2, m2;
+    tt_make(&x, HET_TYPE_F32, ne, c->strided ? perm : NULL, c->strided ? gaps : NULL);
+    tt_make(&g, HET_TYPE_F32, gne, NULL, c->strided ? gaps : NULL);
+    tt_make(&pos, HET_TYPE_I32, pne, NULL, NULL);
+    tt_fill(&x, 2.0f);
+    tt_fill(&g, 1.0f);
+    for (int64_t t = 0; t < c->n_tok; t++) tt_set(&pos, t, (float)(het_test_rand_u64() % 5000));
+    float *vx = tt_dense(&x);
+    char what[160];
+    snprintf(what, sizeof what, "norm chain hd=%lld heads=%lld tok=%lld%s%s%s%s", (long long)c->hd,
+             (long long)c->n_head, (long long)c->n_tok, c->per_head_gain ? " per-head gain" : "",
+             c->rope ? (c->mode == HET_ROPE_NEOX ? " + rope neox" : " + rope normal") : "",
+             c->strided ? " strided" : "", c->in_place ? " in place" : "");
+    const int used_want = c->rope ? 3 : 2;
+    for (int ii = 0; ii < n_isa; ii++) {
+        /* the nodes one by one, one thread */
+        for (int64_t f = 0; f < tt_n(&x); f++) tt_set(&x, f, vx[f]);
+        tt_make(&n1, HET_TYPE_F32, ne, NULL, NULL);
+        tt_make(&m1, HET_TYPE_F32, ne, NULL, NULL);
+        tt_make(&out, HET_TYPE_F32, ne, NULL, c->strided ? gaps : NULL);
+        struct het_tensor *mul1 = c->rope ? &m1.t : &out.t;
+        chain_nodes(&n1.t, mul1, c->rope ? &out.t : NULL, &x, &g, &pos, c->mode, c->hd);
+        CHECK(run(het_cpu_rms_norm, &n1.t, 1, isas[ii]) == HET_OK, "%s: norm", what);
+        CHECK(run(het_cpu_mul, mul1, 1, isas[ii]) == HET_OK, "%s: mul", what);
+        if (c->rope) CHECK(run(het_cpu_rope, &out.t, 1, isas[ii]) == HET_OK, "%s: rope", what);
+        float *want = tt_dense(&out);
+        tt_free(&n1); tt_free(&m1); tt_free(&out);
+        for (int ti = 0; ti < N_THREAD_COUNTS; ti++) {
+            const int nth = thread_counts[ti];
+            for (int64_t f = 0; f < tt_n(&x); f++) tt_set(&x, f, vx[f]);
+            tt_make(&n2, HET_TYPE_F32, ne, NULL, NULL);
+            tt_make(&m2, HET_TYPE_F32, ne, NULL, NULL);
+            struct het_tensor norm = n2.t, mul = m2.t, rope;
+            struct tt *res = NULL;
+            if (c->in_place) { /* the last node writes over x, element for element */
+                if (c->rope) rope = x.t; else mul = x.t;
+                res = &x;
+            } else {
+                tt_make(&out, HET_TYPE_F32, ne, NULL, c->strided ? gaps : NULL);
+                if (c->rope) rope = out.t; else mul = out.t;
+                res = &out;
+            }
+            chain_nodes(&norm, &mul, c->rope ? &rope : NULL, &x, &g, &pos, c->mode, c->hd);
+            norm.flags = mul.flags = HET_TENSOR_FLAG_ONE_READER;
+            struct het_tensor *nodes[4] = { &norm, &mul, &rope, &g.t };
+            int used[8];
+            enum het_status st[8];
+            struct het_cpu_sync sync;
+            het_cpu_sync_init(&sync);
+#pragma omp parallel num_threads(nth)
+            {
+                struct het_cpu_worker wk;
+                het_cpu_worker_init(&wk, &sync);
+                const struct het_compute_params p = {
+                    .ith = omp_get_thread_num(), .nth = omp_get_num_threads(), .isa = isas[ii], .worker = &wk,
+                };
+                used[p.ith] = het_cpu_norm_chain(&p, nodes, c->rope ? 4 : 2, &st[p.ith]);
+            }
+            for (int t = 0; t < nth; t++) {
+                CHECK(used[t] == used_want, "%s: thread %d ran %d nodes as a chain, want %d (nth %d)", what, t,
+                      used[t], used_want, nth);
+                CHECK(used[t] == 0 || st[t] == HET_OK, "%s: status %d", what, st[t]);
+            }
+            float *got = tt_dense(res);
+            CHECK(!memcmp(got, want, (size_t)tt_n(res) * sizeof *got), "%s: not the nodes' bits (nth %d, %s)",
+                  what, nth, het_cpu_isa_name(isas[ii]));
+            CHECK(tt_untouched(res), "%s: wrote outside its elements (nth %d)", what, nth);
+            CHECK(all_pattern(&n2) && (c->rope ? all_pattern(&m2) : true), "%s: an inner node's storage written",
+                  what);
+            /* without the flag, or with the reader not the next node, there is no chain */
+            norm.flags = 0;
+            const struct het_compute_params p1 = { .ith = 0, .nth = 1, .isa = isas[ii] };
+            enum het_status s1;
+            CHECK(het_cpu_norm_chain(&p1, nodes, 2, &s1) == 0, "%s: a chain without ONE_READER", what);
+            norm.flags = HET_TENSOR_FLAG_ONE_READER;
+            struct het_tensor *swapped[2] = { &norm, &g.t };
+            CHECK(het_cpu_norm_chain(&p1, swapped, 2, &s1) == 0, "%s: a chain without the mul", what);
+            free(got);
+            tt_free(&n2); tt_free(&m2);
+            if (!c->in_place) tt_free(&out);
+        }
+        free(want);
+    }
+    free(vx);
+    tt_free(&x); tt_free(&g); tt_free(&pos);
+}
+
+/* The last node's storage overlapping the norm's input other than element
+ * for element: threads writing rows could change rows still to be read, so
+ * there is no chain (the nodes run one by one). */
+static void test_norm_chain_overlap(void)
+{
+    const int64_t ne[4] = { 16, 4, 3, 1 }, gne[4] = { 16, 1, 1, 1 };
+    struct tt x, g, n;
+    tt_make(&x, HET_TYPE_F32, ne, NULL, NULL);
+    tt_make(&g, HET_TYPE_F32, gne, NULL, NULL);
+    tt_make(&n, HET_TYPE_F32, ne, NULL, NULL);
+    struct het_tensor norm = n.t, mul = x.t;
+    mul.data = (char *)x.t.data + 16 * sizeof(float); /* one row on */
+    mul.ne[2] = 2;
+    norm.ne[2] = 2;
+    struct het_tensor xv = x.t;
+    xv.ne[2] = 2;
+    chain_nodes(&norm, &mul, NULL, &(struct tt){ .t = xv }, &g, NULL, 0, 16);
+    norm.src[0] = &xv;
+    norm.flags = HET_TENSOR_FLAG_ONE_READER;
+    struct het_tensor *nodes[2] = { &norm, &mul };
+    const struct het_compute_params p = { .ith = 0, .nth = 1, .isa = HET_CPU_ISA_SCALAR };
+    enum het_status st;
+    CHECK(het_cpu_norm_chain(&p, nodes, 2, &st) == 0, "norm chain: output one row past its input was chained");
+    mul.data = x.t.data; /* exactly in place: a chain */
+    CHECK(het_cpu_norm_chain(&p, nodes, 2, &st) == 2 && st == HET_OK, "norm chain: in place not chained");
+    tt_free(&x); tt_free(&g); tt_free(&n);
+}
+
+static void test_norm_chain(void)
+{
+    static const struct chain_case cases[] = {
+        { 1024, 1, 7, false, false, false, false, 0 },           /* a layer's norm: rows of a token */
+        { 37, 5, 3, true, false, true, false, 0 },
+        { 64, 3, 5, false, false, false, true, 0 },
+        { 128, 16, 9, false, true, false, false, HET_ROPE_NEOX }, /* qwen3's q */
+        { 128, 8, 1, false, true, false, false, HET_ROPE_NEOX },  /* decode: heads split */
+        { 20, 5, 4, true, true, true, false, HET_ROPE_NORMAL },
+        { 33, 3, 6, false, true, true, true, HET_ROPE_NEOX },
+        { 32, 2, 5, false, true, false, true, HET_ROPE_NORMAL },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_norm_chain_case(&cases[i]);
+    test_norm_chain_overlap();
+}
+
+/* ---------------------------------------------------------------------------
  * SOFTMAX */
 
 static void test_softmax_case(int64_t n0, int64_t n1, bool use_mask, int causal_past, bool strided)
@@ -900,6 +1076,7 @@ int main(void)
     test_binary();
     test_unary();
     test_rope();
+    test_norm_chain();
     test_softmax();
     test_copy();
     test_get_rows();

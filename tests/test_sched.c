@@ -94,6 +94,31 @@ static void test_scratch_plan(void)
     het_graph_free(g);
 }
 
+/* het_graph_mark_readers: one reader (through a view too) marked; two
+ * readers, a node reading it twice, an output, and a leaf not. */
+static void test_mark_readers(void)
+{
+    het_graph *g = het_graph_init(64);
+    const int64_t ne[2] = { 8, 4 };
+    struct het_tensor *x = het_new_tensor(g, HET_TYPE_F32, 2, ne);
+    struct het_tensor *a = het_scale(g, x, 2.0f);                 /* read by b only        */
+    struct het_tensor *b = het_scale(g, a, 2.0f);                 /* read by c and d       */
+    struct het_tensor *c = het_scale(g, b, 2.0f);                 /* read through a view   */
+    struct het_tensor *d = het_add(g, b, het_reshape_2d(g, c, 8, 4)); /* read by e, twice  */
+    struct het_tensor *e = het_mul(g, d, d);
+    struct het_tensor *f = het_scale(g, e, 2.0f);                 /* the output            */
+    CHECK(f != NULL, "graph build");
+    f->flags |= HET_TENSOR_FLAG_OUTPUT;
+    b->flags |= HET_TENSOR_FLAG_ONE_READER; /* stale: must be cleared */
+    het_graph_mark_readers(g);
+    const struct het_tensor *marked[] = { a, c, e }, *unmarked[] = { x, b, d, f };
+    for (size_t i = 0; i < sizeof marked / sizeof *marked; i++)
+        CHECK(marked[i]->flags & HET_TENSOR_FLAG_ONE_READER, "mark readers: %s not marked", marked[i]->name);
+    for (size_t i = 0; i < sizeof unmarked / sizeof *unmarked; i++)
+        CHECK(!(unmarked[i]->flags & HET_TENSOR_FLAG_ONE_READER), "mark readers: %s marked", unmarked[i]->name);
+    het_graph_free(g);
+}
+
 /* A graph allocated by a scheduler points into its scratch; before another
  * scheduler allocates it, forget that storage (the first one freed it). */
 static void forget_storage(het_graph *g)
@@ -336,6 +361,7 @@ int main(void)
 {
     test_views();
     test_scratch_plan();
+    test_mark_readers();
     test_placement();
     test_fastest();
     test_recovery();

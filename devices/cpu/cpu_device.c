@@ -236,9 +236,16 @@ static void cpu_run_solo(struct cpu_split_job *j, const struct het_compute_param
         const struct het_compute_params solo = {
             .ith = 0, .nth = 1, .wdata = p->wdata, .wsize = p->wsize, .isa = p->isa, .f32_act = p->f32_act,
         };
-        for (int x = i; x < e; x++) {
+        for (int x = i, used; x < e; x += used) {
+            used = 1;
             if (j->solo_part[x] != k) continue;
-            const enum het_status s = het_cpu_compute(&solo, j->nodes[x]);
+            /* a chain's nodes share memory, so they are all in this part */
+            enum het_status s;
+            used = het_cpu_norm_chain(&solo, j->nodes + x, e - x, &s);
+            if (used == 0) {
+                used = 1;
+                s = het_cpu_compute(&solo, j->nodes[x]);
+            }
             if (s == HET_OK) continue;
             uint64_t none = UINT64_MAX;
             atomic_compare_exchange_strong(&j->solo_failed, &none, (uint64_t)x << 32 | (uint32_t)s);

@@ -141,7 +141,8 @@ bool het_cpu_supports(const struct het_tensor *node);
 /* Run one node; returns HET_OK or HET_ERR_UNSUPPORTED (never aborts). */
 enum het_status het_cpu_compute(const struct het_compute_params *p, struct het_tensor *node);
 /* Run nodes[0], or a group of nodes from nodes[0] that share one step
- * (het_cpu_mul_mat_group); returns how many nodes ran, *st their status. */
+ * (het_cpu_mul_mat_group, het_cpu_norm_chain); returns how many nodes ran,
+ * *st their status. */
 int             het_cpu_compute_nodes(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
                                       enum het_status *st);
 
@@ -175,6 +176,14 @@ enum het_status het_cpu_silu(const struct het_compute_params *p, struct het_tens
 enum het_status het_cpu_swiglu(const struct het_compute_params *p, struct het_tensor *dst);
 /* norm.c */
 enum het_status het_cpu_rms_norm(const struct het_compute_params *p, struct het_tensor *dst);
+/* 1 / sqrt(mean(x^2) + eps) of n elements sx bytes apart, as RMS_NORM takes it */
+float           het_cpu_rms_scale(enum het_cpu_isa isa, int64_t n, const char *x, size_t sx, float eps);
+/* norm_chain.c: an RMS_NORM (nodes[0]) with the MUL by a gain that alone
+ * reads it, and the ROPE that alone reads that, in one pass; returns how
+ * many nodes ran (0: nodes[0] starts no such chain, nothing ran), *st their
+ * status. The same count on every thread. */
+int             het_cpu_norm_chain(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
+                                   enum het_status *st);
 /* rope.c */
 enum het_status het_cpu_rope(const struct het_compute_params *p, struct het_tensor *dst);
 /* softmax.c */

@@ -70,13 +70,13 @@ static void het_prof_key(struct het_tensor *const *nodes, int n, char *key, size
             snprintf(names + len, sizeof names - len, "%s%s", i ? "+" : "", het_prof_strip_layer(nodes[i]->src[0]->name));
         }
         snprintf(key, size, "mul_mat %s %s %s", het_type_name(a->type), names, b->ne[1] < 4 ? "M<4" : "M>=4");
-    } else if (n > 1) { /* small nodes run by one thread as one step */
+    } else if (n > 1) { /* a run of small nodes, or a norm chain (norm_chain.c): one step */
         char ops[HET_PROF_KEY] = "";
         for (int i = 0; i < n; i++) {
             const size_t len = strlen(ops);
             snprintf(ops + len, sizeof ops - len, "%s%s", i ? "+" : "", het_op_name(nodes[i]->op));
         }
-        snprintf(key, size, "small: %s", ops);
+        snprintf(key, size, "step: %s", ops);
     } else {
         snprintf(key, size, "%s %s", het_op_name(node->op), a ? het_type_name(a->type) : "-");
     }

@@ -11,7 +11,7 @@
 #include "devices/cpu/cpu_ops.h"
 #include "devices/cpu/vec.h"
 
-static float norm_rms_scale(enum het_cpu_isa isa, int64_t n, const char *x, size_t sx, float eps)
+float het_cpu_rms_scale(enum het_cpu_isa isa, int64_t n, const char *x, size_t sx, float eps)
 {
     double sum = 0;
     if (sx == sizeof(float)) {
@@ -45,7 +45,7 @@ enum het_status het_cpu_rms_norm(const struct het_compute_params *p, struct het_
             het_vec_row_index(dst, r, &i1, &i2, &i3);
             char *ry = het_vec_row(dst, i1, i2, i3);
             const char *rx = het_vec_row(x, i1, i2, i3);
-            float s = norm_rms_scale(p->isa, ne0, rx, x->nb[0], eps);
+            float s = het_cpu_rms_scale(p->isa, ne0, rx, x->nb[0], eps);
             if (dense) {
                 het_vec_scale_f32(ne0, (float *)ry, (const float *)rx, s);
                 continue;

@@ -18,28 +18,20 @@
 #include <math.h>
 
 #include "devices/cpu/cpu_ops.h"
+#include "devices/cpu/rope.h"
 #include "devices/cpu/vec.h"
 
 #define ROPE_CHUNK 64 /* pairs whose cos/sin are cached at once */
 
-struct rope_args {
-    const struct het_tensor *x;
-    struct het_tensor       *y;
-    int                      n_dims;
-    bool                     neox;
-    float                    theta_scale;
-    float                    freq_scale;
-};
-
 /* Index of the two elements of pair i (0 <= i < n_dims/2). */
-static void rope_pair(const struct rope_args *a, int i, int64_t *e0, int64_t *e1)
+static void rope_pair(const struct het_rope_args *a, int i, int64_t *e0, int64_t *e1)
 {
     if (a->neox) { *e0 = i; *e1 = i + a->n_dims / 2; }
     else         { *e0 = 2 * i; *e1 = 2 * i + 1; }
 }
 
 /* Rotate pairs [i0, i0+n) of heads [h0, h1) of token (i2, i3). */
-static void rope_apply_chunk(const struct rope_args *a, int64_t i2, int64_t i3, int64_t h0, int64_t h1, int i0,
+static void rope_apply_chunk(const struct het_rope_args *a, int64_t i2, int64_t i3, int64_t h0, int64_t h1, int i0,
                              int n, const float *cs, const float *sn)
 {
     const size_t sx = a->x->nb[0], sy = a->y->nb[0];
@@ -69,7 +61,7 @@ static void rope_apply_chunk(const struct rope_args *a, int64_t i2, int64_t i3, 
 }
 
 /* Copy the dims past n_dims of heads [h0, h1) unchanged. */
-static void rope_pass_through(const struct rope_args *a, int64_t i2, int64_t i3, int64_t h0, int64_t h1)
+static void rope_pass_through(const struct het_rope_args *a, int64_t i2, int64_t i3, int64_t h0, int64_t h1)
 {
     const size_t sx = a->x->nb[0], sy = a->y->nb[0];
     for (int64_t h = h0; h < h1; h++) {
@@ -79,8 +71,7 @@ static void rope_pass_through(const struct rope_args *a, int64_t i2, int64_t i3,
     }
 }
 
-/* All rotations of heads [h0, h1) of one token at position pos. */
-static void rope_token(const struct rope_args *a, int64_t i2, int64_t i3, int64_t h0, int64_t h1, int32_t pos)
+void het_cpu_rope_token(const struct het_rope_args *a, int64_t i2, int64_t i3, int64_t h0, int64_t h1, int32_t pos)
 {
     float cs[ROPE_CHUNK], sn[ROPE_CHUNK];
     float theta = (float)pos;
@@ -98,9 +89,9 @@ static void rope_token(const struct rope_args *a, int64_t i2, int64_t i3, int64_
     rope_pass_through(a, i2, i3, h0, h1);
 }
 
-enum het_status het_cpu_rope(const struct het_compute_params *p, struct het_tensor *dst)
+enum het_status het_cpu_rope_args(struct het_tensor *dst, const struct het_tensor *x, struct het_rope_args *a)
 {
-    const struct het_tensor *x = dst->src[0], *pos = dst->src[1];
+    const struct het_tensor *pos = dst->src[1];
     if (!x || !pos) return HET_ERR_INVALID;
     if (x->type != HET_TYPE_F32 || dst->type != HET_TYPE_F32 || pos->type != HET_TYPE_I32)
         return HET_ERR_UNSUPPORTED;
@@ -108,16 +99,31 @@ enum het_status het_cpu_rope(const struct het_compute_params *p, struct het_tens
     if (!het_same_shape(x, dst) || n_dims < 0 || n_dims % 2 != 0 || n_dims > x->ne[0] || pos->ne[0] < x->ne[2])
         return HET_ERR_INVALID;
     if (mode != HET_ROPE_NORMAL && mode != HET_ROPE_NEOX) return HET_ERR_UNSUPPORTED;
-
-    struct rope_args a = {
-        .x = x, .y = dst, .n_dims = n_dims, .neox = mode == HET_ROPE_NEOX,
+    *a = (struct het_rope_args){
+        .x = x, .y = dst, .pos = pos, .n_dims = n_dims, .neox = mode == HET_ROPE_NEOX,
         .theta_scale = n_dims ? powf(het_get_op_param_f32(dst, 2), -2.0f / (float)n_dims) : 1.0f,
         .freq_scale = het_get_op_param_f32(dst, 3),
     };
+    return HET_OK;
+}
+
+int32_t het_cpu_rope_pos(const struct het_rope_args *a, int64_t i2)
+{
+    return *(const int32_t *)((const char *)a->pos->data + i2 * a->pos->nb[0]);
+}
+
+bool het_cpu_rope_by_token(const struct het_rope_args *a, int nth) { return a->x->ne[2] * a->x->ne[3] >= nth; }
+
+enum het_status het_cpu_rope(const struct het_compute_params *p, struct het_tensor *dst)
+{
+    struct het_rope_args a;
+    const enum het_status st = het_cpu_rope_args(dst, dst->src[0], &a);
+    if (st != HET_OK) return st;
+    const struct het_tensor *x = a.x;
     const int64_t n_head = x->ne[1], n_tok = x->ne[2] * x->ne[3];
 
     /* parts of the tokens, or of the heads when there are fewer tokens than threads */
-    const bool by_tok = n_tok >= p->nth;
+    const bool by_tok = het_cpu_rope_by_token(&a, p->nth);
     const int64_t units = by_tok ? n_tok : n_head;
     const int64_t np = het_cpu_n_parts(p, units, het_vec_part_rows(x->ne[0] * (by_tok ? n_head : n_tok)));
     for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
@@ -125,9 +131,8 @@ enum het_status het_cpu_rope(const struct het_compute_params *p, struct het_tens
         if (by_tok) het_vec_split(n_tok, (int)k, (int)np, &t0, &t1);
         else        het_vec_split(n_head, (int)k, (int)np, &h0, &h1);
         for (int64_t t = t0; t < t1 && h0 < h1; t++) {
-            int64_t i2 = t % x->ne[2], i3 = t / x->ne[2];
-            int32_t ps = *(const int32_t *)((const char *)pos->data + i2 * pos->nb[0]);
-            rope_token(&a, i2, i3, h0, h1, ps);
+            const int64_t i2 = t % x->ne[2], i3 = t / x->ne[2];
+            het_cpu_rope_token(&a, i2, i3, h0, h1, het_cpu_rope_pos(&a, i2));
         }
     }
     return HET_OK;

@@ -77,6 +77,10 @@ enum het_tensor_flag {
     /* a droppable weight whose pages a device gave back after keeping its own
      * copy: a device that reads it in place faults them back from the file */
     HET_TENSOR_FLAG_DROPPED = 1u << 5,
+    /* a node whose storage one source of one node reads and nobody else, the
+     * caller included (set by het_graph_mark_readers): a device that computes
+     * that reader together with it may leave this node's output unwritten */
+    HET_TENSOR_FLAG_ONE_READER = 1u << 6,
 };
 
 struct het_tensor {
@@ -146,6 +150,10 @@ struct het_tensor *const *het_graph_nodes(const het_graph *g);
 /* Sticky error: a builder that fails (arena full, bad shapes) returns NULL,
  * records the reason here, and every later builder returns NULL. */
 enum het_status    het_graph_status(const het_graph *g, het_error *err);
+/* Sets HET_TENSOR_FLAG_ONE_READER on each node that exactly one source of
+ * one node reads (through views too) and that is not an output, and clears
+ * it on every other node. The scheduler calls it when it allocates a graph. */
+void               het_graph_mark_readers(het_graph *g);
 
 /* New leaf tensor owned by the graph (an input, e.g. token ids or positions). */
 struct het_tensor *het_new_tensor(het_graph *g, enum het_type type, int n_dims, const int64_t *ne);

@@ -1,0 +1,137 @@
+/*
+ * norm_chain.c — RMS_NORM, the MUL by its gain, and a ROPE after them, in
+ * one pass over the rows.
+ *
+ * Every layer multiplies its attention and FFN norms by a gain, and a Qwen3
+ * layer also norms each head of q and k, multiplies by a gain and rotates.
+ * As nodes, each is a pass over all the rows through memory (a prefill's q
+ * is megabytes: past L2) and a step end. When the gain's MUL is the only
+ * reader of the norm (HET_TENSOR_FLAG_ONE_READER, set by the scheduler), and
+ * the ROPE the only reader of the MUL, a row is normed, scaled and rotated
+ * while it is in L1, and only the last node's output is stored: the
+ * intermediate nodes' storage is never written.
+ *
+ * The arithmetic is the nodes': the same float multiplies in the same order
+ * (x * s, then * gain) and rope.c's rotation over the finished rows in
+ * place, so the result is bit for bit what the nodes make one by one.
+ * Threads take parts as the last node would: rows, or for a ROPE tokens (or
+ * heads when there are fewer tokens than threads). Any strides.
+ */
+#include "devices/cpu/cpu_ops.h"
+#include "devices/cpu/rope.h"
+#include "devices/cpu/vec.h"
+
+struct norm_chain {
+    const struct het_tensor *x;    /* the norm's input                        */
+    const struct het_tensor *gain; /* the MUL's src[1], broadcast over x's rows */
+    struct het_tensor       *y;    /* the chain's last node: its output       */
+    float                    eps;
+    bool                     rope;
+    struct het_rope_args     ra;   /* in place on y                           */
+};
+
+static bool chain_f32(const struct het_tensor *t) { return t && t->type == HET_TYPE_F32; }
+
+/* Do the extents of a and b share a byte? */
+static bool chain_overlap(const struct het_tensor *a, const struct het_tensor *b)
+{
+    const uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
+    return a0 < b0 + het_nbytes(b) && b0 < a0 + het_nbytes(a);
+}
+
+/* Writing y row by row may not change what a later row reads from t: no
+ * shared byte, or t is y itself element for element (in place). */
+static bool chain_may_write(const struct het_tensor *y, const struct het_tensor *t)
+{
+    if (!chain_overlap(y, t)) return true;
+    if (y->data != t->data || !het_same_shape(y, t)) return false;
+    for (int d = 0; d < HET_MAX_DIMS; d++)
+        if (y->ne[d] > 1 && y->nb[d] != t->nb[d]) return false;
+    return true;
+}
+
+/* How many of nodes[0..n) form a chain (0, 2 or 3), filled into *c. */
+static int chain_find(struct het_tensor *const *nodes, int n, struct norm_chain *c)
+{
+    struct het_tensor *norm = nodes[0], *mul = n > 1 ? nodes[1] : NULL;
+    if (!mul || norm->op != HET_OP_RMS_NORM || mul->op != HET_OP_MUL) return 0;
+    if (!(norm->flags & HET_TENSOR_FLAG_ONE_READER) || mul->src[0] != norm) return 0;
+    const struct het_tensor *x = norm->src[0], *g = mul->src[1];
+    if (!chain_f32(x) || !chain_f32(norm) || !chain_f32(g) || !chain_f32(mul) || g == norm) return 0;
+    if (!x->data || !g->data || !het_same_shape(x, norm) || !het_same_shape(norm, mul)) return 0;
+    if (g->ne[0] != x->ne[0]) return 0;
+    for (int d = 1; d < HET_MAX_DIMS; d++)
+        if (g->ne[d] <= 0 || x->ne[d] % g->ne[d] != 0) return 0;
+    *c = (struct norm_chain){ .x = x, .gain = g, .y = mul, .eps = het_get_op_param_f32(norm, 0) };
+    int used = 2;
+    struct het_tensor *rope = n > 2 ? nodes[2] : NULL;
+    if (rope && rope->op == HET_OP_ROPE && rope->src[0] == mul && (mul->flags & HET_TENSOR_FLAG_ONE_READER) &&
+        het_same_shape(mul, rope) && rope->src[1] && rope->src[1]->data &&
+        het_cpu_rope_args(rope, rope, &c->ra) == HET_OK && !chain_overlap(rope, rope->src[1])) {
+        c->y = rope;
+        c->rope = true;
+        used = 3;
+    }
+    if (!c->y->data || !chain_may_write(c->y, x) || chain_overlap(c->y, g)) return 0;
+    return used;
+}
+
+/* Row (i1, i2, i3) of y = x's row normed, times the gain's row. */
+static void chain_row(const struct norm_chain *c, enum het_cpu_isa isa, int64_t i1, int64_t i2, int64_t i3)
+{
+    const struct het_tensor *x = c->x, *g = c->gain, *y = c->y;
+    const int64_t ne0 = x->ne[0];
+    const char *rx = het_vec_row(x, i1, i2, i3);
+    const char *rg = het_vec_row(g, i1 % g->ne[1], i2 % g->ne[2], i3 % g->ne[3]);
+    char *ry = het_vec_row(y, i1, i2, i3);
+    const float s = het_cpu_rms_scale(isa, ne0, rx, x->nb[0], c->eps);
+    if (x->nb[0] == sizeof(float) && g->nb[0] == sizeof(float) && y->nb[0] == sizeof(float)) {
+        het_vec_scale_f32(ne0, (float *)ry, (const float *)rx, s);
+        het_vec_mul_f32(ne0, (float *)ry, (const float *)ry, (const float *)rg);
+        return;
+    }
+    for (int64_t i = 0; i < ne0; i++) {
+        const float n = *(const float *)(rx + i * x->nb[0]) * s;
+        *(float *)(ry + i * y->nb[0]) = n * *(const float *)(rg + i * g->nb[0]);
+    }
+}
+
+int het_cpu_norm_chain(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
+                       enum het_status *st)
+{
+    struct norm_chain c;
+    const int used = chain_find(nodes, n, &c);
+    if (used == 0) return 0;
+    *st = HET_OK;
+    const struct het_tensor *y = c.y;
+    const int64_t ne0 = y->ne[0];
+    if (!c.rope) {
+        const int64_t nrows = het_nrows(y), np = het_cpu_n_parts(p, nrows, het_vec_part_rows(ne0));
+        for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
+            int64_t r0, r1;
+            het_vec_split(nrows, (int)k, (int)np, &r0, &r1);
+            for (int64_t r = r0; r < r1; r++) {
+                int64_t i1, i2, i3;
+                het_vec_row_index(y, r, &i1, &i2, &i3);
+                chain_row(&c, p->isa, i1, i2, i3);
+            }
+        }
+        return used;
+    }
+    /* rope.c's parts: tokens, or heads when there are fewer tokens than threads */
+    const int64_t n_head = y->ne[1], n_tok = y->ne[2] * y->ne[3];
+    const bool by_tok = het_cpu_rope_by_token(&c.ra, p->nth);
+    const int64_t units = by_tok ? n_tok : n_head;
+    const int64_t np = het_cpu_n_parts(p, units, het_vec_part_rows(ne0 * (by_tok ? n_head : n_tok)));
+    for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
+        int64_t t0 = 0, t1 = n_tok, h0 = 0, h1 = n_head;
+        if (by_tok) het_vec_split(n_tok, (int)k, (int)np, &t0, &t1);
+        else        het_vec_split(n_head, (int)k, (int)np, &h0, &h1);
+        for (int64_t t = t0; t < t1 && h0 < h1; t++) {
+            const int64_t i2 = t % y->ne[2], i3 = t / y->ne[2];
+            for (int64_t h = h0; h < h1; h++) chain_row(&c, p->isa, h, i2, i3);
+            het_cpu_rope_token(&c.ra, i2, i3, h0, h1, het_cpu_rope_pos(&c.ra, i2));
+        }
+    }
+    return used;
+}
