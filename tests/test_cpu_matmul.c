@@ -494,6 +494,138 @@ static void test_quantize(enum het_cpu_isa best)
     free(x);
 }
 
+/* A SWIGLU that only the matmul reads, computed by the matmul as it
+ * prepares its activations (het_cpu_mul_mat_swiglu): bit for bit the
+ * SWIGLU node then the matmul, with the SWIGLU's storage never written.
+ * Gate and up dense or strided, decode and batch sizes, load-time panels,
+ * F32 activations, 1-3 threads. */
+struct sw_case {
+    enum het_type type;
+    int64_t K, N, M;
+    bool strided, prepack, f32_act;
+};
+
+static void check_swiglu_case(const struct sw_case *c, enum het_cpu_isa isa)
+{
+    const struct mm_case mc = { c->type, c->K, c->N, c->M, 1, 1, 0, false, false, false, c->f32_act };
+    struct mm_data d;
+    if (!make_case(&mc, &d)) {
+        CHECK(false, "swiglu %s: cannot build case", het_type_name(c->type));
+        return;
+    }
+    void *packed = c->prepack ? attach_packed(&d.a, isa) : NULL;
+    const int64_t K = c->K, M = c->M, ne[2] = { K, M };
+    struct het_tensor g, u, sw;
+    het_tensor_init(&g, HET_TYPE_F32, 2, ne);
+    het_tensor_init(&u, HET_TYPE_F32, 2, ne);
+    het_tensor_init(&sw, HET_TYPE_F32, 2, ne);
+    const size_t gb = sizeof(float) * (size_t)((K + 3) * (M + 2)) * 2;
+    float *gbuf = malloc(gb), *ubuf = malloc(gb), *sbuf = malloc(sizeof(float) * (size_t)(K * M));
+    if (c->strided) { /* gate: a transposed view; up: padded, every other element */
+        g.nb[0] = sizeof(float) * (size_t)M;
+        g.nb[1] = sizeof(float);
+        u.nb[0] = 2 * sizeof(float);
+        u.nb[1] = 2 * sizeof(float) * (size_t)(K + 3);
+        g.nb[2] = g.nb[3] = sizeof(float) * (size_t)(K * M);
+        u.nb[2] = u.nb[3] = u.nb[1] * (size_t)M;
+    }
+    g.data = gbuf;
+    u.data = ubuf;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t k = 0; k < K; k++) {
+            const float vg = 2.0f * het_test_rand_normal(), vu = het_test_rand_normal();
+            memcpy((char *)gbuf + k * g.nb[0] + m * g.nb[1], &vg, 4);
+            memcpy((char *)ubuf + k * u.nb[0] + m * u.nb[1], &vu, 4);
+        }
+    sw.op = HET_OP_SWIGLU;
+    sw.src[0] = &g;
+    sw.src[1] = &u;
+    sw.data = sbuf;
+    sw.flags = HET_TENSOR_FLAG_ONE_READER;
+    d.dst.src[1] = &sw;
+    char what[128];
+    snprintf(what, sizeof what, "swiglu into mul_mat %s K=%lld N=%lld M=%lld%s%s%s (%s)", het_type_name(c->type),
+             (long long)K, (long long)c->N, (long long)M, c->strided ? " strided" : "", c->prepack ? " panels" : "",
+             c->f32_act ? " f32-act" : "", het_cpu_isa_name(isa));
+    CHECK(het_cpu_mul_mat_takes_swiglu(&sw, &d.dst), "%s: not taken", what);
+
+    /* the nodes one by one */
+    const size_t dbytes = d.dst.nb[2] * (size_t)1;
+    float *want = malloc(dbytes), *got = malloc(dbytes);
+    {
+        struct het_cpu_sync sync;
+        het_cpu_sync_init(&sync);
+        struct het_cpu_worker w;
+        het_cpu_worker_init(&w, &sync);
+        const struct het_compute_params p = { .ith = 0, .nth = 1, .isa = isa, .worker = &w };
+        CHECK(het_cpu_swiglu(&p, &sw) == HET_OK, "%s: swiglu node", what);
+    }
+    CHECK(run_mm(&d.dst, 2, isa, c->f32_act) == HET_OK, "%s: mul_mat", what);
+    memcpy(want, d.d_buf, dbytes);
+    for (int nth = 1; nth <= 3; nth++) {
+        memset(sbuf, 0xa5, sizeof(float) * (size_t)(K * M));
+        memset(d.d_buf, 0, dbytes);
+        const size_t ws = het_cpu_mul_mat_work_size(&d.dst, nth, c->f32_act);
+        void *wdata = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
+        enum het_status st = HET_OK;
+        struct het_cpu_sync sync;
+        het_cpu_sync_init(&sync);
+#pragma omp parallel num_threads(nth)
+        {
+            struct het_cpu_worker w;
+            het_cpu_worker_init(&w, &sync);
+            const struct het_compute_params p = {
+                .ith = omp_get_thread_num(), .nth = omp_get_num_threads(), .wdata = wdata, .wsize = ws, .isa = isa,
+                .f32_act = c->f32_act, .worker = &w,
+            };
+            const enum het_status s = het_cpu_mul_mat_swiglu(&p, &d.dst);
+            if (s != HET_OK) {
+#pragma omp critical
+                st = s;
+            }
+        }
+        free(wdata);
+        CHECK(st == HET_OK, "%s: status %s (nth %d)", what, het_status_name(st), nth);
+        memcpy(got, d.d_buf, dbytes);
+        CHECK(!memcmp(got, want, dbytes), "%s: not the nodes' bits (nth %d)", what, nth);
+        bool untouched = true;
+        for (size_t i = 0; i < sizeof(float) * (size_t)(K * M); i++) untouched = untouched && ((uint8_t *)sbuf)[i] == 0xa5;
+        CHECK(untouched, "%s: the swiglu's storage written (nth %d)", what, nth);
+    }
+    /* not taken: another reader may exist, or the output lies over the gate */
+    sw.flags = 0;
+    CHECK(!het_cpu_mul_mat_takes_swiglu(&sw, &d.dst), "%s: taken without ONE_READER", what);
+    sw.flags = HET_TENSOR_FLAG_ONE_READER;
+    void *dd = d.dst.data;
+    d.dst.data = gbuf;
+    CHECK(!het_cpu_mul_mat_takes_swiglu(&sw, &d.dst), "%s: taken with the output over the gate", what);
+    d.dst.data = dd;
+    free(want); free(got); free(gbuf); free(ubuf); free(sbuf);
+    free(packed);
+    d.a.extra = NULL;
+    free_case(&d);
+}
+
+static void test_swiglu_fused(enum het_cpu_isa best)
+{
+    static const enum het_type types[] = { HET_TYPE_F32, HET_TYPE_F16, HET_TYPE_Q4_0, HET_TYPE_Q8_0, HET_TYPE_Q4_K,
+                                           HET_TYPE_Q6_K };
+    for (int lv = HET_CPU_ISA_SCALAR; lv <= (int)best; lv++)
+        for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+            const enum het_type ty = types[t];
+            const bool q = ty != HET_TYPE_F32 && ty != HET_TYPE_F16;
+            const int64_t K = q && het_type_get_traits(ty)->blck_size == 256 ? 512 : 96;
+            const struct sw_case cases[] = {
+                { ty, K, 37, 1, false, false, false }, /* decode */
+                { ty, K, 37, 1, true, q, false },
+                { ty, K, 70, 3, false, q, false },
+                { ty, K, 33, 13, true, q, false },     /* a batch: wide kernels */
+                { ty, K, 17, 9, false, false, q },     /* F32 activations */
+            };
+            for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_swiglu_case(&cases[i], (enum het_cpu_isa)lv);
+        }
+}
+
 int main(void)
 {
     het_test_seed(1234);
@@ -509,6 +641,7 @@ int main(void)
     test_quantize(best);
     test_ahead(best);
     test_repack_4d(best);
+    test_swiglu_fused(best);
 
     static const enum het_type qtypes[] = {
         HET_TYPE_Q4_0, HET_TYPE_Q4_1, HET_TYPE_Q5_0, HET_TYPE_Q5_1, HET_TYPE_Q8_0,

@@ -361,9 +361,20 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         work += het_cpu_node_work(nodes[i]);
         c->solo[i] = cpu_node_is_solo(nodes[i]);
     }
+    /* nodes that run as one fused pass are all in a small run or all not
+     * (a run's parts are found from its first node) */
+    for (int i = 0, len; i < n; i += len) {
+        len = het_cpu_fused_len(nodes + i, n - i);
+        bool all = true;
+        for (int x = i; x < i + len; x++) all = all && c->solo[x];
+        for (int x = i; x < i + len && !all; x++) c->solo[x] = 0;
+    }
     for (int i = 0, e; i < n; i = e) { /* each run of small nodes: its parts */
         for (e = i + 1; c->solo[i] && e < n && c->solo[e]; e++) {}
         c->solo_np[i] = c->solo[i] ? (uint8_t)het_cpu_solo_partition(nodes + i, e - i, c->n_threads, c->solo_part + i) : 1;
+        /* the same parts hold for any tail of the run, where a group of
+         * nodes run together before it may leave the walk */
+        for (int x = i + 1; x < e; x++) c->solo_np[x] = c->solo_np[i];
     }
     st = ensure_wdata(c, need, err);
     if (st != HET_OK) return st;

@@ -91,10 +91,21 @@ int het_cpu_compute_nodes(const struct het_compute_params *p, struct het_tensor 
                           enum het_status *st)
 {
     if (n > 0 && nodes[0]->op == HET_OP_MUL_MAT) return het_cpu_mul_mat_group(p, nodes, n, st);
+    if (n > 1 && het_cpu_mul_mat_takes_swiglu(nodes[0], nodes[1])) {
+        *st = het_cpu_mul_mat_swiglu(p, nodes[1]);
+        return 2;
+    }
     if (n > 1 && nodes[0]->op == HET_OP_RMS_NORM) {
         const int used = het_cpu_norm_chain(p, nodes, n, st);
         if (used > 0) return used;
     }
     *st = n > 0 ? het_cpu_compute(p, nodes[0]) : HET_OK;
     return n > 0 ? 1 : 0;
+}
+
+int het_cpu_fused_len(struct het_tensor *const *nodes, int n)
+{
+    if (n > 1 && het_cpu_mul_mat_takes_swiglu(nodes[0], nodes[1])) return 2;
+    const int chain = n > 1 && nodes[0]->op == HET_OP_RMS_NORM ? het_cpu_norm_chain_len(nodes, n) : 0;
+    return chain > 1 ? chain : 1;
 }

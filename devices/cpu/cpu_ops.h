@@ -145,6 +145,10 @@ enum het_status het_cpu_compute(const struct het_compute_params *p, struct het_t
  * *st their status. */
 int             het_cpu_compute_nodes(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
                                       enum het_status *st);
+/* How many nodes from nodes[0] run as one pass of fused kernels (a SWIGLU
+ * into its matmul, a norm chain), 1 when none: the device keeps them
+ * together in one kind of step. */
+int             het_cpu_fused_len(struct het_tensor *const *nodes, int n);
 
 /* ---- op entry points (one file per op family) ---------------------------- */
 /* matmul.c */
@@ -162,6 +166,13 @@ enum het_status het_cpu_mul_mat(const struct het_compute_params *p, struct het_t
 #define HET_CPU_MM_GROUP_MAX 4
 int             het_cpu_mul_mat_group(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
                                       enum het_status *st);
+/* A SWIGLU sw whose only reader is the matmul mm, run as one: mm computes
+ * each row of its activations from sw's inputs as it prepares them
+ * (het_cpu_swiglu_row), sw's storage is never written, and the threads pay
+ * one step end fewer. het_cpu_mul_mat_takes_swiglu says whether the pair
+ * qualifies (also F32 rows, mm's output apart from sw's inputs). */
+bool            het_cpu_mul_mat_takes_swiglu(const struct het_tensor *sw, const struct het_tensor *mm);
+enum het_status het_cpu_mul_mat_swiglu(const struct het_compute_params *p, struct het_tensor *mm);
 /* True when `isa` (or a level below it, above scalar) has a GEMV that streams
  * `type` weights as stored; otherwise unpacked weights take the scalar one. */
 bool            het_cpu_gemv_is_simd(enum het_type type, enum het_cpu_isa isa);
@@ -174,6 +185,10 @@ enum het_status het_cpu_mul(const struct het_compute_params *p, struct het_tenso
 enum het_status het_cpu_scale(const struct het_compute_params *p, struct het_tensor *dst);
 enum het_status het_cpu_silu(const struct het_compute_params *p, struct het_tensor *dst);
 enum het_status het_cpu_swiglu(const struct het_compute_params *p, struct het_tensor *dst);
+/* Row (i1, i2, i3) of the SWIGLU node sw into y (elements sy bytes apart),
+ * from its inputs: the node's own arithmetic, which sw's storage is not. */
+void            het_cpu_swiglu_row(enum het_cpu_isa isa, const struct het_tensor *sw, int64_t i1, int64_t i2,
+                                   int64_t i3, float *y, size_t sy);
 /* norm.c */
 enum het_status het_cpu_rms_norm(const struct het_compute_params *p, struct het_tensor *dst);
 /* 1 / sqrt(mean(x^2) + eps) of n elements sx bytes apart, as RMS_NORM takes it */
@@ -184,6 +199,8 @@ float           het_cpu_rms_scale(enum het_cpu_isa isa, int64_t n, const char *x
  * status. The same count on every thread. */
 int             het_cpu_norm_chain(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
                                    enum het_status *st);
+/* How many nodes het_cpu_norm_chain would run from nodes[0] (0: none). */
+int             het_cpu_norm_chain_len(struct het_tensor *const *nodes, int n);
 /* rope.c */
 enum het_status het_cpu_rope(const struct het_compute_params *p, struct het_tensor *dst);
 /* softmax.c */

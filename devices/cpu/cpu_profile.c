@@ -61,6 +61,12 @@ static const char *het_prof_strip_layer(const char *name)
 
 static void het_prof_key(struct het_tensor *const *nodes, int n, char *key, size_t size)
 {
+    if (n == 2 && nodes[0]->op == HET_OP_SWIGLU && nodes[1]->op == HET_OP_MUL_MAT) { /* one step: swiglu made as b */
+        char mm[HET_PROF_KEY - 16];
+        het_prof_key(nodes + 1, 1, mm, sizeof mm);
+        snprintf(key, size, "swiglu+%s", mm);
+        return;
+    }
     const struct het_tensor *node = nodes[0];
     const struct het_tensor *a = node->src[0], *b = node->src[1];
     if (node->op == HET_OP_MUL_MAT && a && b) {

@@ -91,7 +91,8 @@ struct het_mm_plan {
     struct het_tensor *dst;
     int64_t K, N, M, B2, B3, r2, r3;
     bool    quantized;
-    bool    b_gather;         /* b rows not contiguous: F32 copies in wdata        */
+    bool    b_gather;         /* b rows not contiguous, or sw: F32 copies in wdata */
+    const struct het_tensor *sw; /* b is this SWIGLU, computed here row by row  */
     bool    a_gather;         /* a rows converted to F32 in scratch: float a with
                                  nb[0] != element size, or dequantised a           */
     bool    a_dequant;        /* quantised a, F32 activations: rows dequantised    */
@@ -240,9 +241,10 @@ static size_t het_mm_wide_plan(struct het_mm_plan *p, int nth, size_t tb)
 
 /* Fill plan for node at kernel level isa with nth threads. */
 static void het_mm_plan_init(struct het_mm_plan *p, struct het_tensor *dst, enum het_cpu_isa isa, int nth,
-                             bool f32_act)
+                             bool f32_act, const struct het_tensor *sw)
 {
     memset(p, 0, sizeof(*p));
+    p->sw = sw;
     p->dst = dst;
     p->a = dst->src[0];
     p->b = dst->src[1];
@@ -256,7 +258,7 @@ static void het_mm_plan_init(struct het_mm_plan *p, struct het_tensor *dst, enum
     p->quantized = !het_mm_is_float_type(p->a->type);
     p->a_dequant = p->quantized && f32_act;
     if (p->a_dequant) p->quantized = false;
-    p->b_gather = p->b->nb[0] != sizeof(float);
+    p->b_gather = sw || p->b->nb[0] != sizeof(float);
     p->a_gather = p->a_dequant || (!p->quantized && p->a->nb[0] != het_mm_elem_size(p->a->type));
 
     het_mm_resolve(p, isa);
@@ -323,16 +325,26 @@ size_t het_cpu_mul_mat_work_size(const struct het_tensor *node, int nth, bool f3
     size_t need = 0;
     for (int lv = HET_CPU_ISA_SCALAR; lv < HET_CPU_ISA_COUNT; lv++) {
         for (int t = 1; t <= nth; t++) {
-            struct het_mm_plan p;
-            het_mm_plan_init(&p, (struct het_tensor *)node, (enum het_cpu_isa)lv, t, f32_act);
-            size_t w = het_mm_plan_wsize(&p, t);
-            if (w > need) need = w;
+            /* with the SWIGLU it reads computed here too, when it may be */
+            const struct het_tensor *sw = node->src[1];
+            for (int fused = 0; fused <= (het_cpu_mul_mat_takes_swiglu(sw, node) ? 1 : 0); fused++) {
+                struct het_mm_plan p;
+                het_mm_plan_init(&p, (struct het_tensor *)node, (enum het_cpu_isa)lv, t, f32_act, fused ? sw : NULL);
+                size_t w = het_mm_plan_wsize(&p, t);
+                if (w > need) need = w;
+            }
         }
     }
     return need;
 }
 
 /* ---- helpers ------------------------------------------------------------- */
+
+static bool het_mm_overlap(const struct het_tensor *x, const struct het_tensor *y)
+{
+    const uint8_t *a = x->data, *b = y->data;
+    return a < b + het_nbytes(y) && b < a + het_nbytes(x);
+}
 
 static const float *het_mm_b_row(const struct het_mm_plan *p, int64_t m, int64_t i2, int64_t i3)
 {
@@ -400,12 +412,11 @@ static void het_mm_prepare_rows(const struct het_mm_plan *p, const struct het_co
         const int64_t m = r % p->M, i2 = (r / p->M) % p->B2, i3 = r / (p->M * p->B2);
         const float *x = het_mm_b_row(p, m, i2, i3);
         uint8_t *out = het_mm_act_base(p, cp) + (size_t)r * p->act_row_bytes;
-        if (!p->quantized) {
-            het_mm_gather_f32(x, p->b->nb[0], p->K, (float *)out);
-            continue;
-        }
-        if (p->b_gather) {
-            het_mm_gather_f32(x, p->b->nb[0], p->K, tmp);
+        if (p->b_gather) { /* contiguous F32: gathered, or the SWIGLU's row made */
+            float *row = p->quantized ? tmp : (float *)out;
+            if (p->sw) het_cpu_swiglu_row(cp->isa, p->sw, m, i2, i3, row, sizeof(float));
+            else       het_mm_gather_f32(x, p->b->nb[0], p->K, row);
+            if (!p->quantized) continue;
             x = tmp;
         }
         p->quantize_fn(x, &p->ql, out);
@@ -834,7 +845,7 @@ static void het_mm_float(const struct het_mm_plan *p, const struct het_compute_p
 /* Plan dst for this call; false when its scratch does not fit. */
 static bool het_mm_plan_call(struct het_mm_plan *p, const struct het_compute_params *cp, struct het_tensor *dst)
 {
-    het_mm_plan_init(p, dst, cp->isa, cp->nth, cp->f32_act);
+    het_mm_plan_init(p, dst, cp->isa, cp->nth, cp->f32_act, NULL);
     const size_t ws = het_mm_plan_wsize(p, cp->nth);
     return ws <= cp->wsize && (!ws || cp->wdata);
 }
@@ -865,6 +876,29 @@ enum het_status het_cpu_mul_mat(const struct het_compute_params *cp, struct het_
     return HET_OK;
 }
 
+bool het_cpu_mul_mat_takes_swiglu(const struct het_tensor *sw, const struct het_tensor *mm)
+{
+    if (!sw || !mm || sw->op != HET_OP_SWIGLU || !(sw->flags & HET_TENSOR_FLAG_ONE_READER) || mm->src[1] != sw ||
+        !het_cpu_mul_mat_supports(mm))
+        return false;
+    const struct het_tensor *g = sw->src[0], *u = sw->src[1];
+    if (!g || !u || g->type != HET_TYPE_F32 || u->type != HET_TYPE_F32 || sw->type != HET_TYPE_F32) return false;
+    if (!het_same_shape(g, sw) || !het_same_shape(u, sw) || !g->data || !u->data || !mm->data) return false;
+    /* a thread may write its rows of mm while another still reads g and u */
+    return !het_mm_overlap(mm, g) && !het_mm_overlap(mm, u);
+}
+
+enum het_status het_cpu_mul_mat_swiglu(const struct het_compute_params *cp, struct het_tensor *mm)
+{
+    if (!het_cpu_mul_mat_takes_swiglu(mm->src[1], mm)) return HET_ERR_INVALID;
+    struct het_mm_plan p;
+    het_mm_plan_init(&p, mm, cp->isa, cp->nth, cp->f32_act, mm->src[1]);
+    const size_t ws = het_mm_plan_wsize(&p, cp->nth);
+    if (ws > cp->wsize || (ws && !cp->wdata)) return HET_ERR_INVALID;
+    het_mm_run(&p, cp);
+    return HET_OK;
+}
+
 /* ---- matmuls that share their activations (decode), as one step ----------------- */
 
 /* Can this plan's parts run in a shared step: quantised, b one row that each
@@ -875,12 +909,6 @@ static bool het_mm_groupable(const struct het_mm_plan *p, const struct het_compu
     bool split_m = false;
     if (p->use_panel) het_mm_panel_parts(p, cp, &split_m);
     return !split_m;
-}
-
-static bool het_mm_overlap(const struct het_tensor *x, const struct het_tensor *y)
-{
-    const uint8_t *a = x->data, *b = y->data;
-    return a < b + het_nbytes(y) && b < a + het_nbytes(x);
 }
 
 /* May plan q join the group g[0..n): same b, the same activation rows (so

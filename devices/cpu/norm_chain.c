@@ -96,6 +96,12 @@ static void chain_row(const struct norm_chain *c, enum het_cpu_isa isa, int64_t 
     }
 }
 
+int het_cpu_norm_chain_len(struct het_tensor *const *nodes, int n)
+{
+    struct norm_chain c;
+    return chain_find(nodes, n, &c);
+}
+
 int het_cpu_norm_chain(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
                        enum het_status *st)
 {

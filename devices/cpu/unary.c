@@ -5,7 +5,10 @@
  * SILU: dst = src0 * sigmoid(src0). SIGMOID: dst = 1 / (1 + exp(-src0)).
  * SWIGLU: dst = silu(src0) * src1, src0 the gate and src1 the up
  * projection, same shape. dst may share storage with an input (in place).
- * Rows whose elements are all contiguous use the vec.h helpers; any other
+ * A matmul that alone reads a SWIGLU computes its rows itself as it
+ * prepares its activations (het_cpu_swiglu_row, matmul.c), so they are
+ * never stored; the node uses the same row function, so both give the same
+ * bits. Rows whose elements are all contiguous use the vec.h helpers; any other
  * layout goes element by element through the byte strides. Threads split
  * dst rows.
  */
@@ -35,6 +38,22 @@ static void unary_row_dense(enum unary_op op, enum het_cpu_isa isa, int64_t n, f
     }
 }
 
+void het_cpu_swiglu_row(enum het_cpu_isa isa, const struct het_tensor *sw, int64_t i1, int64_t i2, int64_t i3,
+                        float *y, size_t sy)
+{
+    const struct het_tensor *x = sw->src[0], *u = sw->src[1];
+    const char *rx = het_vec_row(x, i1, i2, i3), *ru = het_vec_row(u, i1, i2, i3);
+    const int64_t ne0 = sw->ne[0];
+    if (sw->nb[0] == sizeof(float) && sy == sizeof(float) && x->nb[0] == sizeof(float) && u->nb[0] == sizeof(float)) {
+        het_vec_swiglu_f32(isa, ne0, y, (const float *)rx, (const float *)ru);
+        return;
+    }
+    for (int64_t i = 0; i < ne0; i++) {
+        const float vx = *(const float *)(rx + i * x->nb[0]), vu = *(const float *)(ru + i * u->nb[0]);
+        *(float *)((char *)y + i * sy) = unary_apply(UNARY_SWIGLU, vx, vu, 0.0f);
+    }
+}
+
 static enum het_status unary_compute(enum unary_op op, const struct het_compute_params *p, struct het_tensor *dst)
 {
     const struct het_tensor *x = dst->src[0];
@@ -57,6 +76,10 @@ static enum het_status unary_compute(enum unary_op op, const struct het_compute_
             int64_t i1, i2, i3;
             het_vec_row_index(dst, r, &i1, &i2, &i3);
             char *ry = het_vec_row(dst, i1, i2, i3);
+            if (op == UNARY_SWIGLU) { /* the row as a matmul that reads it makes it (het_cpu_swiglu_row) */
+                het_cpu_swiglu_row(p->isa, dst, i1, i2, i3, (float *)ry, dst->nb[0]);
+                continue;
+            }
             const char *rx = het_vec_row(x, i1, i2, i3);
             const char *ru = u ? het_vec_row(u, i1, i2, i3) : NULL;
             if (dense) {
