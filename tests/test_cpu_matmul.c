@@ -139,7 +139,10 @@ static void free_case(struct mm_data *d)
 /* Run the kernel in one parallel region, one call per thread: shared, the
  * threads take parts from one counter as in the device (which thread runs
  * which part differs from run to run); else each takes a static share. */
-static enum het_status run_mm_mode(struct het_tensor *dst, int nth, enum het_cpu_isa isa, bool f32_act, bool shared)
+typedef enum het_status (*mm_fn)(const struct het_compute_params *, struct het_tensor *);
+
+static enum het_status run_mm_fn(mm_fn fn, struct het_tensor *dst, int nth, enum het_cpu_isa isa, bool f32_act,
+                                 bool shared)
 {
     size_t ws = het_cpu_mul_mat_work_size(dst, nth, f32_act);
     void *wdata = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
@@ -154,7 +157,7 @@ static enum het_status run_mm_mode(struct het_tensor *dst, int nth, enum het_cpu
             .ith = omp_get_thread_num(), .nth = omp_get_num_threads(),
             .wdata = wdata, .wsize = ws, .isa = isa, .f32_act = f32_act, .worker = shared ? &w : NULL,
         };
-        enum het_status s = het_cpu_mul_mat(&p, dst);
+        enum het_status s = fn(&p, dst);
         if (s != HET_OK) {
 #pragma omp critical
             st = s;
@@ -162,6 +165,11 @@ static enum het_status run_mm_mode(struct het_tensor *dst, int nth, enum het_cpu
     }
     free(wdata);
     return st;
+}
+
+static enum het_status run_mm_mode(struct het_tensor *dst, int nth, enum het_cpu_isa isa, bool f32_act, bool shared)
+{
+    return run_mm_fn(het_cpu_mul_mat, dst, nth, isa, f32_act, shared);
 }
 
 static enum het_status run_mm(struct het_tensor *dst, int nth, enum het_cpu_isa isa, bool f32_act)
@@ -565,26 +573,7 @@ static void check_swiglu_case(const struct sw_case *c, enum het_cpu_isa isa)
     for (int nth = 1; nth <= 3; nth++) {
         memset(sbuf, 0xa5, sizeof(float) * (size_t)(K * M));
         memset(d.d_buf, 0, dbytes);
-        const size_t ws = het_cpu_mul_mat_work_size(&d.dst, nth, c->f32_act);
-        void *wdata = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
-        enum het_status st = HET_OK;
-        struct het_cpu_sync sync;
-        het_cpu_sync_init(&sync);
-#pragma omp parallel num_threads(nth)
-        {
-            struct het_cpu_worker w;
-            het_cpu_worker_init(&w, &sync);
-            const struct het_compute_params p = {
-                .ith = omp_get_thread_num(), .nth = omp_get_num_threads(), .wdata = wdata, .wsize = ws, .isa = isa,
-                .f32_act = c->f32_act, .worker = &w,
-            };
-            const enum het_status s = het_cpu_mul_mat_swiglu(&p, &d.dst);
-            if (s != HET_OK) {
-#pragma omp critical
-                st = s;
-            }
-        }
-        free(wdata);
+        const enum het_status st = run_mm_fn(het_cpu_mul_mat_swiglu, &d.dst, nth, isa, c->f32_act, true);
         CHECK(st == HET_OK, "%s: status %s (nth %d)", what, het_status_name(st), nth);
         memcpy(got, d.d_buf, dbytes);
         CHECK(!memcmp(got, want, dbytes), "%s: not the nodes' bits (nth %d)", what, nth);
