@@ -15,7 +15,8 @@
 # (e.g. "-fa 0": its flash-attention setting changes decode at depth).
 #
 # Several hetrun binaries (comma-separated: an old and a new build, say) run
-# one after the other in every round, and each gets its own row. With
+# one after the other in every round, each round starting from the next one,
+# and each gets its own row. With
 # BENCH_LOCK=FILE every single run holds `flock FILE`, so that benchmarks of
 # others on a shared machine never run at the same time as one of these.
 #
@@ -49,9 +50,14 @@ for f in "$@"; do
         # shellcheck disable=SC2086 # LLAMA_ARGS is a list of flags
         locked "$lb" -m "$f" -t "$threads" -p "$pp" -n "$tg" -d "$depth" ${LLAMA_ARGS:-} -r 1 -o jsonl >"$tmp/llama.$r" 2>"$tmp/llama.err" ||
             { echo "$0: llama-bench failed on $f: $(tail -1 "$tmp/llama.err")" >&2; exit 1; }
-        i=0
-        for het in $hets; do
-            i=$((i + 1))
+        # each round starts from the next binary: a hetrun run straight
+        # after another got 0.88-1.08x its pp512 here (the same binary, five
+        # rounds, median 0.97; two builds compared first one way round then
+        # the other, 0.88x and 1.00x), so a fixed order favours the first
+        n_het=$(echo "$hets" | wc -w)
+        for k in $(seq 0 $((n_het - 1))); do
+            i=$(( (k + r - 1) % n_het + 1 ))
+            het=$(echo "$hets" | cut -d' ' -f"$i")
             HET_CALIBRATE=0 locked "$het" bench -m "$f" -t "$threads" -p "$pp" -n "$tg" -d "$depth" -r 1 --device cpu --json \
                 >"$tmp/het.$i.$r" 2>"$tmp/het.err" ||
                 { echo "$0: $het bench failed on $f: $(tail -1 "$tmp/het.err")" >&2; exit 1; }
