@@ -79,7 +79,8 @@ enum het_tensor_flag {
     HET_TENSOR_FLAG_DROPPED = 1u << 5,
     /* a node whose storage one source of one node reads and nobody else, the
      * caller included (set by het_graph_mark_readers): a device that computes
-     * that reader together with it may leave this node's output unwritten */
+     * that reader together with it may leave this node's output unwritten, so
+     * a node the caller reads after compute must carry HET_TENSOR_FLAG_OUTPUT */
     HET_TENSOR_FLAG_ONE_READER = 1u << 6,
 };
 
