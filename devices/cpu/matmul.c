@@ -39,6 +39,7 @@
 
 #include "devices/cpu/cpu_ops.h"
 #include "devices/cpu/quant_dot.h"
+#include "devices/cpu/vec.h"
 
 /* Per-thread budget for packed panels kept across the whole of M. */
 #define HET_MM_PANEL_BUDGET     (2u << 20)
@@ -339,12 +340,6 @@ size_t het_cpu_mul_mat_work_size(const struct het_tensor *node, int nth, bool f3
 }
 
 /* ---- helpers ------------------------------------------------------------- */
-
-static bool het_mm_overlap(const struct het_tensor *x, const struct het_tensor *y)
-{
-    const uint8_t *a = x->data, *b = y->data;
-    return a < b + het_nbytes(y) && b < a + het_nbytes(x);
-}
 
 static const float *het_mm_b_row(const struct het_mm_plan *p, int64_t m, int64_t i2, int64_t i3)
 {
@@ -885,7 +880,7 @@ bool het_cpu_mul_mat_takes_swiglu(const struct het_tensor *sw, const struct het_
     if (!g || !u || g->type != HET_TYPE_F32 || u->type != HET_TYPE_F32 || sw->type != HET_TYPE_F32) return false;
     if (!het_same_shape(g, sw) || !het_same_shape(u, sw) || !g->data || !u->data || !mm->data) return false;
     /* a thread may write its rows of mm while another still reads g and u */
-    return !het_mm_overlap(mm, g) && !het_mm_overlap(mm, u);
+    return !het_vec_overlap(mm, g) && !het_vec_overlap(mm, u);
 }
 
 enum het_status het_cpu_mul_mat_swiglu(const struct het_compute_params *cp, struct het_tensor *mm)
@@ -918,10 +913,10 @@ static bool het_mm_joins(const struct het_mm_plan *g, int n, const struct het_mm
 {
     if (q->b != g[0].b || q->K != g[0].K || q->ql.with_abs != g[0].ql.with_abs || q->act_bytes != g[0].act_bytes)
         return false;
-    if (het_mm_overlap(q->dst, q->b) || het_mm_overlap(q->dst, q->a)) return false;
+    if (het_vec_overlap(q->dst, q->b) || het_vec_overlap(q->dst, q->a)) return false;
     for (int i = 0; i < n; i++)
-        if (het_mm_overlap(q->dst, g[i].dst) || het_mm_overlap(q->dst, g[i].a) || het_mm_overlap(g[i].dst, q->a) ||
-            het_mm_overlap(g[i].dst, q->b))
+        if (het_vec_overlap(q->dst, g[i].dst) || het_vec_overlap(q->dst, g[i].a) || het_vec_overlap(g[i].dst, q->a) ||
+            het_vec_overlap(g[i].dst, q->b))
             return false;
     return true;
 }

@@ -32,18 +32,11 @@ struct norm_chain {
 
 static bool chain_f32(const struct het_tensor *t) { return t && t->type == HET_TYPE_F32; }
 
-/* Do the extents of a and b share a byte? */
-static bool chain_overlap(const struct het_tensor *a, const struct het_tensor *b)
-{
-    const uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
-    return a0 < b0 + het_nbytes(b) && b0 < a0 + het_nbytes(a);
-}
-
 /* Writing y row by row may not change what a later row reads from t: no
  * shared byte, or t is y itself element for element (in place). */
 static bool chain_may_write(const struct het_tensor *y, const struct het_tensor *t)
 {
-    if (!chain_overlap(y, t)) return true;
+    if (!het_vec_overlap(y, t)) return true;
     if (y->data != t->data || !het_same_shape(y, t)) return false;
     for (int d = 0; d < HET_MAX_DIMS; d++)
         if (y->ne[d] > 1 && y->nb[d] != t->nb[d]) return false;
@@ -67,12 +60,12 @@ static int chain_find(struct het_tensor *const *nodes, int n, struct norm_chain 
     struct het_tensor *rope = n > 2 ? nodes[2] : NULL;
     if (rope && rope->op == HET_OP_ROPE && rope->src[0] == mul && (mul->flags & HET_TENSOR_FLAG_ONE_READER) &&
         het_same_shape(mul, rope) && rope->src[1] && rope->src[1]->data &&
-        het_cpu_rope_args(rope, rope, &c->ra) == HET_OK && !chain_overlap(rope, rope->src[1])) {
+        het_cpu_rope_args(rope, rope, &c->ra) == HET_OK && !het_vec_overlap(rope, rope->src[1])) {
         c->y = rope;
         c->rope = true;
         used = 3;
     }
-    if (!c->y->data || !chain_may_write(c->y, x) || chain_overlap(c->y, g)) return 0;
+    if (!c->y->data || !chain_may_write(c->y, x) || het_vec_overlap(c->y, g)) return 0;
     return used;
 }
 

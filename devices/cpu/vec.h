@@ -191,6 +191,14 @@ static inline char *het_vec_row(const struct het_tensor *t, int64_t i1, int64_t 
     return (char *)t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
 }
 
+/* Do the storage extents of a and b (het_nbytes bytes from each data
+ * pointer) share a byte? Conservative for views and strides. */
+static inline bool het_vec_overlap(const struct het_tensor *a, const struct het_tensor *b)
+{
+    const uint8_t *x = a->data, *y = b->data;
+    return x < y + het_nbytes(b) && y < x + het_nbytes(a);
+}
+
 /* Split flat row index r of t into (i1, i2, i3). */
 static inline void het_vec_row_index(const struct het_tensor *t, int64_t r, int64_t *i1, int64_t *i2, int64_t *i3)
 {
