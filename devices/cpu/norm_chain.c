@@ -89,6 +89,18 @@ static void chain_row(const struct norm_chain *c, enum het_cpu_isa isa, int64_t 
     }
 }
 
+struct chain_heads_ctx {
+    const struct norm_chain *c;
+    enum het_cpu_isa         isa;
+};
+
+/* Heads [h0, h1) of token (i2, i3) made, for rope.c to rotate in place. */
+static void chain_heads(const void *ctx, int64_t i2, int64_t i3, int64_t h0, int64_t h1)
+{
+    const struct chain_heads_ctx *hc = ctx;
+    for (int64_t h = h0; h < h1; h++) chain_row(hc->c, hc->isa, h, i2, i3);
+}
+
 int het_cpu_norm_chain_len(struct het_tensor *const *nodes, int n)
 {
     struct norm_chain c;
@@ -117,20 +129,6 @@ int het_cpu_norm_chain(const struct het_compute_params *p, struct het_tensor *co
         }
         return used;
     }
-    /* rope.c's parts: tokens, or heads when there are fewer tokens than threads */
-    const int64_t n_head = y->ne[1], n_tok = y->ne[2] * y->ne[3];
-    const bool by_tok = het_cpu_rope_by_token(&c.ra, p->nth);
-    const int64_t units = by_tok ? n_tok : n_head;
-    const int64_t np = het_cpu_n_parts(p, units, het_vec_part_rows(ne0 * (by_tok ? n_head : n_tok)));
-    for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
-        int64_t t0 = 0, t1 = n_tok, h0 = 0, h1 = n_head;
-        if (by_tok) het_vec_split(n_tok, (int)k, (int)np, &t0, &t1);
-        else        het_vec_split(n_head, (int)k, (int)np, &h0, &h1);
-        for (int64_t t = t0; t < t1 && h0 < h1; t++) {
-            const int64_t i2 = t % y->ne[2], i3 = t / y->ne[2];
-            for (int64_t h = h0; h < h1; h++) chain_row(&c, p->isa, h, i2, i3);
-            het_cpu_rope_token(&c.ra, i2, i3, h0, h1, het_cpu_rope_pos(&c.ra, i2));
-        }
-    }
+    het_cpu_rope_parts(p, &c.ra, chain_heads, &(struct chain_heads_ctx){ &c, p->isa });
     return used;
 }

@@ -107,23 +107,14 @@ enum het_status het_cpu_rope_args(struct het_tensor *dst, const struct het_tenso
     return HET_OK;
 }
 
-int32_t het_cpu_rope_pos(const struct het_rope_args *a, int64_t i2)
+void het_cpu_rope_parts(const struct het_compute_params *p, const struct het_rope_args *a, het_rope_heads_fn before,
+                        const void *ctx)
 {
-    return *(const int32_t *)((const char *)a->pos->data + i2 * a->pos->nb[0]);
-}
-
-bool het_cpu_rope_by_token(const struct het_rope_args *a, int nth) { return a->x->ne[2] * a->x->ne[3] >= nth; }
-
-enum het_status het_cpu_rope(const struct het_compute_params *p, struct het_tensor *dst)
-{
-    struct het_rope_args a;
-    const enum het_status st = het_cpu_rope_args(dst, dst->src[0], &a);
-    if (st != HET_OK) return st;
-    const struct het_tensor *x = a.x;
+    const struct het_tensor *x = a->x;
     const int64_t n_head = x->ne[1], n_tok = x->ne[2] * x->ne[3];
 
     /* parts of the tokens, or of the heads when there are fewer tokens than threads */
-    const bool by_tok = het_cpu_rope_by_token(&a, p->nth);
+    const bool by_tok = n_tok >= p->nth;
     const int64_t units = by_tok ? n_tok : n_head;
     const int64_t np = het_cpu_n_parts(p, units, het_vec_part_rows(x->ne[0] * (by_tok ? n_head : n_tok)));
     for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
@@ -132,8 +123,17 @@ enum het_status het_cpu_rope(const struct het_compute_params *p, struct het_tens
         else        het_vec_split(n_head, (int)k, (int)np, &h0, &h1);
         for (int64_t t = t0; t < t1 && h0 < h1; t++) {
             const int64_t i2 = t % x->ne[2], i3 = t / x->ne[2];
-            het_cpu_rope_token(&a, i2, i3, h0, h1, het_cpu_rope_pos(&a, i2));
+            if (before) before(ctx, i2, i3, h0, h1);
+            const int32_t pos = *(const int32_t *)((const char *)a->pos->data + i2 * a->pos->nb[0]);
+            het_cpu_rope_token(a, i2, i3, h0, h1, pos);
         }
     }
-    return HET_OK;
+}
+
+enum het_status het_cpu_rope(const struct het_compute_params *p, struct het_tensor *dst)
+{
+    struct het_rope_args a;
+    const enum het_status st = het_cpu_rope_args(dst, dst->src[0], &a);
+    if (st == HET_OK) het_cpu_rope_parts(p, &a, NULL, NULL);
+    return st;
 }

@@ -5,7 +5,7 @@
 #ifndef HET_CPU_ROPE_H
 #define HET_CPU_ROPE_H
 
-#include "het/graph.h"
+#include "devices/cpu/cpu_ops.h"
 
 struct het_rope_args {
     const struct het_tensor *x;   /* rows rotated (may be y: in place) */
@@ -24,8 +24,13 @@ enum het_status het_cpu_rope_args(struct het_tensor *dst, const struct het_tenso
  * rows into y's, element by element, so x may be y. */
 void            het_cpu_rope_token(const struct het_rope_args *a, int64_t i2, int64_t i3, int64_t h0, int64_t h1,
                                    int32_t pos);
-int32_t         het_cpu_rope_pos(const struct het_rope_args *a, int64_t i2);
-/* Are the node's parts tokens (else heads: fewer tokens than threads)? */
-bool            het_cpu_rope_by_token(const struct het_rope_args *a, int nth);
+/* Heads [h0, h1) of token (i2, i3), for a kernel that makes x's rows just
+ * before they are rotated. */
+typedef void (*het_rope_heads_fn)(const void *ctx, int64_t i2, int64_t i3, int64_t h0, int64_t h1);
+/* The node kernel's parts (tokens, or heads when there are fewer tokens
+ * than threads) taken from the device's counter: each token's heads of the
+ * part through `before` (if not NULL), then rotated. */
+void            het_cpu_rope_parts(const struct het_compute_params *p, const struct het_rope_args *a,
+                                   het_rope_heads_fn before, const void *ctx);
 
 #endif
