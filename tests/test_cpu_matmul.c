@@ -581,9 +581,13 @@ static void check_swiglu_case(const struct sw_case *c, enum het_cpu_isa isa)
         for (size_t i = 0; i < sizeof(float) * (size_t)(K * M); i++) untouched = untouched && ((uint8_t *)sbuf)[i] == 0xa5;
         CHECK(untouched, "%s: the swiglu's storage written (nth %d)", what, nth);
     }
-    /* not taken: another reader may exist, or the output lies over the gate */
+    /* not taken: another reader may exist, or the output lies over the gate;
+     * the scratch size stays the same (the device keeps it by shapes, not by
+     * flags or storage) */
+    const size_t ws_taken = het_cpu_mul_mat_work_size(&d.dst, 3, c->f32_act);
     sw.flags = 0;
     CHECK(!het_cpu_mul_mat_takes_swiglu(&sw, &d.dst), "%s: taken without ONE_READER", what);
+    CHECK(het_cpu_mul_mat_work_size(&d.dst, 3, c->f32_act) == ws_taken, "%s: scratch size follows the flag", what);
     sw.flags = HET_TENSOR_FLAG_ONE_READER;
     void *dd = d.dst.data;
     d.dst.data = gbuf;

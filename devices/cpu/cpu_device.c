@@ -79,6 +79,7 @@ struct cpu_ws_memo {
     int64_t                  a_ne[HET_MAX_DIMS], b_ne[HET_MAX_DIMS], d_ne[HET_MAX_DIMS];
     size_t                   a_nb0, b_nb0;
     enum het_type            a_type, b_type, d_type;
+    enum het_op              b_op;    /* a SWIGLU b may be made by the matmul: more scratch */
     bool                     has_data;
     size_t                   need;
 };
@@ -153,6 +154,7 @@ static void cpu_ws_key(struct cpu_ws_memo *k, const struct het_tensor *node)
     k->a_type = a->type;
     k->b_type = b->type;
     k->d_type = node->type;
+    k->b_op = b->op;
     k->has_data = a->data && b->data && node->data;
 }
 
@@ -161,7 +163,7 @@ static bool cpu_ws_same(const struct cpu_ws_memo *x, const struct cpu_ws_memo *y
     return x->a == y->a && x->a_extra == y->a_extra && !memcmp(x->a_ne, y->a_ne, sizeof x->a_ne) &&
            !memcmp(x->b_ne, y->b_ne, sizeof x->b_ne) && !memcmp(x->d_ne, y->d_ne, sizeof x->d_ne) &&
            x->a_nb0 == y->a_nb0 && x->b_nb0 == y->b_nb0 && x->a_type == y->a_type && x->b_type == y->b_type &&
-           x->d_type == y->d_type && x->has_data == y->has_data;
+           x->d_type == y->d_type && x->b_op == y->b_op && x->has_data == y->has_data;
 }
 
 /* het_cpu_work_size, a matmul's from the memo when it was asked before. */

@@ -326,9 +326,12 @@ size_t het_cpu_mul_mat_work_size(const struct het_tensor *node, int nth, bool f3
     size_t need = 0;
     for (int lv = HET_CPU_ISA_SCALAR; lv < HET_CPU_ISA_COUNT; lv++) {
         for (int t = 1; t <= nth; t++) {
-            /* with the SWIGLU it reads computed here too, when it may be */
+            /* with the SWIGLU it reads computed here too: sized whenever b
+             * is one, whether or not the pair qualifies now (that depends on
+             * flags and storage, which the device's memo of sizes does not
+             * key on) */
             const struct het_tensor *sw = node->src[1];
-            for (int fused = 0; fused <= (het_cpu_mul_mat_takes_swiglu(sw, node) ? 1 : 0); fused++) {
+            for (int fused = 0; fused <= (sw->op == HET_OP_SWIGLU ? 1 : 0); fused++) {
                 struct het_mm_plan p;
                 het_mm_plan_init(&p, (struct het_tensor *)node, (enum het_cpu_isa)lv, t, f32_act, fused ? sw : NULL);
                 size_t w = het_mm_plan_wsize(&p, t);
@@ -838,9 +841,10 @@ static void het_mm_float(const struct het_mm_plan *p, const struct het_compute_p
 /* ---- entry points ----------------------------------------------------------------- */
 
 /* Plan dst for this call; false when its scratch does not fit. */
-static bool het_mm_plan_call(struct het_mm_plan *p, const struct het_compute_params *cp, struct het_tensor *dst)
+static bool het_mm_plan_call(struct het_mm_plan *p, const struct het_compute_params *cp, struct het_tensor *dst,
+                             const struct het_tensor *sw)
 {
-    het_mm_plan_init(p, dst, cp->isa, cp->nth, cp->f32_act, NULL);
+    het_mm_plan_init(p, dst, cp->isa, cp->nth, cp->f32_act, sw);
     const size_t ws = het_mm_plan_wsize(p, cp->nth);
     return ws <= cp->wsize && (!ws || cp->wdata);
 }
@@ -866,7 +870,7 @@ enum het_status het_cpu_mul_mat(const struct het_compute_params *cp, struct het_
     /* Every thread takes the same decisions, so barriers match up. */
     if (!het_cpu_mul_mat_supports(dst)) return HET_ERR_UNSUPPORTED;
     struct het_mm_plan p;
-    if (!het_mm_plan_call(&p, cp, dst)) return HET_ERR_INVALID;
+    if (!het_mm_plan_call(&p, cp, dst, NULL)) return HET_ERR_INVALID;
     het_mm_run(&p, cp);
     return HET_OK;
 }
@@ -887,9 +891,7 @@ enum het_status het_cpu_mul_mat_swiglu(const struct het_compute_params *cp, stru
 {
     if (!het_cpu_mul_mat_takes_swiglu(mm->src[1], mm)) return HET_ERR_INVALID;
     struct het_mm_plan p;
-    het_mm_plan_init(&p, mm, cp->isa, cp->nth, cp->f32_act, mm->src[1]);
-    const size_t ws = het_mm_plan_wsize(&p, cp->nth);
-    if (ws > cp->wsize || (ws && !cp->wdata)) return HET_ERR_INVALID;
+    if (!het_mm_plan_call(&p, cp, mm, mm->src[1])) return HET_ERR_INVALID;
     het_mm_run(&p, cp);
     return HET_OK;
 }
@@ -931,14 +933,14 @@ int het_cpu_mul_mat_group(const struct het_compute_params *cp, struct het_tensor
         return 1;
     }
     struct het_mm_plan g[HET_CPU_MM_GROUP_MAX];
-    if (!het_mm_plan_call(&g[0], cp, nodes[0])) {
+    if (!het_mm_plan_call(&g[0], cp, nodes[0], NULL)) {
         *st = HET_ERR_INVALID;
         return 1;
     }
     int ng = 1;
     if (het_mm_groupable(&g[0], cp)) {
         while (ng < n && ng < HET_CPU_MM_GROUP_MAX && het_cpu_mul_mat_supports(nodes[ng])) {
-            if (!het_mm_plan_call(&g[ng], cp, nodes[ng]) || !het_mm_groupable(&g[ng], cp) ||
+            if (!het_mm_plan_call(&g[ng], cp, nodes[ng], NULL) || !het_mm_groupable(&g[ng], cp) ||
                 !het_mm_joins(g, ng, &g[ng]))
                 break;
             ng++;
