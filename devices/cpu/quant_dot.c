@@ -11,7 +11,7 @@
  * reproduce is written exactly once, here:
  *     U4/U5:  sum_b d*da_b*sum(q*a) + c*s_b         (c: -8d, -16d, m, -dmin*m)
  *     S8:     sum_b d*da_b*sum(q*a)
- *     U6:     sum_b d*da_b*sum_h sc_h*(sum_h(q*a) - 32*sum16_h)
+ *     U6:     sum_b d*da_b*sum_h sc_h*(sum_h(q*a) + x32_h), x32_h = -32*sum_h(a)
  */
 #include <math.h>
 #include <stddef.h>
@@ -58,7 +58,7 @@ void het_q8r_quantize_scalar(const float *x, const struct het_q8r_layout *l, voi
         const int sum32 = sum[0] + sum[1];
         struct het_q8r_meta m = {
             .d = d, .s = d * (float)sum32, .sum32 = sum32,
-            .sum16 = {(int16_t)sum[0], (int16_t)sum[1]},
+            .x32 = {-32 * sum[0], -32 * sum[1]},
             .off8 = {(int16_t)(-8 * (P[0][0] + P[1][0])), (int16_t)(-8 * (P[0][1] + P[1][1]))},
             .off32 = {{(int16_t)(-32 * P[0][0]), (int16_t)(-32 * P[0][1])},
                       {(int16_t)(-32 * P[1][0]), (int16_t)(-32 * P[1][1])}},
@@ -216,7 +216,7 @@ static float het_qblk_dot(enum het_panel_kind kind, const struct het_qblk *w, co
     if (kind == HET_PANEL_U6) {
         int s[2] = {0, 0};
         for (int j = 0; j < 32; j++) s[j / 16] += w->q[j] * qa[j];
-        int isum = w->sc[0] * (s[0] - 32 * m->sum16[0]) + w->sc[1] * (s[1] - 32 * m->sum16[1]);
+        int isum = w->sc[0] * (s[0] + m->x32[0]) + w->sc[1] * (s[1] + m->x32[1]);
         return w->d * m->d * (float)isum;
     }
     int isum = 0;

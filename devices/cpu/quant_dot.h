@@ -39,13 +39,15 @@
  *   +0        int8  qs[32]     round(x / d), |q| <= 127
  *   +32       uint8 ua[32]     |qs|, only in the 96-byte form (q8_0 weights)
  *   +bs-32    struct het_q8r_meta: d (amax/127), s = d*sum(qs), sum32 =
- *             sum(qs), sum16[2] = sums of each 16-element half, and the
- *             offsets the compact kernels start their s16 pair sums from:
+ *             sum(qs), x32[2] = -32 * the sum of each 16-element half
+ *             (q6_K's offset as the i32 a kernel starts a half's sums
+ *             from: one broadcast load), and the
+ *             offsets the AVX2 kernels start their s16 pair sums from:
  *             with P[h][p] = sum of qs[j] over half h and pair slot p =
  *             (j/2)%2 (the s16 lane vpmaddubsw puts element j in),
  *             off8[p] = -8*(P[0][p] + P[1][p]) (q4_0's -8) and
  *             off32[h][p] = -32*P[h][p] (q6_K's -32, per half block)
- * bs is 64, or 96 with ua; the rest of the block is zero padding.
+ * The metadata fills its 32 bytes. bs is 64, or 96 with ua.
  * group > 1 (8: a K-quant's 256-element super-block) makes every run of
  * `group` blocks share one d, the amax of all their elements / 127, so that
  * a kernel may sum a super-block's scaled block sums before it applies d;
@@ -58,7 +60,7 @@ struct het_q8r_meta {
     float   d;
     float   s;
     int32_t sum32;
-    int16_t sum16[2];
+    int32_t x32[2];
     int16_t off8[2];
     int16_t off32[2][2];
 };

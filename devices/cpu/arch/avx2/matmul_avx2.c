@@ -111,7 +111,7 @@ static void het_q8r_quantize_avx2(const float *x, const struct het_q8r_layout *l
         _mm256_storeu_si256((__m256i *)blk, q);
         if (l->with_abs) _mm256_storeu_si256((__m256i *)(blk + 32), _mm256_abs_epi8(q));
         struct het_q8r_meta m = {
-            .d = d, .s = d * (float)(lo + hi), .sum32 = lo + hi, .sum16 = {(int16_t)lo, (int16_t)hi},
+            .d = d, .s = d * (float)(lo + hi), .sum32 = lo + hi, .x32 = {-32 * lo, -32 * hi},
             .off8 = {(int16_t)(-8 * (P[0] + P[2])), (int16_t)(-8 * (P[1] + P[3]))},
             .off32 = {{(int16_t)(-32 * P[0]), (int16_t)(-32 * P[1])}, {(int16_t)(-32 * P[2]), (int16_t)(-32 * P[3])}},
         };

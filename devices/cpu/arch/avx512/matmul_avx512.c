@@ -30,8 +30,9 @@
  * divide, then the quants. The integer metadata is one 128-bit vector
  * ([P00 P01 P10 P11], the pair-slot sums of the two halves, from one
  * reduction of both halves together), written with plain stores. */
-_Static_assert(offsetof(struct het_q8r_meta, sum32) == 8 && offsetof(struct het_q8r_meta, sum16) == 12 &&
-                   offsetof(struct het_q8r_meta, off32) == 20 && sizeof(struct het_q8r_meta) == 28,
+_Static_assert(offsetof(struct het_q8r_meta, sum32) == 8 && offsetof(struct het_q8r_meta, x32) == 12 &&
+                   offsetof(struct het_q8r_meta, off8) == 20 && offsetof(struct het_q8r_meta, off32) == 24 &&
+                   sizeof(struct het_q8r_meta) == 32,
                "het_q8r_quantize_avx512 writes the metadata by these offsets");
 
 #define HET_QZ_CHUNK 64 /* blocks whose scales are found at once */
@@ -80,17 +81,21 @@ static void het_q8r_quantize_avx512(const float *x, const struct het_q8r_layout 
             const __m128i P = _mm512_castsi512_si128(_mm512_permutexvar_epi32(pick, t)); /* P00 P01 P10 P11 */
             const __m128i halves = _mm_hadd_epi32(P, P);                                 /* lo hi lo hi     */
             const __m128i slots = _mm_add_epi32(P, _mm_shuffle_epi32(P, _MM_SHUFFLE(1, 0, 3, 2)));
-            const __m128i w1 = _mm_unpacklo_epi64(halves, _mm_sub_epi32(_mm_setzero_si128(), _mm_slli_epi32(slots, 3)));
-            const __m128i w2 = _mm_sub_epi32(_mm_setzero_si128(), _mm_slli_epi32(P, 5));
+            const __m128i o8 = _mm_sub_epi32(_mm_setzero_si128(), _mm_slli_epi32(slots, 3));
+            const __m128i o32 = _mm_sub_epi32(_mm_setzero_si128(), _mm_slli_epi32(P, 5));
+            /* int16 off8[2], off32[2][2] (then two zero words, not stored) */
+            const __m128i w = _mm_packs_epi32(_mm_unpacklo_epi64(o8, o32), _mm_unpackhi_epi64(o32, _mm_setzero_si128()));
             const int32_t sum32 = _mm_cvtsi128_si32(halves) + _mm_extract_epi32(halves, 1);
-            /* d, s, sum32, then int16 sum16[2], off8[2], off32[2][2], then 4 zero bytes */
+            /* d, s, sum32, int32 x32[2] = -32 * each half's sum, then the int16 offsets */
             uint8_t *mt = blk + l->bs - 32;
             const float s = d * (float)sum32;
+            const int32_t w8 = _mm_extract_epi32(w, 2);
             memcpy(mt, &d, 4);
             memcpy(mt + 4, &s, 4);
             memcpy(mt + 8, &sum32, 4);
-            _mm_storeu_si128((__m128i *)(void *)(mt + 12), _mm_packs_epi32(w1, w2));
-            memset(mt + 28, 0, 4);
+            _mm_storel_epi64((__m128i *)(void *)(mt + 12), _mm_sub_epi32(_mm_setzero_si128(), _mm_slli_epi32(halves, 5)));
+            _mm_storel_epi64((__m128i *)(void *)(mt + 20), w);
+            memcpy(mt + 28, &w8, 4);
         }
     }
 }

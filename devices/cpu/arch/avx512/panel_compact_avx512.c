@@ -207,7 +207,7 @@ HET_INLINE void het_q80_blk(const struct het_panel_layout *l, const uint8_t *grp
     for (int c = 0; c < NC; c++) acc[c] = het_fscale(acc[c], s[c], dv, HET_MT(a[c], bs, b)->d);
 }
 
-/* Q6C: d * (sc_lo * (sum_lo(q*a) - 32*sum16[0]) + sc_hi * (...[1])), the
+/* Q6C: d * (sc_lo * (sum_lo(q*a) + x32[0]) + sc_hi * (...[1])), the
  * rows' int8 half scales applied to the i32 half sums. */
 HET_INLINE void het_q6c_blk(const struct het_panel_layout *l, const uint8_t *grp, int64_t j, int64_t len,
                             const uint8_t *const *a, int64_t b, __m512 *acc, const int NC, const bool vnni)
@@ -222,8 +222,8 @@ HET_INLINE void het_q6c_blk(const struct het_panel_layout *l, const uint8_t *grp
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) {
         const struct het_q8r_meta *m = HET_MT(a[c], HET_Q8R_BS, b);
-        sl[c] = _mm512_set1_epi32(-32 * m->sum16[0]);
-        sh[c] = _mm512_set1_epi32(-32 * m->sum16[1]);
+        sl[c] = _mm512_set1_epi32(m->x32[0]);
+        sh[c] = _mm512_set1_epi32(m->x32[1]);
     }
     het_nib_dot(pb, qh, a, b, sl, sh, NC, vnni);
     const __m512 dv = het_ld_h16(grp + het_cpanel_d_off(l, len) + 32 * (j / 8));
@@ -442,7 +442,7 @@ HET_INLINE __m512i het_x_start(const struct het_q8r_meta *m, int half, const enu
     switch (kind) {
     case HET_PANEL_Q40: return _mm512_set1_epi32(-8 * m->sum32);
     case HET_PANEL_Q80: return vnni ? _mm512_set1_epi32(-128 * m->sum32) : _mm512_setzero_si512();
-    case HET_PANEL_Q6C: return _mm512_set1_epi32(-32 * m->sum16[half]);
+    case HET_PANEL_Q6C: return _mm512_set1_epi32(m->x32[half]);
     default:            return _mm512_setzero_si512();
     }
 }
