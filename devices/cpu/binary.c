@@ -65,19 +65,12 @@ static enum het_status binary_compute(enum binary_op op, const struct het_comput
     const int64_t ne0 = dst->ne[0];
     const bool dense = dst->nb[0] == sizeof(float) && a->nb[0] == sizeof(float) && b->nb[0] == sizeof(float);
 
-    const int64_t nrows = het_nrows(dst), np = het_cpu_n_parts(p, nrows, het_vec_part_rows(ne0));
-    for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
-        int64_t r0, r1;
-        het_vec_split(nrows, (int)k, (int)np, &r0, &r1);
-        for (int64_t r = r0; r < r1; r++) {
-            int64_t i1, i2, i3;
-            het_vec_row_index(dst, r, &i1, &i2, &i3);
-            char *y = het_vec_row(dst, i1, i2, i3);
-            const char *ra = het_vec_row(a, i1, i2, i3);
-            const char *rb = het_vec_row(b, i1 % b->ne[1], i2 % b->ne[2], i3 % b->ne[3]);
-            if (dense) binary_row_dense(op, ne0, (float *)y, (const float *)ra, (const float *)rb, b->ne[0]);
-            else       binary_row_strided(op, ne0, y, dst->nb[0], ra, a->nb[0], rb, b->nb[0], b->ne[0]);
-        }
+    for (struct het_cpu_rows it = het_cpu_rows_begin(p, dst); het_cpu_rows_next(&it);) {
+        char *y = het_vec_row(dst, it.i1, it.i2, it.i3);
+        const char *ra = het_vec_row(a, it.i1, it.i2, it.i3);
+        const char *rb = het_vec_row(b, it.i1 % b->ne[1], it.i2 % b->ne[2], it.i3 % b->ne[3]);
+        if (dense) binary_row_dense(op, ne0, (float *)y, (const float *)ra, (const float *)rb, b->ne[0]);
+        else       binary_row_strided(op, ne0, y, dst->nb[0], ra, a->nb[0], rb, b->nb[0], b->ne[0]);
     }
     return HET_OK;
 }

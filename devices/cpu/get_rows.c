@@ -76,23 +76,17 @@ enum het_status het_cpu_get_rows(const struct het_compute_params *p, struct het_
     const struct het_tensor *a = dst->src[0], *ids = dst->src[1];
     const bool plain = get_rows_plain(a->type);
 
-    const int64_t nrows = het_nrows(dst), np = het_cpu_n_parts(p, nrows, het_vec_part_rows(dst->ne[0]));
-    for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
-        int64_t r0, r1;
-        het_vec_split(nrows, (int)k, (int)np, &r0, &r1);
-        for (int64_t r = r0; r < r1; r++) {
-            int64_t i1, i2, i3;
-            het_vec_row_index(dst, r, &i1, &i2, &i3);
-            int32_t id = *(const int32_t *)((const char *)ids->data + i1 * ids->nb[0] + i2 * ids->nb[1] +
-                                            i3 * ids->nb[2]);
-            if (id < 0 || id >= a->ne[1]) { st = HET_ERR_INVALID; continue; }
-            char *y = het_vec_row(dst, i1, i2, i3);
-            const char *x = het_vec_row(a, id, i2 % a->ne[2], i3 % a->ne[3]);
-            if (plain) get_rows_plain_row(p->isa, dst->ne[0], y, dst->nb[0], x, a->nb[0], a->type);
-            else {
-                enum het_status s = get_rows_quant_row(dst->ne[0], y, dst->nb[0], x, a->type);
-                if (s != HET_OK) st = s;
-            }
+    for (struct het_cpu_rows it = het_cpu_rows_begin(p, dst); het_cpu_rows_next(&it);) {
+        const int64_t i1 = it.i1, i2 = it.i2, i3 = it.i3;
+        int32_t id = *(const int32_t *)((const char *)ids->data + i1 * ids->nb[0] + i2 * ids->nb[1] +
+                                        i3 * ids->nb[2]);
+        if (id < 0 || id >= a->ne[1]) { st = HET_ERR_INVALID; continue; }
+        char *y = het_vec_row(dst, i1, i2, i3);
+        const char *x = het_vec_row(a, id, i2 % a->ne[2], i3 % a->ne[3]);
+        if (plain) get_rows_plain_row(p->isa, dst->ne[0], y, dst->nb[0], x, a->nb[0], a->type);
+        else {
+            enum het_status s = get_rows_quant_row(dst->ne[0], y, dst->nb[0], x, a->type);
+            if (s != HET_OK) st = s;
         }
     }
     return st;

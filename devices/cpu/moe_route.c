@@ -33,33 +33,27 @@ enum het_status het_cpu_top_k(const struct het_compute_params *p, struct het_ten
     const int64_t n = a->ne[0], k = dst->ne[0];
     if (k < 1 || k > n || k > 1024 || dst->ne[1] != a->ne[1] || dst->ne[2] != a->ne[2] || dst->ne[3] != a->ne[3])
         return HET_ERR_INVALID;
-    const int64_t units = het_nrows(a), np = het_cpu_n_parts(p, units, het_vec_part_rows(n));
-    for (int64_t part = het_cpu_part_first(p, np); part < np; part = het_cpu_part_next(p, np, part)) {
-        int64_t r0, r1;
-        het_vec_split(units, (int)part, (int)np, &r0, &r1);
-        for (int64_t r = r0; r < r1; r++) {
-            int64_t i1, i2, i3;
-            het_vec_row_index(a, r, &i1, &i2, &i3);
-            const char *x = het_vec_row(a, i1, i2, i3);
-            char *y = het_vec_row(dst, i1, i2, i3);
-            /* insertion into a sorted list of the best k so far */
-            int32_t best[1024];
-            float bv[1024];
-            int64_t nb = 0;
-            for (int64_t i = 0; i < n; i++) {
-                float v = route_load(a, x, i);
-                if (nb == k && !route_before(v, i, bv[k - 1], best[k - 1])) continue;
-                int64_t j = nb < k ? nb++ : k - 1;
-                while (j > 0 && route_before(v, i, bv[j - 1], best[j - 1])) {
-                    bv[j] = bv[j - 1];
-                    best[j] = best[j - 1];
-                    j--;
-                }
-                bv[j] = v;
-                best[j] = (int32_t)i;
+    for (struct het_cpu_rows it = het_cpu_rows_begin(p, a); het_cpu_rows_next(&it);) {
+        const int64_t i1 = it.i1, i2 = it.i2, i3 = it.i3;
+        const char *x = het_vec_row(a, i1, i2, i3);
+        char *y = het_vec_row(dst, i1, i2, i3);
+        /* insertion into a sorted list of the best k so far */
+        int32_t best[1024];
+        float bv[1024];
+        int64_t nb = 0;
+        for (int64_t i = 0; i < n; i++) {
+            float v = route_load(a, x, i);
+            if (nb == k && !route_before(v, i, bv[k - 1], best[k - 1])) continue;
+            int64_t j = nb < k ? nb++ : k - 1;
+            while (j > 0 && route_before(v, i, bv[j - 1], best[j - 1])) {
+                bv[j] = bv[j - 1];
+                best[j] = best[j - 1];
+                j--;
             }
-            for (int64_t j = 0; j < k; j++) memcpy(y + j * dst->nb[0], &best[j], sizeof(int32_t));
+            bv[j] = v;
+            best[j] = (int32_t)i;
         }
+        for (int64_t j = 0; j < k; j++) memcpy(y + j * dst->nb[0], &best[j], sizeof(int32_t));
     }
     return HET_OK;
 }
@@ -70,19 +64,13 @@ enum het_status het_cpu_sum_rows(const struct het_compute_params *p, struct het_
     if (!a || a->type != HET_TYPE_F32 || dst->type != HET_TYPE_F32) return HET_ERR_UNSUPPORTED;
     if (dst->ne[0] != 1 || dst->ne[1] != a->ne[1] || dst->ne[2] != a->ne[2] || dst->ne[3] != a->ne[3])
         return HET_ERR_INVALID;
-    const int64_t units = het_nrows(a), np = het_cpu_n_parts(p, units, het_vec_part_rows(a->ne[0]));
-    for (int64_t part = het_cpu_part_first(p, np); part < np; part = het_cpu_part_next(p, np, part)) {
-        int64_t r0, r1;
-        het_vec_split(units, (int)part, (int)np, &r0, &r1);
-        for (int64_t r = r0; r < r1; r++) {
-            int64_t i1, i2, i3;
-            het_vec_row_index(a, r, &i1, &i2, &i3);
-            const char *x = het_vec_row(a, i1, i2, i3);
-            double s = 0;
-            for (int64_t i = 0; i < a->ne[0]; i++) s += route_load(a, x, i);
-            float v = (float)s;
-            memcpy(het_vec_row(dst, i1, i2, i3), &v, sizeof v);
-        }
+    for (struct het_cpu_rows it = het_cpu_rows_begin(p, a); het_cpu_rows_next(&it);) {
+        const int64_t i1 = it.i1, i2 = it.i2, i3 = it.i3;
+        const char *x = het_vec_row(a, i1, i2, i3);
+        double s = 0;
+        for (int64_t i = 0; i < a->ne[0]; i++) s += route_load(a, x, i);
+        float v = (float)s;
+        memcpy(het_vec_row(dst, i1, i2, i3), &v, sizeof v);
     }
     return HET_OK;
 }

@@ -36,23 +36,17 @@ enum het_status het_cpu_rms_norm(const struct het_compute_params *p, struct het_
     const int64_t ne0 = dst->ne[0];
     const bool dense = dst->nb[0] == sizeof(float) && x->nb[0] == sizeof(float);
 
-    const int64_t nrows = het_nrows(dst), np = het_cpu_n_parts(p, nrows, het_vec_part_rows(ne0));
-    for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
-        int64_t r0, r1;
-        het_vec_split(nrows, (int)k, (int)np, &r0, &r1);
-        for (int64_t r = r0; r < r1; r++) {
-            int64_t i1, i2, i3;
-            het_vec_row_index(dst, r, &i1, &i2, &i3);
-            char *ry = het_vec_row(dst, i1, i2, i3);
-            const char *rx = het_vec_row(x, i1, i2, i3);
-            float s = het_cpu_rms_scale(p->isa, ne0, rx, x->nb[0], eps);
-            if (dense) {
-                het_vec_scale_f32(ne0, (float *)ry, (const float *)rx, s);
-                continue;
-            }
-            for (int64_t i = 0; i < ne0; i++)
-                *(float *)(ry + i * dst->nb[0]) = *(const float *)(rx + i * x->nb[0]) * s;
+    for (struct het_cpu_rows it = het_cpu_rows_begin(p, dst); het_cpu_rows_next(&it);) {
+        const int64_t i1 = it.i1, i2 = it.i2, i3 = it.i3;
+        char *ry = het_vec_row(dst, i1, i2, i3);
+        const char *rx = het_vec_row(x, i1, i2, i3);
+        float s = het_cpu_rms_scale(p->isa, ne0, rx, x->nb[0], eps);
+        if (dense) {
+            het_vec_scale_f32(ne0, (float *)ry, (const float *)rx, s);
+            continue;
         }
+        for (int64_t i = 0; i < ne0; i++)
+            *(float *)(ry + i * dst->nb[0]) = *(const float *)(rx + i * x->nb[0]) * s;
     }
     return HET_OK;
 }

@@ -114,19 +114,9 @@ int het_cpu_norm_chain(const struct het_compute_params *p, struct het_tensor *co
     const int used = chain_find(nodes, n, &c);
     if (used == 0) return 0;
     *st = HET_OK;
-    const struct het_tensor *y = c.y;
-    const int64_t ne0 = y->ne[0];
     if (!c.rope) {
-        const int64_t nrows = het_nrows(y), np = het_cpu_n_parts(p, nrows, het_vec_part_rows(ne0));
-        for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
-            int64_t r0, r1;
-            het_vec_split(nrows, (int)k, (int)np, &r0, &r1);
-            for (int64_t r = r0; r < r1; r++) {
-                int64_t i1, i2, i3;
-                het_vec_row_index(y, r, &i1, &i2, &i3);
-                chain_row(&c, p->isa, i1, i2, i3);
-            }
-        }
+        for (struct het_cpu_rows it = het_cpu_rows_begin(p, c.y); het_cpu_rows_next(&it);)
+            chain_row(&c, p->isa, it.i1, it.i2, it.i3);
         return used;
     }
     het_cpu_rope_parts(p, &c.ra, chain_heads, &(struct chain_heads_ctx){ &c, p->isa });

@@ -97,21 +97,15 @@ enum het_status het_cpu_softmax(const struct het_compute_params *p, struct het_t
     const bool dense = dst->nb[0] == sizeof(float) && a.x->nb[0] == sizeof(float) &&
                        (!a.mask || a.mask->nb[0] == sizeof(float));
 
-    const int64_t nrows = het_nrows(dst), np = het_cpu_n_parts(p, nrows, het_vec_part_rows(dst->ne[0]));
-    for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
-        int64_t r0, r1;
-        het_vec_split(nrows, (int)k, (int)np, &r0, &r1);
-        for (int64_t r = r0; r < r1; r++) {
-            int64_t i1, i2, i3;
-            het_vec_row_index(dst, r, &i1, &i2, &i3);
-            char *ry = het_vec_row(dst, i1, i2, i3);
-            const char *rx = het_vec_row(a.x, i1, i2, i3);
-            const char *rm = a.mask ? (const char *)a.mask->data + (i1 % a.mask->ne[1]) * a.mask->nb[1] : NULL;
-            int64_t lim = softmax_limit(&a, i1);
-            if (lim < 0) lim = 0;
-            if (dense) softmax_row_dense(&a, (float *)ry, (const float *)rx, (const float *)rm, lim);
-            else       softmax_row_strided(&a, ry, rx, rm, lim);
-        }
+    for (struct het_cpu_rows it = het_cpu_rows_begin(p, dst); het_cpu_rows_next(&it);) {
+        const int64_t i1 = it.i1, i2 = it.i2, i3 = it.i3;
+        char *ry = het_vec_row(dst, i1, i2, i3);
+        const char *rx = het_vec_row(a.x, i1, i2, i3);
+        const char *rm = a.mask ? (const char *)a.mask->data + (i1 % a.mask->ne[1]) * a.mask->nb[1] : NULL;
+        int64_t lim = softmax_limit(&a, i1);
+        if (lim < 0) lim = 0;
+        if (dense) softmax_row_dense(&a, (float *)ry, (const float *)rx, (const float *)rm, lim);
+        else       softmax_row_strided(&a, ry, rx, rm, lim);
     }
     return HET_OK;
 }

@@ -68,29 +68,23 @@ static enum het_status unary_compute(enum unary_op op, const struct het_compute_
     const bool dense = dst->nb[0] == sizeof(float) && x->nb[0] == sizeof(float) &&
                        (!u || u->nb[0] == sizeof(float));
 
-    const int64_t nrows = het_nrows(dst), np = het_cpu_n_parts(p, nrows, het_vec_part_rows(ne0));
-    for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
-        int64_t r0, r1;
-        het_vec_split(nrows, (int)k, (int)np, &r0, &r1);
-        for (int64_t r = r0; r < r1; r++) {
-            int64_t i1, i2, i3;
-            het_vec_row_index(dst, r, &i1, &i2, &i3);
-            char *ry = het_vec_row(dst, i1, i2, i3);
-            if (op == UNARY_SWIGLU) { /* the row as a matmul that reads it makes it (het_cpu_swiglu_row) */
-                het_cpu_swiglu_row(p->isa, dst, i1, i2, i3, (float *)ry, dst->nb[0]);
-                continue;
-            }
-            const char *rx = het_vec_row(x, i1, i2, i3);
-            const char *ru = u ? het_vec_row(u, i1, i2, i3) : NULL;
-            if (dense) {
-                unary_row_dense(op, p->isa, ne0, (float *)ry, (const float *)rx, (const float *)ru, s);
-                continue;
-            }
-            for (int64_t i = 0; i < ne0; i++) {
-                float vx = *(const float *)(rx + i * x->nb[0]);
-                float vu = ru ? *(const float *)(ru + i * u->nb[0]) : 0.0f;
-                *(float *)(ry + i * dst->nb[0]) = unary_apply(op, vx, vu, s);
-            }
+    for (struct het_cpu_rows it = het_cpu_rows_begin(p, dst); het_cpu_rows_next(&it);) {
+        const int64_t i1 = it.i1, i2 = it.i2, i3 = it.i3;
+        char *ry = het_vec_row(dst, i1, i2, i3);
+        if (op == UNARY_SWIGLU) { /* the row as a matmul that reads it makes it (het_cpu_swiglu_row) */
+            het_cpu_swiglu_row(p->isa, dst, i1, i2, i3, (float *)ry, dst->nb[0]);
+            continue;
+        }
+        const char *rx = het_vec_row(x, i1, i2, i3);
+        const char *ru = u ? het_vec_row(u, i1, i2, i3) : NULL;
+        if (dense) {
+            unary_row_dense(op, p->isa, ne0, (float *)ry, (const float *)rx, (const float *)ru, s);
+            continue;
+        }
+        for (int64_t i = 0; i < ne0; i++) {
+            float vx = *(const float *)(rx + i * x->nb[0]);
+            float vu = ru ? *(const float *)(ru + i * u->nb[0]) : 0.0f;
+            *(float *)(ry + i * dst->nb[0]) = unary_apply(op, vx, vu, s);
         }
     }
     return HET_OK;

@@ -207,4 +207,38 @@ static inline void het_vec_row_index(const struct het_tensor *t, int64_t r, int6
     *i3 = r / (t->ne[1] * t->ne[2]);
 }
 
+/* The rows of t (every index but dim 0's) that this thread takes, in parts
+ * of at least het_vec_part_rows(t->ne[0]) rows handed out by the step's
+ * counter:
+ *     struct het_cpu_rows it = het_cpu_rows_begin(p, t);
+ *     while (het_cpu_rows_next(&it)) ... row (it.i1, it.i2, it.i3) ...
+ * The loop is one step (het_cpu_part_first/next): run it to its end. */
+struct het_cpu_rows {
+    const struct het_compute_params *p;
+    const struct het_tensor         *t;
+    int64_t n, np;        /* rows, parts                       */
+    int64_t k;            /* the part being walked, -1 before  */
+    int64_t r, r1;        /* next row of the part, its end     */
+    int64_t i1, i2, i3;   /* the row het_cpu_rows_next gave    */
+};
+
+static inline struct het_cpu_rows het_cpu_rows_begin(const struct het_compute_params *p, const struct het_tensor *t)
+{
+    const int64_t n = het_nrows(t);
+    const int64_t np = het_cpu_n_parts(p, n, het_vec_part_rows(t->ne[0]));
+    return (struct het_cpu_rows){ .p = p, .t = t, .n = n, .np = np, .k = -1 };
+}
+
+static inline bool het_cpu_rows_next(struct het_cpu_rows *it)
+{
+    while (it->r >= it->r1) {
+        if (it->k >= it->np) return false; /* the step is over: ask no more */
+        it->k = it->k < 0 ? het_cpu_part_first(it->p, it->np) : het_cpu_part_next(it->p, it->np, it->k);
+        if (it->k >= it->np) return false;
+        het_vec_split(it->n, (int)it->k, (int)it->np, &it->r, &it->r1);
+    }
+    het_vec_row_index(it->t, it->r++, &it->i1, &it->i2, &it->i3);
+    return true;
+}
+
 #endif /* HET_CPU_VEC_H */
