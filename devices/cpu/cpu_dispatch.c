@@ -90,17 +90,23 @@ enum het_status het_cpu_compute(const struct het_compute_params *p, struct het_t
 int het_cpu_compute_nodes(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
                           enum het_status *st)
 {
-    if (n > 0 && nodes[0]->op == HET_OP_MUL_MAT) return het_cpu_mul_mat_group(p, nodes, n, st);
-    if (n > 1 && het_cpu_mul_mat_takes_swiglu(nodes[0], nodes[1])) {
+    if (n < 1) {
+        *st = HET_OK;
+        return 0;
+    }
+    if (nodes[0]->op == HET_OP_MUL_MAT) return het_cpu_mul_mat_group(p, nodes, n, st);
+    /* the fusions het_cpu_fused_len finds, and nothing else, run fused */
+    const int len = het_cpu_fused_len(nodes, n);
+    if (len > 1 && nodes[0]->op == HET_OP_SWIGLU) {
         *st = het_cpu_mul_mat_swiglu(p, nodes[1]);
         return 2;
     }
-    if (n > 1 && nodes[0]->op == HET_OP_RMS_NORM) {
-        const int used = het_cpu_norm_chain(p, nodes, n, st);
+    if (len > 1) {
+        const int used = het_cpu_norm_chain(p, nodes, len, st);
         if (used > 0) return used;
     }
-    *st = n > 0 ? het_cpu_compute(p, nodes[0]) : HET_OK;
-    return n > 0 ? 1 : 0;
+    *st = het_cpu_compute(p, nodes[0]);
+    return 1;
 }
 
 int het_cpu_fused_len(struct het_tensor *const *nodes, int n)
