@@ -56,10 +56,11 @@ static int print_auto(const struct hr_opts *o, het_device **devs)
     printf(" (the default device set of run, logits, bench, plan and serve)\n");
     for (int i = 0; i < n; i++) {
         const struct het_device_caps *k = het_device_get_caps(devs[i]);
-        printf("  %-8s caps:%s%s%s%s%s%s\n", het_device_name(devs[i]), k->async ? " async" : " synchronous",
+        printf("  %-8s caps:%s%s%s%s%s%s%s\n", het_device_name(devs[i]), k->async ? " async" : " synchronous",
                k->host_mapped ? ", host-mapped" : "", k->lossy ? ", lossy" : "",
                k->shares_cpu_cores ? ", shares the CPU's cores" : "", k->host_timed ? "" : ", emulation (not timed)",
-               k->repacks_weights ? ", repacks weights" : "");
+               k->repacks_weights ? ", repacks weights" : "",
+               k->own_memory ? ", own memory (weights uploaded once)" : "");
     }
     het_error eerr = { 0 };
     het_device *emu = het_npu_device_init(HET_NPU_EMULATE, &eerr);

@@ -247,8 +247,20 @@ enum het_status het_vk_ctx_open(struct het_vk_ctx *ctx, int index, het_error *er
     }
     if (st == HET_OK) {
         set_limits(ctx);
-        st = create_exec_objects(ctx, err);
+        ctx->own_memory = ctx->info.type == HET_VULKAN_TYPE_DISCRETE || ctx->opt.own_memory;
+        /* A driver that lists external_memory_host may still refuse every
+         * import (seen: NVIDIA 580 on an H200 in a VM, VK_ERROR_OUT_OF_DEVICE_MEMORY),
+         * and afterwards refuse plain allocations as well: probe once, and on
+         * refusal re-create the device without the extension (mirrored memory). */
+        if (ctx->import_ok && (ctx->opt.refuse_probe || !het_vk_import_probe(ctx))) {
+            vkDestroyDevice(ctx->device, NULL);
+            ctx->device = VK_NULL_HANDLE;
+            ctx->opt.no_import = true;
+            ctx->import_refused = true;
+            st = create_device(ctx, err);
+        }
     }
+    if (st == HET_OK) st = create_exec_objects(ctx, err);
     if (st == HET_OK) st = het_vk_pipelines_init(ctx, err);
     return st;
 }

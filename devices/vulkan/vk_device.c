@@ -116,14 +116,17 @@ het_device *het_vk_device_init_opts(int index, const struct het_vk_options *opt,
     snprintf(dev->name, sizeof dev->name, "vulkan%d", in->index);
     snprintf(dev->desc, sizeof dev->desc, "%.96s (%s; %.24s %.48s; subgroup %u%s; %s)", in->name, type_name(in->type),
              in->driver_name, in->driver_info, in->subgroup_size, ctx->use_subgroup ? " arith" : "",
-             ctx->import_ok ? "host import" : "mirrored memory");
+             ctx->import_ok ? (ctx->own_memory ? "host import, weights uploaded" : "host import")
+                            : ctx->import_refused ? "mirrored memory: the driver refused host import"
+                                                  : "mirrored memory");
     dev->emulated = in->type == HET_VULKAN_TYPE_CPU;
     /* a CPU-type driver (lavapipe) runs its shaders on the CPU's cores: beside
      * the CPU device it competes for them instead of overlapping */
     const bool on_cpu = in->type == HET_VULKAN_TYPE_CPU;
     dev->caps = (struct het_device_caps){ .async = true, .host_mapped = false, .lossy = false,
                                           .shares_cpu_cores = on_cpu, .host_timed = true, .repacks_weights = false,
-                                          .builds_kernels = true };
+                                          .builds_kernels = true,
+                                          .own_memory = !het_vulkan_device_imports_weights(dev) };
     dev->roofline = on_cpu ? (struct het_roofline){ .gbps = 40, .gflops = 100, .t0_us = 8.0, .split_us = 60,
                                                     .source = "CPU-type Vulkan driver: 40 GB/s, 100 GFLOP/s, "
                                                               "60 us a submit" }
@@ -149,6 +152,12 @@ bool het_vulkan_device_get_info(const het_device *dev, struct het_vulkan_device_
     if (!ctx) return false;
     *out = ctx->info;
     return true;
+}
+
+bool het_vulkan_device_imports_weights(const het_device *dev)
+{
+    const struct het_vk_ctx *ctx = vk_ctx(dev);
+    return ctx && ctx->import_ok && !ctx->own_memory;
 }
 
 enum het_status het_vulkan_profiling_enable(het_device *dev, bool enable, het_error *err)

@@ -39,6 +39,8 @@ struct het_vk_options {
     bool     no_subgroup; /* shared-memory reductions even where subgroups work        */
     bool     no_gemm;     /* mul_mat with M > 8 as GEMV column windows (small devices) */
     bool     no_rows;     /* never the row-per-invocation kernels of CPU-type devices */
+    bool     own_memory;  /* act as a discrete device: weights uploaded, not imported */
+    bool     refuse_probe;/* the import probe fails: the device is re-created without import */
 };
 het_device *het_vk_device_init_opts(int index, const struct het_vk_options *opt, het_error *err);
 
@@ -205,7 +207,10 @@ struct het_vk_ctx {
     uint32_t max_groups[3];
     uint32_t max_wg;        /* workgroup invocations (and x size) allowed        */
     bool     gemm_ok;       /* the 256-invocation, 17 KB-shared GEMM kernel fits */
-    bool     import_ok;     /* external_memory_host usable                        */
+    bool     import_ok;     /* external_memory_host usable (and its probe passed) */
+    bool     import_refused;/* the driver has the extension but refused the probe */
+    bool     own_memory;    /* discrete: device memory is not the host's: weights
+                               are uploaded once, not read across the bus        */
     bool     dmabuf_ok;     /* external_memory_dma_buf (+ _fd) enabled            */
     bool     use_subgroup;  /* subgroup arithmetic kernels                        */
     bool     use_rows;      /* row-per-invocation kernels (CPU-type devices)      */
@@ -288,6 +293,10 @@ void            het_vk_region_remove(struct het_vk_ctx *ctx, void *base);
  * and the device takes dma-bufs, else its pages (host pointer), else a
  * mirror with counted copies. Says which in ctx->dev->pool_import. */
 enum het_status het_vk_pool_add(struct het_vk_ctx *ctx, het_pool *pool, het_error *err);
+/* Import one page of private anonymous memory and free it again: false when
+ * the driver refuses (some refuse every private mapping, and then refuse
+ * plain allocations too until the device is re-created). */
+bool het_vk_import_probe(struct het_vk_ctx *ctx);
 void            het_vk_regions_free(struct het_vk_ctx *ctx);
 /* Bind [lo, lo+size) for a kernel. In mirrored regions a read queues an
  * upload (unless this split already wrote the span) and a write queues a

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define STAGING_CHUNK (64u << 20) /* blocking uploads go through this much at a time */
@@ -103,6 +104,19 @@ static VkResult import_chunk(struct het_vk_ctx *ctx, void *ptr, size_t size, str
     r = vkBindBufferMemory(ctx->device, c->buf, c->mem, 0);
     if (r != VK_SUCCESS) chunk_destroy(ctx, c);
     return r;
+}
+
+bool het_vk_import_probe(struct het_vk_ctx *ctx)
+{
+    size_t size = (size_t)ctx->import_align;
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return false;
+    memset(p, 0, size);
+    struct het_vk_chunk c = { .start = 0, .size = size };
+    bool ok = import_chunk(ctx, p, size, &c) == VK_SUCCESS;
+    if (ok) chunk_destroy(ctx, &c);
+    munmap(p, size);
+    return ok;
 }
 
 enum het_status het_vk_staging_reserve(struct het_vk_ctx *ctx, size_t size, het_error *err)
@@ -348,7 +362,10 @@ enum het_status het_vk_region_add(struct het_vk_ctx *ctx, void *base, size_t siz
     rg.abase = (uint8_t *)align_down((uintptr_t)base, ctx->import_align);
     rg.asize = align_up((size_t)((uint8_t *)base + size - rg.abase), ctx->import_align);
 
-    if (!(ctx->import_ok && try_import(ctx, &rg))) {
+    /* A discrete device would read imported weights across the bus at every
+     * use: there they are uploaded once instead. */
+    const bool import = ctx->import_ok && !(ctx->own_memory && kind == HET_MEMORY_WEIGHTS);
+    if (!(import && try_import(ctx, &rg))) {
         st = plan_chunks(ctx, &rg, kind == HET_MEMORY_WEIGHTS, err);
         if (st == HET_OK) st = mirror_region(ctx, &rg, err);
         if (st != HET_OK) {

@@ -54,6 +54,8 @@ struct het_device_caps {
     bool builds_kernels;   /* compiles a kernel the first time a kind of node runs (a
                               Vulkan driver's pipelines): that first run pays the build,
                               counted in stats.n_builds / build_us                        */
+    bool own_memory;       /* reads the weights from memory of its own (a discrete GPU: they
+                              are uploaded once): the host's read bandwidth does not bound it */
 };
 const struct het_device_caps *het_device_get_caps(const het_device *dev);
 

@@ -78,6 +78,12 @@ het_device *het_vulkan_device_init(int index, het_error *err);
 /* Information about an opened device; false when dev is not a Vulkan device. */
 bool het_vulkan_device_get_info(const het_device *dev, struct het_vulkan_device_info *out);
 
+/* Whether an opened device reads mapped weights in place (host-pointer
+ * import, zero copies) rather than uploading them once into its own memory
+ * (a discrete device, or a driver that refused the import probe); false when
+ * dev is not a Vulkan device. */
+bool het_vulkan_device_imports_weights(const het_device *dev);
+
 /* ---------------------------------------------------------------------------
  * Profiling: with it enabled every node of every split records its GPU time
  * (timestamp queries). Records accumulate until read.                       */
