@@ -1,6 +1,6 @@
 /*
  * test_cpu_sync.c — the CPU device's work sharing (devices/cpu/cpu_sync.c):
- * parts handed out from a shared counter, steps that end when every part is
+ * parts handed out (each thread's own run first), steps that end when every part is
  * done. Checked for correctness only, never for time:
  *   - every part of every step runs exactly once, and no part starts before
  *     the previous step's parts are all done (each part checks the previous
@@ -41,7 +41,7 @@ static void nap_us(long us)
 /* Parts of step s: 0 now and then (no step), 1, a few, several per thread. */
 static int64_t parts_of(int s)
 {
-    static const int64_t n[] = { 1, 3, 0, 7, 2, MAXP, 1, 13, 6, 0, 25 };
+    static const int64_t n[] = { 1, 3, 0, 7, 2, MAXP, 1, 13, 6, 0, 25, 12, 36, 32 };
     return n[s % (int)(sizeof n / sizeof n[0])];
 }
 
@@ -81,14 +81,14 @@ static unsigned steps_with_parts(void)
     return n;
 }
 
-/* NTH threads share STEPS steps; with sleepers, some sleep now and then. */
-static void shared_steps(bool sleepers, bool workers)
+/* nth threads share STEPS steps; with sleepers, some sleep now and then. */
+static void shared_steps(bool sleepers, bool workers, int nth)
 {
     clear();
     struct het_cpu_sync sync;
     het_cpu_sync_init(&sync);
     _Atomic int bad = 0, ran = 0, wrong_step = 0, early = 0;
-#pragma omp parallel num_threads(NTH)
+#pragma omp parallel num_threads(nth)
     {
         struct het_cpu_worker w;
         het_cpu_worker_init(&w, &sync);
@@ -111,8 +111,8 @@ static void shared_steps(bool sleepers, bool workers)
         if (workers && w.step != steps_with_parts()) atomic_fetch_add(&wrong_step, 1);
     }
     const char *what = workers ? (sleepers ? "shared, with sleepers" : "shared") : "static";
-    if (atomic_load(&ran) != NTH) {
-        het_test_skip("OpenMP gave fewer than %d threads", NTH);
+    if (atomic_load(&ran) != nth) {
+        het_test_skip("OpenMP gave fewer than %d threads", nth);
     }
     CHECK(count_wrong() == 0, "%s: %d parts did not run exactly once", what, count_wrong());
     CHECK(atomic_load(&bad) == 0, "%s: %d parts started before the previous step was done", what, atomic_load(&bad));
@@ -169,9 +169,11 @@ int main(void)
 {
     CHECK(parts_of(5) <= MAXP, "MAXP too small");
     omp_set_dynamic(0);
-    shared_steps(false, true);
-    shared_steps(true, true);
-    shared_steps(false, false);
+    shared_steps(false, true, NTH);
+    shared_steps(true, true, NTH);
+    shared_steps(false, false, NTH);
+    /* more threads than runs: some threads share their run (cpu_sync.c) */
+    shared_steps(false, true, HET_CPU_SYNC_RUNS + 2);
     absent_thread();
     /* het_cpu_n_parts: none for no work, one for one thread, never above the cap */
     struct het_compute_params one = { .nth = 1 }, two = { .nth = 2 };
