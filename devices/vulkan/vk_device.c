@@ -126,7 +126,7 @@ het_device *het_vk_device_init_opts(int index, const struct het_vk_options *opt,
     dev->caps = (struct het_device_caps){ .async = true, .host_mapped = false, .lossy = false,
                                           .shares_cpu_cores = on_cpu, .host_timed = true, .repacks_weights = false,
                                           .builds_kernels = true,
-                                          .own_memory = !het_vulkan_device_imports_weights(dev) };
+                                          .own_memory = ctx->own_memory };
     dev->roofline = on_cpu ? (struct het_roofline){ .gbps = 40, .gflops = 100, .t0_us = 8.0, .split_us = 60,
                                                     .source = "CPU-type Vulkan driver: 40 GB/s, 100 GFLOP/s, "
                                                               "60 us a submit" }
