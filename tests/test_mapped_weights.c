@@ -259,11 +259,13 @@ static void test_vulkan(const char *path)
         report("vulkan, copied:", &copied);
         const long long W = (long long)mapped.weight_bytes;
         same_logits(&mapped, &copied, "vulkan");
-        if (imports)
+        if (imports) {
             CHECK(mapped.copied == 0 && mapped.dev_copied == 0,
                   "vulkan imports the mapping: 0 bytes copied (pool %llu, device %llu)",
                   (unsigned long long)mapped.copied, (unsigned long long)mapped.dev_copied);
-        else   /* a discrete device, or a driver that refused the import: uploaded once */
+            CHECK(mapped.d_shmem < W / 4, "mapped: the pool grew by %.1f MiB, far less than the weights %.1f MiB",
+                  mib(mapped.d_shmem), mib(W));
+        } else   /* a discrete device, or a driver that refused the import: uploaded once */
             CHECK(mapped.dev_copied >= (uint64_t)W,
                   "vulkan uploads the mapped weights: device copied %llu of %lld bytes",
                   (unsigned long long)mapped.dev_copied, W);

@@ -1543,12 +1543,10 @@ static void run_config(const char *name, const struct het_vk_options *opt, bool 
     printf("[%s] %llu splits, %llu nodes, %llu bytes copied, %.1f s cpu\n", name,
            (unsigned long long)stats.n_splits, (unsigned long long)stats.n_nodes,
            (unsigned long long)stats.copied_bytes, (double)(clock() - t0) / CLOCKS_PER_SEC);
-    struct het_vulkan_device_info info;
-    het_vulkan_device_get_info(dev, &info);
     if (!opt) test_lost(&e); /* last: the device is unusable afterwards */
     if (opt && opt->no_import) CHECK(stats.copied_bytes > 0, "[%s] mirrored device copied nothing", name);
     /* a discrete device uploads registered weights once (0 copies only where it reads them in place) */
-    if (!opt && info.external_memory_host && het_vulkan_device_imports_weights(dev))
+    if (!opt && het_vulkan_device_imports_weights(dev))
         CHECK(stats.copied_bytes == 0, "[%s] importing device copied %llu bytes", name,
               (unsigned long long)stats.copied_bytes);
     het_device_unregister_memory(dev, e.arena);

@@ -53,8 +53,9 @@ enum het_cpu_isa {
 
 /* How the threads of a job share a node's work (cpu_sync.c). A kernel runs
  * as one or more steps (one per phase, e.g. quantise the activations, then
- * multiply); a step is cut into parts, which go to whichever thread asks
- * next, and a step is over when all its parts are done. Every thread must
+ * multiply); a step is cut into parts, each thread taking from its own run
+ * of adjacent parts first and then from the others', and a step is over
+ * when all its parts are done. Every thread must
  * walk the same steps with the same part counts. */
 #define HET_CPU_PARTS_MAX 65535
 /* Runs of adjacent parts a step is cut into, one per thread up to this many

@@ -93,7 +93,6 @@ static inline void het_sync_relax(void)
 
 static inline unsigned work_step(uint64_t v) { return (unsigned)(v >> 32); }
 static inline unsigned work_done(uint64_t v) { return (unsigned)(v >> 16) & 0xffffu; }
-static inline unsigned work_given(uint64_t v) { return (unsigned)v & 0xffffu; }
 
 void het_cpu_sync_init(struct het_cpu_sync *s)
 {
@@ -230,7 +229,8 @@ static int64_t het_sync_take(struct het_cpu_worker *w, int ith, int nth, int64_t
 /* Without a worker (the static split) thread ith takes the parts
  * part_of(ith), part_of(ith + nth), ...: when n is a multiple of nth the
  * parts form nth runs of n / nth and thread ith works through run ith, the
- * same runs the worker threads own. part_of is a permutation of [0, n). */
+ * same runs the worker threads own (up to HET_CPU_SYNC_RUNS threads). part_of
+ * is a permutation of [0, n). */
 static int64_t part_of(int64_t k, int64_t n, int nth)
 {
     if (nth <= 1 || k >= n || n % nth) return k;
@@ -304,7 +304,8 @@ void het_cpu_sync_all(const struct het_compute_params *p)
         while (!(g & GATE_CLOSED) && !atomic_compare_exchange_weak(&s->gate, &g, g | GATE_CLOSED)) {}
         n = (int64_t)(g & GATE_MEMBERS) + 1;
     }
-    if (het_sync_take(p->worker, p->ith, p->nth, n, false, true) < n) het_sync_take(p->worker, p->ith, p->nth, n, true, false);
+    if (het_sync_take(p->worker, p->ith, p->nth, n, false, true) < n)
+        het_sync_take(p->worker, p->ith, p->nth, n, true, false);
 }
 
 int64_t het_cpu_n_parts(const struct het_compute_params *p, int64_t units, int64_t min_units)
