@@ -923,6 +923,56 @@ static bool het_mm_joins(const struct het_mm_plan *g, int n, const struct het_mm
     return true;
 }
 
+/* The units a member's parts cut (panels, or weight rows) and their bytes. */
+static int64_t het_mm_units(const struct het_mm_plan *p, size_t *unit_bytes)
+{
+    if (p->use_panel) {
+        *unit_bytes = het_mm_align(p->pl.bytes);
+        return het_mm_panel_items(p);
+    }
+    *unit_bytes = p->a->nb[1];
+    return p->B2 * p->B3 * p->N;
+}
+
+/* Parts of equal bytes across the members of a group, so that the runs the
+ * step's parts form (one per thread, cpu_sync.c) are equal too. Each
+ * member's own count cuts it for itself: q, k and v of a layer, 8 parts
+ * each, made parts of 147 KB (q) and 74 KB (k, v) in a Qwen3-0.6B decode,
+ * and the two threads' runs 1.47 and 0.88 MB: the second took parts of the
+ * first's run, from another stream, for the last third of every step. The
+ * member with the coarsest parts sets the size, the others are cut to it
+ * (at least one part each); then parts go to the member whose parts are
+ * largest until the total is a multiple of the threads (or none can take
+ * one more). Returns the total; parts[] gets each member's count. */
+static int64_t het_mm_group_parts(const struct het_mm_plan *g, int ng, const struct het_compute_params *cp,
+                                  int64_t *parts)
+{
+    int64_t units[HET_CPU_MM_GROUP_MAX];
+    double bytes[HET_CPU_MM_GROUP_MAX], part_bytes = 0.0;
+    for (int i = 0; i < ng; i++) {
+        size_t ub;
+        units[i] = het_mm_units(&g[i], &ub);
+        bytes[i] = (double)ub * (double)units[i];
+        if (bytes[i] / (double)parts[i] > part_bytes) part_bytes = bytes[i] / (double)parts[i];
+    }
+    int64_t total = 0;
+    for (int i = 0; i < ng; i++) {
+        int64_t n = (int64_t)(bytes[i] / part_bytes + 0.5);
+        parts[i] = n < 1 ? 1 : n > units[i] ? units[i] : n;
+        total += parts[i];
+    }
+    while (cp->nth > 1 && total % cp->nth != 0 && total < HET_CPU_PARTS_MAX) {
+        int best = -1;
+        for (int i = 0; i < ng; i++)
+            if (parts[i] < units[i] && (best < 0 || bytes[i] / (double)parts[i] > bytes[best] / (double)parts[best]))
+                best = i;
+        if (best < 0) break;
+        parts[best]++;
+        total++;
+    }
+    return total;
+}
+
 int het_cpu_mul_mat_group(const struct het_compute_params *cp, struct het_tensor *const *nodes, int n,
                           enum het_status *st)
 {
@@ -956,6 +1006,7 @@ int het_cpu_mul_mat_group(const struct het_compute_params *cp, struct het_tensor
         if (i > 0 && total + parts[i] > HET_CPU_PARTS_MAX) ng = i;
         else total += parts[i];
     }
+    if (ng > 1) total = het_mm_group_parts(g, ng, cp, parts);
     if (ng == 1) {
         het_mm_run(&g[0], cp);
         return 1;
