@@ -8,7 +8,10 @@
  * counted. --depth D (llama-bench's -d) starts every run from a cache that
  * holds D tokens, evaluated in one batch before the run and not timed: how
  * fast a long conversation goes on. The decode bound counts the cache's
- * bytes each token reads beside the weights'.
+ * bytes each token reads beside the weights'. Right after each decode run,
+ * beside the bandwidth, the time a cache line takes from one thread to
+ * another (handoff.c): where the threads run (one last-level cache, or two
+ * core complexes) moves decode as much as memory does.
  *
  * --load N repeats each repetition beside N busy-loop processes (a laptop
  * with a browser, a server running other work): quiet pp, quiet tg, then
@@ -19,6 +22,7 @@
  */
 #include "tools/gpu_times.h"
 #include "tools/hetrun.h"
+#include "tools/handoff.h"
 #include "tools/membw.h"
 
 #include <signal.h>
@@ -304,6 +308,7 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
     struct load load = { .n = 0 };
     struct series bws = { .n = 0 }, tg_of_bound = { .n = 0 }; /* best of 5 reads right after each run */
     struct series bwr = { .n = 0 }, tg_of_run = { .n = 0 };   /* reads between each run's tokens */
+    struct series hand = { .n = 0 }; /* thread-to-thread hand-off right after each run (handoff.c) */
     double warm;
     /* warm-up: page in the weights, grow scratch, not counted */
     const int32_t *at = toks + depth;
@@ -349,6 +354,8 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
             bws.v[bws.n++] = bw_now;
             tg_of_bound.v[tg_of_bound.n++] = tg.v[tg.n - 1] * (double)dbytes / (bw_now * 1e9);
         }
+        const double ns = membw && threads > 1 ? hr_handoff_ns() : 0;
+        if (ns > 0) hand.v[hand.n++] = ns;
         if (!o->load) continue;
         if (!load_start(&load, o->load)) {
             load_stop(&load);
@@ -370,6 +377,7 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
     if (bws.n) summarize(&bws);
     if (tg_of_bound.n) summarize(&tg_of_bound);
     if (bwr.n) summarize(&bwr);
+    if (hand.n) summarize(&hand);
     if (tg_of_run.n) summarize(&tg_of_run);
     const double bw = own ? 0 : bws.n ? bws.med : hr_measure_read_bandwidth(threads);
     /* prefill's compute bound: meaningful when the CPU alone runs the graph */
@@ -424,6 +432,9 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
             printf(",\"run_bandwidth_gbs\":%.1f,\"run_bandwidth_gbs_min\":%.1f,\"run_bandwidth_gbs_max\":%.1f,"
                    "\"tg_of_run_bound\":%.3f,\"tg_of_run_bound_min\":%.3f,\"tg_of_run_bound_max\":%.3f",
                    bwr.med, bwr.min, bwr.max, tg_of_run.med, tg_of_run.min, tg_of_run.max);
+        if (hand.n)
+            printf(",\"handoff_ns\":%.0f,\"handoff_ns_min\":%.0f,\"handoff_ns_max\":%.0f", hand.med, hand.min,
+                   hand.max);
         if (o->load)
             printf(",\"load\":%d,\"pp_load_tps\":%.2f,\"pp_load_tps_min\":%.2f,\"pp_load_tps_max\":%.2f,"
                    "\"tg_load_tps\":%.2f,\"tg_load_tps_min\":%.2f,\"tg_load_tps_max\":%.2f",
@@ -462,6 +473,9 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
             if (tg_of_run.n)
                 printf("; against the reads between its tokens (%.1f-%.1f GB/s): %.0f%% (%.0f-%.0f%%)", bwr.min,
                        bwr.max, 100 * tg_of_run.med, 100 * tg_of_run.min, 100 * tg_of_run.max);
+            if (hand.n)
+                printf("; a cache line from thread to thread right after it: %.0f ns (%.0f-%.0f)", hand.med,
+                       hand.min, hand.max);
             print_probes(&tg);
             if (o->load) print_csw(&tg);
             printf("\n");
