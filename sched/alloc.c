@@ -91,6 +91,52 @@ static int tensor_index(const het_graph *g, const struct het_tensor *t)
     return (int)((p - first) / sizeof *t);
 }
 
+/* Storage released at a node, waiting out HET_SCRATCH_REUSE_DELAY nodes. */
+struct pending_free {
+    size_t off, size;
+    int    at; /* the node from which it may be reused */
+};
+
+struct pending_list {
+    struct pending_free *v;
+    int                  n, cap;
+};
+
+static int pending_push(struct pending_list *p, size_t off, size_t size, int at)
+{
+    if (p->n == p->cap) {
+        int cap = p->cap ? p->cap * 2 : 64;
+        struct pending_free *nv = realloc(p->v, (size_t)cap * sizeof *nv);
+        if (!nv) return -1;
+        p->v = nv;
+        p->cap = cap;
+    }
+    p->v[p->n++] = (struct pending_free){ off, size, at };
+    return 0;
+}
+
+/* Nodes after its release before storage of `size` bytes is reused (0: the
+ * next node). See alloc.h. */
+static int reuse_delay(size_t size)
+{
+    return size <= HET_SCRATCH_DELAY_MAX_BYTES ? HET_SCRATCH_REUSE_DELAY : 0;
+}
+
+/* Into the free list: what may be reused from node i on. */
+static int pending_release(struct pending_list *p, struct offset_allocator *a, int i)
+{
+    int kept = 0;
+    for (int k = 0; k < p->n; k++) {
+        if (p->v[k].at > i) {
+            p->v[kept++] = p->v[k];
+            continue;
+        }
+        if (oa_free(a, p->v[k].off, p->v[k].size)) return -1;
+    }
+    p->n = kept;
+    return 0;
+}
+
 enum het_status het_scratch_plan_build(struct het_scratch_plan *plan, const het_graph *g, het_error *err)
 {
     int nt = het_graph_n_tensors(g), nn = het_graph_n_nodes(g);
@@ -100,6 +146,7 @@ enum het_status het_scratch_plan_build(struct het_scratch_plan *plan, const het_
     plan->offsets = malloc((size_t)nt * sizeof *plan->offsets);
     int *uses = calloc((size_t)nt, sizeof *uses);
     struct offset_allocator oa = { 0 };
+    struct pending_list pend = { 0 };
     enum het_status st = HET_OK;
     if (!plan->offsets || !uses) {
         st = het_error_set(err, HET_ERR_NOMEM, "sched: out of memory planning scratch");
@@ -126,30 +173,32 @@ enum het_status het_scratch_plan_build(struct het_scratch_plan *plan, const het_
     for (int i = 0; i < nn; i++) {
         const struct het_tensor *n = het_graph_node(g, i);
         int idx = tensor_index(g, n);
+        if (pending_release(&pend, &oa, i)) goto nomem;
         if (idx >= 0 && needs_storage(n)) {
             size_t sz = align_up(het_nbytes(n));
             plan->offsets[idx] = oa_alloc(&oa, sz);
             plan->naive += sz;
-            if (uses[idx] == 0 && !(n->flags & HET_TENSOR_FLAG_OUTPUT) && oa_free(&oa, plan->offsets[idx], sz)) {
-                st = het_error_set(err, HET_ERR_NOMEM, "sched: out of memory planning scratch");
-                goto done;
-            }
+            if (uses[idx] == 0 && !(n->flags & HET_TENSOR_FLAG_OUTPUT) &&
+                pending_push(&pend, plan->offsets[idx], sz, i + reuse_delay(sz)))
+                goto nomem;
         }
         for (int s = 0; s < HET_MAX_SRC && n->src[s]; s++) {
             const struct het_tensor *owner = het_tensor_owner(n->src[s]);
             int o = tensor_index(g, owner);
             if (o < 0 || plan->offsets[o] == SIZE_MAX || owner->op == HET_OP_NONE) continue;
-            if (--uses[o] == 0 && !(owner->flags & HET_TENSOR_FLAG_OUTPUT)) {
-                if (oa_free(&oa, plan->offsets[o], align_up(het_nbytes(owner)))) {
-                    st = het_error_set(err, HET_ERR_NOMEM, "sched: out of memory planning scratch");
-                    goto done;
-                }
-            }
+            const size_t sz = align_up(het_nbytes(owner));
+            if (--uses[o] == 0 && !(owner->flags & HET_TENSOR_FLAG_OUTPUT) &&
+                pending_push(&pend, plan->offsets[o], sz, i + reuse_delay(sz)))
+                goto nomem;
         }
     }
     plan->peak = oa.end;
+    goto done;
+nomem:
+    st = het_error_set(err, HET_ERR_NOMEM, "sched: out of memory planning scratch");
 done:
     free(uses);
+    free(pend.v);
     free(oa.blocks);
     if (st != HET_OK) het_scratch_plan_free(plan);
     return st;

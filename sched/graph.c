@@ -67,12 +67,15 @@ void het_graph_mark_readers(het_graph *g)
         n->flags &= ~(uint32_t)HET_TENSOR_FLAG_ONE_READER;
         for (int s = 0; reads && s < HET_MAX_SRC && n->src[s]; s++) {
             const struct het_tensor *o = het_tensor_owner(n->src[s]);
-            if (o->id >= 0 && o->id < g->n_nodes && g->nodes[o->id] == o && reads[o->id] < 2) reads[o->id]++;
+            if (o->id >= 0 && o->id < g->n_nodes && g->nodes[o->id] == o && reads[o->id] < 255) reads[o->id]++;
         }
     }
-    for (int i = 0; reads && i < g->n_nodes; i++) /* out of memory: no node is marked, which is safe */
-        if (reads[i] == 1 && !(g->nodes[i]->flags & HET_TENSOR_FLAG_OUTPUT))
+    /* out of memory: no node is marked and every count says "many", which is safe */
+    for (int i = 0; i < g->n_nodes; i++) {
+        g->nodes[i]->n_readers = reads ? reads[i] : 255;
+        if (reads && reads[i] == 1 && !(g->nodes[i]->flags & HET_TENSOR_FLAG_OUTPUT))
             g->nodes[i]->flags |= HET_TENSOR_FLAG_ONE_READER;
+    }
     free(reads);
 }
 

@@ -11,13 +11,21 @@
  *     strided; with threads sharing parts and with the static split, 2 and
  *     3 threads; and how many nodes it takes: not a second b, not b of two
  *     rows, not a member whose output overlaps another's input;
+ *   - the residual norm (ADD, RMS_NORM, MUL by a gain) run by the matmul
+ *     group it feeds as one step, against the nodes alone, every level,
+ *     1-3 threads sharing parts or split statically: each output it stores
+ *     bit for bit, the norm's and the gain's outputs left alone when only
+ *     the step reads them, the sum alone when a reader of the gain's output
+ *     does not join the group, and refused when an output would overwrite
+ *     an input the other threads still read (a strided addend among them);
  *   - het_cpu_solo_partition: a run's independent chains in different
  *     parts, each chain's nodes in one; joined by a write into what another
  *     chain reads (reused scratch) or by a view; one part for one thread
  *     or a node that uses scratch;
  *   - the CPU device (2 and 4 threads) on a split of norms, element-wise
  *     nodes (a run of two independent chains among them) and those
- *     matmuls, and an 18 MB matrix last (cut into parts of at most 1 MB),
+ *     matmuls, an 18 MB matrix (cut into parts of at most 1 MB), then a
+ *     residual norm into two matmuls,
  *     run many times: every output bit for bit equal to the nodes run one
  *     by one on one thread.
  */
@@ -99,9 +107,10 @@ static void poison(struct het_tensor *const *nodes, int n)
     for (int i = 0; i < n; i++) memset(nodes[i]->data, 0xff, het_nbytes(nodes[i]));
 }
 
-/* het_cpu_mul_mat_group over nodes[0..n) in one parallel region; returns
- * the count every thread got (-1 if they disagreed). */
-static int run_group(struct het_tensor *const *nodes, int n, int nth, enum het_cpu_isa isa, bool shared)
+/* het_cpu_mul_mat_group (group), or het_cpu_compute_nodes, over
+ * nodes[0..n) in one parallel region of nth threads (sharing parts, or the
+ * static split); returns the count every thread got (-1 if they disagreed). */
+static int run_region(struct het_tensor *const *nodes, int n, int nth, enum het_cpu_isa isa, bool shared, bool group)
 {
     size_t ws = 0;
     for (int i = 0; i < n; i++) {
@@ -120,13 +129,23 @@ static int run_group(struct het_tensor *const *nodes, int n, int nth, enum het_c
         const int ith = omp_get_thread_num();
         const struct het_compute_params p = { .ith = ith, .nth = omp_get_num_threads(), .wdata = wd, .wsize = ws,
                                               .isa = isa, .worker = shared ? &w : NULL };
-        got[ith] = het_cpu_mul_mat_group(&p, nodes, n, &sts[ith]);
+        got[ith] = group ? het_cpu_mul_mat_group(&p, nodes, n, &sts[ith]) : het_cpu_compute_nodes(&p, nodes, n, &sts[ith]);
     }
     free(wd);
-    for (int i = 0; i < nth; i++) CHECK(sts[i] == HET_OK, "group: thread %d: %s", i, het_status_name(sts[i]));
+    for (int i = 0; i < nth; i++) CHECK(sts[i] == HET_OK, "thread %d: %s", i, het_status_name(sts[i]));
     for (int i = 1; i < nth; i++)
         if (got[i] != got[0]) return -1;
     return got[0];
+}
+
+static int run_group(struct het_tensor *const *nodes, int n, int nth, enum het_cpu_isa isa, bool shared)
+{
+    return run_region(nodes, n, nth, isa, shared, true);
+}
+
+static int run_nodes(struct het_tensor *const *nodes, int n, int nth, enum het_cpu_isa isa, bool shared)
+{
+    return run_region(nodes, n, nth, isa, shared, false);
 }
 
 static int count_differ(struct het_tensor *const *nodes, int n, uint8_t **want)
@@ -292,6 +311,106 @@ static void test_solo_partition(void)
     n_bufs = 0;
 }
 
+/* The residual norm (residual_norm.c): sum = a + b, its RMS_NORM, times a
+ * gain, then three matmuls of that row, as one step; against the nodes run
+ * one by one: every output the step stores bit for bit, what it need not
+ * store left alone, and the cases it must refuse. */
+static void test_residual_norm(enum het_cpu_isa isa)
+{
+    n_bufs = 0;
+    const int64_t vne[2] = { K, 1 };
+    struct het_tensor a, b, gain, sum, norm, h, w[4], d[4];
+    het_tensor_init(&a, HET_TYPE_F32, 2, vne); /* a strided view: every other float */
+    a.nb[0] = 2 * sizeof(float);
+    a.nb[1] = a.nb[2] = a.nb[3] = 2 * sizeof(float) * K;
+    a.data = test_alloc(a.nb[1]);
+    het_test_fill_normal(a.data, 2 * K, 1.0f);
+    het_tensor_init(&b, HET_TYPE_F32, 2, vne);
+    b.data = test_alloc(het_nbytes(&b));
+    het_test_fill_normal(b.data, K, 1.0f);
+    het_tensor_init(&gain, HET_TYPE_F32, 1, vne);
+    gain.data = test_alloc(het_nbytes(&gain));
+    het_test_fill_normal(gain.data, K, 1.0f);
+    small_node(&sum, HET_OP_ADD, K, &a, &b, "sum");
+    small_node(&norm, HET_OP_RMS_NORM, K, &sum, NULL, "norm");
+    const float eps = 1e-6f;
+    memcpy(&norm.op_params[0], &eps, sizeof eps);
+    small_node(&h, HET_OP_MUL, K, &norm, &gain, "h");
+    weight_init(&w[0], HET_TYPE_Q4_0, 301, "wq");
+    weight_init(&w[1], HET_TYPE_Q4_K, 67, "wk");
+    weight_init(&w[2], HET_TYPE_Q6_K, 290, "wv");
+    weight_init(&w[3], HET_TYPE_Q8_0, 45, "w8"); /* another activation layout: not in the group */
+    void *packed = NULL;
+    const size_t pn = het_cpu_mul_mat_repack_size(&w[0], isa);
+    if (pn) {
+        packed = aligned_alloc(64, (pn + 63) & ~(size_t)63);
+        CHECK(het_cpu_mul_mat_repack(&w[0], isa, packed, pn) == HET_OK, "repack wq");
+        w[0].extra = packed;
+    }
+    for (int i = 0; i < 4; i++) mm_init(&d[i], &w[i], &h, i == 1);
+    struct het_tensor *nodes[7] = { &sum, &norm, &h, &d[0], &d[1], &d[2], &d[3] };
+    uint8_t *want[7];
+    for (int i = 0; i < 7; i++) want[i] = malloc(het_nbytes(nodes[i]));
+    poison(nodes, 7);
+    run_alone(nodes, 7, isa, want);
+
+    struct het_cpu_residual_norm rn;
+    CHECK(het_cpu_fused_len(nodes, 7) == 4 && het_cpu_residual_norm_find(nodes, 7, &rn) == 3 && rn.y == &h &&
+              rn.norm_out == &norm,
+          "the chain is not found");
+    for (int form = 0; form < 3; form++) {
+        /* 0: every output stored; 1: the norm's only reader is the MUL (not
+         * stored); 2: also the matmuls of the group are all h's readers */
+        norm.flags = form >= 1 ? HET_TENSOR_FLAG_ONE_READER : 0;
+        h.n_readers = form == 2 ? 3 : 0;
+        for (int nth = 1; nth <= 3; nth++) {
+            for (int shared = 0; shared < 2; shared++) {
+                poison(nodes, 7);
+                const int got = run_nodes(nodes, 7, nth, isa, shared);
+                CHECK(got == 6, "%s form %d nth=%d: ran %d nodes, want 6", het_cpu_isa_name(isa), form, nth, got);
+                int bad = 0;
+                for (int i = 0; i < 6; i++) {
+                    const bool stored = !(i == 1 && form >= 1) && !(i == 2 && form == 2);
+                    if (stored) bad += memcmp(nodes[i]->data, want[i], het_nbytes(nodes[i])) != 0;
+                    else        bad += ((uint8_t *)nodes[i]->data)[0] != 0xff; /* left alone */
+                }
+                CHECK(bad == 0, "%s form %d nth=%d shared=%d: %d outputs differ from the nodes alone",
+                      het_cpu_isa_name(isa), form, nth, shared, bad);
+            }
+        }
+    }
+    norm.flags = 0;
+    /* h's readers counted as four, the q8_0 one not joining: h must be
+     * stored, so the step does not run fused: the sum alone */
+    h.n_readers = 4;
+    d[3].src[1] = &h;
+    CHECK(het_cpu_residual_norm_find(nodes, 7, &rn) == 3 && !rn.y && rn.y_readers == 4, "four readers not seen");
+    poison(nodes, 7);
+    CHECK(run_nodes(nodes, 7, 2, isa, true) == 1 && !memcmp(sum.data, want[0], het_nbytes(&sum)),
+          "a reader left out of the group: not the sum alone");
+    h.n_readers = 0;
+    /* refused: the sum in place over its input; the gain's output over the
+     * addend; a matmul's output over the addend; the sum strided */
+    void *own = sum.data;
+    sum.data = b.data;
+    CHECK(het_cpu_fused_len(nodes, 7) == 1, "a sum over its own input fused");
+    sum.data = own;
+    own = h.data;
+    h.data = b.data;
+    CHECK(het_cpu_fused_len(nodes, 7) == 1, "the gain's output over the addend fused");
+    h.data = own;
+    own = d[0].data;
+    d[0].data = b.data;
+    CHECK(het_cpu_fused_len(nodes, 7) == 1, "a matmul's output over the addend fused");
+    d[0].data = own;
+    CHECK(het_cpu_fused_len(nodes, 7) == 4, "the chain is not found again");
+
+    for (int i = 0; i < 7; i++) free(want[i]);
+    free(packed);
+    for (int i = 0; i < n_bufs; i++) free(bufs[i]);
+    n_bufs = 0;
+}
+
 static void test_device(int threads)
 {
     n_bufs = 0;
@@ -354,10 +473,25 @@ static void test_device(int threads)
     sw.src[1] = &prod;
     snprintf(sw.name, sizeof sw.name, "swiglu");
     mm_init(&d[4], &w[4], &sw, false);
+    /* then a residual norm into two matmuls, one step (residual_norm.c):
+     * r2 = d0 + d3, its norm times the gain, two matmuls of that */
+    struct het_tensor r2 = sum, n2 = norm, h2 = h, d5, d6;
+    r2.data = test_alloc(het_nbytes(&r2));
+    snprintf(r2.name, sizeof r2.name, "r2");
+    n2.data = test_alloc(het_nbytes(&n2));
+    n2.src[0] = &r2;
+    snprintf(n2.name, sizeof n2.name, "n2");
+    h2.data = test_alloc(het_nbytes(&h2));
+    h2.src[0] = &n2;
+    snprintf(h2.name, sizeof h2.name, "h2");
+    mm_init(&d5, &w[0], &h2, false);
+    mm_init(&d6, &w[1], &h2, true);
 
     struct het_tensor *wl[5] = { &w[0], &w[1], &w[2], &w[3], &w[4] };
     CHECK(het_device_prepare_weights(dev, wl, 5, &err) == HET_OK, "prepare weights: %s", err.msg);
-    struct het_tensor *nodes[] = { &norm, &xh, &h, &d[0], &d[1], &d[2], &d[3], &sum, &prod, &sw, &d[4] };
+    struct het_tensor *nodes[] = { &norm, &xh, &h, &d[0], &d[1], &d[2], &d[3], &sum, &prod, &sw, &d[4],
+                                   &r2, &n2, &h2, &d5, &d6 };
+    CHECK(het_cpu_fused_len(nodes + 11, 5) == 4, "the residual norm is not fused");
     uint8_t part[3];
     CHECK(het_cpu_solo_partition(nodes, 3, threads, part) == 2 && part[0] == part[2] && part[1] != part[0],
           "the first run is not two parts");
@@ -412,6 +546,7 @@ int main(void)
     het_cpu_features_detect(&f);
     const enum het_cpu_isa best = het_cpu_isa_select(&f);
     for (int lv = HET_CPU_ISA_SCALAR; lv <= (int)best; lv++) test_group((enum het_cpu_isa)lv);
+    for (int lv = HET_CPU_ISA_SCALAR; lv <= (int)best; lv++) test_residual_norm((enum het_cpu_isa)lv);
     test_solo_partition();
     test_device(2);
     test_device(4);

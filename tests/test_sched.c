@@ -69,27 +69,57 @@ static void test_views(void)
     het_graph_free(g);
 }
 
-static void test_scratch_plan(void)
+/* A chain x0 -> x1 -> ... -> x10 of n floats each: its scratch plan. */
+static het_graph *scratch_chain(int64_t n, struct het_scratch_plan *plan)
 {
-    /* a chain x0 -> x1 -> ... -> x9: only two are live at once */
     het_graph *g = het_graph_init(64);
-    const int64_t ne[1] = { 1000 };
+    const int64_t ne[1] = { n };
     struct het_tensor *x = het_new_tensor(g, HET_TYPE_F32, 1, ne);
     x->flags |= HET_TENSOR_FLAG_INPUT;
     for (int i = 0; i < 10; i++) x = het_scale(g, x, 2.0f);
     x->flags |= HET_TENSOR_FLAG_OUTPUT;
-    struct het_scratch_plan plan;
     het_error err = { 0 };
-    CHECK(het_scratch_plan_build(&plan, g, &err) == HET_OK, "plan: %s", err.msg);
-    size_t one = 4096; /* 4000 bytes aligned to 256 */
+    CHECK(het_scratch_plan_build(plan, g, &err) == HET_OK, "plan: %s", err.msg);
+    return g;
+}
+
+static size_t node_offset(const het_graph *g, const struct het_scratch_plan *plan, const struct het_tensor *t)
+{
+    return plan->offsets[t - het_graph_tensor(g, 0)];
+}
+
+static void test_scratch_plan(void)
+{
+    /* large tensors (a prefill's): only two are live at once, storage reused at once */
+    struct het_scratch_plan plan;
+    het_graph *g = scratch_chain(100000, &plan);
+    size_t one = 400128; /* 400000 bytes aligned to 256 */
+    CHECK(one > HET_SCRATCH_DELAY_MAX_BYTES, "the large chain is not large");
     CHECK(plan.naive == 11 * one, "naive sum %zu", plan.naive);
     CHECK(plan.peak <= 3 * one, "peak %zu should be ~ two or three buffers", plan.peak);
     /* live ranges must not overlap: check consecutive producer/consumer pairs */
     for (int i = 0; i < het_graph_n_nodes(g); i++) {
         const struct het_tensor *n = het_graph_node(g, i);
-        size_t on = plan.offsets[n - het_graph_tensor(g, 0)], os = plan.offsets[n->src[0] - het_graph_tensor(g, 0)];
-        CHECK(on != os, "node %d shares storage with its own input", i);
+        CHECK(node_offset(g, &plan, n) != node_offset(g, &plan, n->src[0]), "node %d shares storage with its own input", i);
     }
+    het_scratch_plan_free(&plan);
+    het_graph_free(g);
+
+    /* small ones (decode's rows): storage freed at a node is not reused by
+     * the next HET_SCRATCH_REUSE_DELAY nodes, and the plan stays bounded */
+    g = scratch_chain(1000, &plan);
+    one = 4096; /* 4000 bytes aligned to 256 */
+    CHECK(plan.peak <= (HET_SCRATCH_REUSE_DELAY + 3) * one, "small chain's peak %zu", plan.peak);
+    int reused_early = 0;
+    const int nn = het_graph_n_nodes(g);
+    for (int i = 0; i < nn; i++) {
+        /* node i's storage (or the input's, i = -1) is read by node i + 1 and
+         * may be reused from node i + 1 + HET_SCRATCH_REUSE_DELAY on */
+        const struct het_tensor *t = i < 0 ? het_graph_node(g, 0)->src[0] : het_graph_node(g, i);
+        for (int j = i + 1; j < nn && j <= i + 1 + HET_SCRATCH_REUSE_DELAY - 1; j++)
+            reused_early += node_offset(g, &plan, het_graph_node(g, j)) == node_offset(g, &plan, t);
+    }
+    CHECK(reused_early == 0, "small storage reused within %d nodes %d times", HET_SCRATCH_REUSE_DELAY, reused_early);
     het_scratch_plan_free(&plan);
     het_graph_free(g);
 }

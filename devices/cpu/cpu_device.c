@@ -270,7 +270,10 @@ static void cpu_set_ahead(struct cpu_context *c, struct het_tensor *const *nodes
         const struct het_tensor *t = nodes[i];
         c->ahead[i] = NULL;
         c->ahead_len[i] = 0;
-        for (int x = i + 1; x < n && x <= i + HET_CPU_AHEAD_SCAN; x++) {
+        /* a run fused into a matmul (a residual norm) is that matmul's step */
+        const int fused = het_cpu_fused_len(nodes + i, n - i);
+        if (nodes[i + fused - 1]->op == HET_OP_MUL_MAT) t = nodes[i + fused - 1];
+        for (int x = i + fused; x < n && x <= i + HET_CPU_AHEAD_SCAN; x++) {
             const struct het_tensor *m = nodes[x];
             if (m->op != HET_OP_MUL_MAT || (t->op == HET_OP_MUL_MAT && m->src[1] == t->src[1])) continue;
             if (x != last) {

@@ -97,6 +97,10 @@ int het_cpu_compute_nodes(const struct het_compute_params *p, struct het_tensor 
     if (nodes[0]->op == HET_OP_MUL_MAT) return het_cpu_mul_mat_group(p, nodes, n, st);
     /* the fusions het_cpu_fused_len finds, and nothing else, run fused */
     const int len = het_cpu_fused_len(nodes, n);
+    if (len > 1 && nodes[0]->op == HET_OP_ADD) {
+        const int used = het_cpu_residual_norm_run(p, nodes, n, st);
+        if (used > 0) return used;
+    }
     if (len > 1 && nodes[0]->op == HET_OP_SWIGLU) {
         *st = het_cpu_mul_mat_swiglu(p, nodes[1]);
         return 2;
@@ -112,6 +116,8 @@ int het_cpu_compute_nodes(const struct het_compute_params *p, struct het_tensor 
 int het_cpu_fused_len(struct het_tensor *const *nodes, int n)
 {
     if (n > 1 && het_cpu_mul_mat_takes_swiglu(nodes[0], nodes[1])) return 2;
+    struct het_cpu_residual_norm rn;
+    if (n > 3 && nodes[0]->op == HET_OP_ADD && het_cpu_residual_norm_find(nodes, n, &rn)) return 4;
     const int chain = n > 1 && nodes[0]->op == HET_OP_RMS_NORM ? het_cpu_norm_chain_len(nodes, n) : 0;
     return chain > 1 ? chain : 1;
 }

@@ -154,8 +154,8 @@ enum het_status het_cpu_compute(const struct het_compute_params *p, struct het_t
 int             het_cpu_compute_nodes(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
                                       enum het_status *st);
 /* How many nodes from nodes[0] run as one pass of fused kernels (a SWIGLU
- * into its matmul, a norm chain), 1 when none: the device keeps them
- * together in one kind of step. */
+ * into its matmul, a residual norm and the first matmul it feeds, a norm
+ * chain), 1 when none: the device keeps them together in one kind of step. */
 int             het_cpu_fused_len(struct het_tensor *const *nodes, int n);
 
 /* ---- op entry points (one file per op family) ---------------------------- */
@@ -174,6 +174,40 @@ enum het_status het_cpu_mul_mat(const struct het_compute_params *p, struct het_t
 #define HET_CPU_MM_GROUP_MAX 4
 int             het_cpu_mul_mat_group(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
                                       enum het_status *st);
+/* residual_norm.c: ADD (a + b, the residual), RMS_NORM of the sum, MUL by
+ * the norm's gain, computed by the matmuls that read the gain's output as
+ * they prepare their activations (decode: one row of b), the outputs stored
+ * by the thread that runs the matmul step's first part. */
+struct het_cpu_residual_norm {
+    const struct het_tensor *a, *b;   /* the ADD's inputs                          */
+    const struct het_tensor *gain;    /* the MUL's src[1]                          */
+    const struct het_tensor *sum;     /* the ADD's output: stored                  */
+    const struct het_tensor *norm_out;/* the RMS_NORM's output when another node reads
+                                         it (stored), else NULL (never written)   */
+    const struct het_tensor *y;       /* the MUL's output when stored, else NULL:  */
+    int                      y_readers;/* then the matmuls after it that are all its
+                                         readers, all of which the step must run  */
+    float                    eps;
+};
+/* nodes[0..3) as such a chain before the matmul nodes[3] (F32, the sum's rows
+ * contiguous, no output sharing a byte with an input, another output, or
+ * the matmul's weights and output): 3 and *r filled, else 0. */
+int  het_cpu_residual_norm_find(struct het_tensor *const *nodes, int n, struct het_cpu_residual_norm *r);
+/* May the matmul mm join: its output and weights apart from r's memory. */
+bool het_cpu_residual_norm_apart(const struct het_cpu_residual_norm *r, const struct het_tensor *mm);
+/* Row (i1, i2, i3) of r's MUL output into y (contiguous, ne0 floats): the
+ * nodes' arithmetic; store: the outputs' rows written too. */
+void het_cpu_residual_norm_row(enum het_cpu_isa isa, const struct het_cpu_residual_norm *r, int64_t i1, int64_t i2,
+                               int64_t i3, float *y, bool store);
+/* The chain at nodes[0] and the matmul group after it as one step: how many
+ * nodes ran (0: no chain there, nothing ran; 1: only the ADD, when the
+ * matmul does not prepare its own activations), *st their status. */
+int  het_cpu_residual_norm_run(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
+                               enum het_status *st);
+/* het_cpu_mul_mat_group over nodes[0..n) with activations made from rn's
+ * rows; 0 (nothing ran) when nodes[0] does not prepare its own. */
+int  het_cpu_mul_mat_group_after(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
+                                 const struct het_cpu_residual_norm *rn, enum het_status *st);
 /* A SWIGLU sw whose only reader is the matmul mm, run as one: mm computes
  * each row of its activations from sw's inputs as it prepares them
  * (het_cpu_swiglu_row), sw's storage is never written, and the threads pay

@@ -94,6 +94,8 @@ struct het_mm_plan {
     bool    quantized;
     bool    b_gather;         /* b rows not contiguous, or sw: F32 copies in wdata */
     const struct het_tensor *sw; /* b is this SWIGLU, computed here row by row  */
+    const struct het_cpu_residual_norm *rn; /* b is this sum's norm times its gain,
+                                         computed here row by row (residual_norm.c) */
     bool    a_gather;         /* a rows converted to F32 in scratch: float a with
                                  nb[0] != element size, or dequantised a           */
     bool    a_dequant;        /* quantised a, F32 activations: rows dequantised    */
@@ -242,10 +244,11 @@ static size_t het_mm_wide_plan(struct het_mm_plan *p, int nth, size_t tb)
 
 /* Fill plan for node at kernel level isa with nth threads. */
 static void het_mm_plan_init(struct het_mm_plan *p, struct het_tensor *dst, enum het_cpu_isa isa, int nth,
-                             bool f32_act, const struct het_tensor *sw)
+                             bool f32_act, const struct het_tensor *sw, const struct het_cpu_residual_norm *rn)
 {
     memset(p, 0, sizeof(*p));
     p->sw = sw;
+    p->rn = rn;
     p->dst = dst;
     p->a = dst->src[0];
     p->b = dst->src[1];
@@ -259,7 +262,7 @@ static void het_mm_plan_init(struct het_mm_plan *p, struct het_tensor *dst, enum
     p->quantized = !het_mm_is_float_type(p->a->type);
     p->a_dequant = p->quantized && f32_act;
     if (p->a_dequant) p->quantized = false;
-    p->b_gather = sw || p->b->nb[0] != sizeof(float);
+    p->b_gather = sw || rn || p->b->nb[0] != sizeof(float);
     p->a_gather = p->a_dequant || (!p->quantized && p->a->nb[0] != het_mm_elem_size(p->a->type));
 
     het_mm_resolve(p, isa);
@@ -329,11 +332,16 @@ size_t het_cpu_mul_mat_work_size(const struct het_tensor *node, int nth, bool f3
             /* with the SWIGLU it reads computed here too: sized whenever b
              * is one, whether or not the pair qualifies now (that depends on
              * flags and storage, which the device's memo of sizes does not
-             * key on) */
+             * key on); so with a norm's gain (residual_norm.c), sized by a
+             * descriptor that only says there is one */
             const struct het_tensor *sw = node->src[1];
-            for (int fused = 0; fused <= (sw->op == HET_OP_SWIGLU ? 1 : 0); fused++) {
+            const struct het_cpu_residual_norm any_rn = { 0 };
+            const bool pre = sw->op == HET_OP_SWIGLU || sw->op == HET_OP_MUL;
+            for (int fused = 0; fused <= (pre ? 1 : 0); fused++) {
                 struct het_mm_plan p;
-                het_mm_plan_init(&p, (struct het_tensor *)node, (enum het_cpu_isa)lv, t, f32_act, fused ? sw : NULL);
+                het_mm_plan_init(&p, (struct het_tensor *)node, (enum het_cpu_isa)lv, t, f32_act,
+                                 fused && sw->op == HET_OP_SWIGLU ? sw : NULL,
+                                 fused && sw->op == HET_OP_MUL ? &any_rn : NULL);
                 size_t w = het_mm_plan_wsize(&p, t);
                 if (w > need) need = w;
             }
@@ -412,8 +420,9 @@ static void het_mm_prepare_rows(const struct het_mm_plan *p, const struct het_co
         uint8_t *out = het_mm_act_base(p, cp) + (size_t)r * p->act_row_bytes;
         if (p->b_gather) { /* contiguous F32: gathered, or the SWIGLU's row made */
             float *row = p->quantized ? tmp : (float *)out;
-            if (p->sw) het_cpu_swiglu_row(cp->isa, p->sw, m, i2, i3, row, sizeof(float));
-            else       het_mm_gather_f32(x, p->b->nb[0], p->K, row);
+            if (p->sw)      het_cpu_swiglu_row(cp->isa, p->sw, m, i2, i3, row, sizeof(float));
+            else if (p->rn) het_cpu_residual_norm_row(cp->isa, p->rn, m, i2, i3, row, false);
+            else            het_mm_gather_f32(x, p->b->nb[0], p->K, row);
             if (!p->quantized) continue;
             x = tmp;
         }
@@ -434,11 +443,22 @@ static void het_mm_prepare(const struct het_mm_plan *p, const struct het_compute
     }
 }
 
+/* With a residual norm (p->rn): the nodes' outputs stored once, by the
+ * thread that runs the step's part 0 (inside it, so before the step ends). */
+static void het_mm_rn_store(const struct het_mm_plan *p, const struct het_compute_params *cp)
+{
+    float *row = (float *)het_mm_thread_scratch(p, cp);
+    for (int64_t r = 0; r < p->M * p->B2 * p->B3; r++)
+        het_cpu_residual_norm_row(cp->isa, p->rn, r % p->M, (r / p->M) % p->B2, r / (p->M * p->B2), row, true);
+}
+
 /* act_private: at the start of the first part this thread runs (inside a
  * part, so b is still there: the step cannot have ended), it quantises all
- * of b's rows into its own copy; *ready then says it has. */
-static void het_mm_own_acts(const struct het_mm_plan *p, const struct het_compute_params *cp, bool *ready)
+ * of b's rows into its own copy; *ready then says it has. Part k == 0 also
+ * stores a residual norm's outputs. */
+static void het_mm_own_acts(const struct het_mm_plan *p, const struct het_compute_params *cp, bool *ready, int64_t k)
 {
+    if (p->rn && k == 0) het_mm_rn_store(p, cp);
     if (!p->act_private || *ready) return;
     het_mm_prepare_rows(p, cp, 0, p->M * p->B2 * p->B3);
     *ready = true;
@@ -496,7 +516,7 @@ static void het_mm_gemv(const struct het_mm_plan *p, const struct het_compute_pa
     for (int64_t k = het_cpu_part_first(cp, np); k < np; k = het_cpu_part_next(cp, np, k)) {
         int64_t lo, hi;
         het_mm_range(rows, k, np, &lo, &hi);
-        het_mm_own_acts(p, cp, &ready);
+        het_mm_own_acts(p, cp, &ready, k);
         het_mm_gemv_part(p, cp, lo, hi);
     }
 }
@@ -631,7 +651,7 @@ static void het_mm_panels(const struct het_mm_plan *p, const struct het_compute_
         } else {
             het_mm_range(items, k, n_parts, &lo, &hi);
         }
-        het_mm_own_acts(p, cp, &ready);
+        het_mm_own_acts(p, cp, &ready, k);
         het_mm_panels_part(p, cp, lo, hi, mlo, mhi, split_m);
     }
 }
@@ -842,9 +862,9 @@ static void het_mm_float(const struct het_mm_plan *p, const struct het_compute_p
 
 /* Plan dst for this call; false when its scratch does not fit. */
 static bool het_mm_plan_call(struct het_mm_plan *p, const struct het_compute_params *cp, struct het_tensor *dst,
-                             const struct het_tensor *sw)
+                             const struct het_tensor *sw, const struct het_cpu_residual_norm *rn)
 {
-    het_mm_plan_init(p, dst, cp->isa, cp->nth, cp->f32_act, sw);
+    het_mm_plan_init(p, dst, cp->isa, cp->nth, cp->f32_act, sw, rn);
     const size_t ws = het_mm_plan_wsize(p, cp->nth);
     return ws <= cp->wsize && (!ws || cp->wdata);
 }
@@ -870,7 +890,7 @@ enum het_status het_cpu_mul_mat(const struct het_compute_params *cp, struct het_
     /* Every thread takes the same decisions, so barriers match up. */
     if (!het_cpu_mul_mat_supports(dst)) return HET_ERR_UNSUPPORTED;
     struct het_mm_plan p;
-    if (!het_mm_plan_call(&p, cp, dst, NULL)) return HET_ERR_INVALID;
+    if (!het_mm_plan_call(&p, cp, dst, NULL, NULL)) return HET_ERR_INVALID;
     het_mm_run(&p, cp);
     return HET_OK;
 }
@@ -891,7 +911,7 @@ enum het_status het_cpu_mul_mat_swiglu(const struct het_compute_params *cp, stru
 {
     if (!het_cpu_mul_mat_takes_swiglu(mm->src[1], mm)) return HET_ERR_INVALID;
     struct het_mm_plan p;
-    if (!het_mm_plan_call(&p, cp, mm, mm->src[1])) return HET_ERR_INVALID;
+    if (!het_mm_plan_call(&p, cp, mm, mm->src[1], NULL)) return HET_ERR_INVALID;
     het_mm_run(&p, cp);
     return HET_OK;
 }
@@ -973,8 +993,11 @@ static int64_t het_mm_group_parts(const struct het_mm_plan *g, int ng, const str
     return total;
 }
 
-int het_cpu_mul_mat_group(const struct het_compute_params *cp, struct het_tensor *const *nodes, int n,
-                          enum het_status *st)
+/* The group from nodes[0] (see het_cpu_mul_mat_group), its activations
+ * the rows of rn when rn is not NULL; 0 when rn is and the first matmul
+ * does not prepare its own activations (then nothing ran). */
+static int het_mm_group(const struct het_compute_params *cp, struct het_tensor *const *nodes, int n,
+                        const struct het_cpu_residual_norm *rn, enum het_status *st)
 {
     *st = HET_OK;
     if (n < 1) return 0;
@@ -983,19 +1006,23 @@ int het_cpu_mul_mat_group(const struct het_compute_params *cp, struct het_tensor
         return 1;
     }
     struct het_mm_plan g[HET_CPU_MM_GROUP_MAX];
-    if (!het_mm_plan_call(&g[0], cp, nodes[0], NULL)) {
+    if (!het_mm_plan_call(&g[0], cp, nodes[0], NULL, rn)) {
         *st = HET_ERR_INVALID;
         return 1;
     }
+    if (rn && !(g[0].quantized && g[0].act_private)) return 0;
     int ng = 1;
     if (het_mm_groupable(&g[0], cp)) {
         while (ng < n && ng < HET_CPU_MM_GROUP_MAX && het_cpu_mul_mat_supports(nodes[ng])) {
-            if (!het_mm_plan_call(&g[ng], cp, nodes[ng], NULL) || !het_mm_groupable(&g[ng], cp) ||
+            if (rn && !het_cpu_residual_norm_apart(rn, nodes[ng])) break;
+            if (!het_mm_plan_call(&g[ng], cp, nodes[ng], NULL, rn) || !het_mm_groupable(&g[ng], cp) ||
                 !het_mm_joins(g, ng, &g[ng]))
                 break;
             ng++;
         }
     }
+    /* rn's output unwritten: every matmul that reads it must be in the step */
+    if (rn && rn->y_readers && ng < rn->y_readers) return 0;
     /* one step: the members' parts one after the other (as many members as
      * the step's part count allows); each thread quantises b (the same for
      * all) once, in the first part it runs */
@@ -1017,7 +1044,7 @@ int het_cpu_mul_mat_group(const struct het_compute_params *cp, struct het_tensor
         int64_t local = k;
         while (local >= parts[i]) local -= parts[i++];
         const struct het_mm_plan *p = &g[i];
-        het_mm_own_acts(&g[0], cp, &ready);
+        het_mm_own_acts(&g[0], cp, &ready, k);
         int64_t lo, hi;
         if (p->use_panel) {
             het_mm_range(het_mm_panel_items(p), local, parts[i], &lo, &hi);
@@ -1028,6 +1055,18 @@ int het_cpu_mul_mat_group(const struct het_compute_params *cp, struct het_tensor
         }
     }
     return ng;
+}
+
+int het_cpu_mul_mat_group(const struct het_compute_params *cp, struct het_tensor *const *nodes, int n,
+                          enum het_status *st)
+{
+    return het_mm_group(cp, nodes, n, NULL, st);
+}
+
+int het_cpu_mul_mat_group_after(const struct het_compute_params *cp, struct het_tensor *const *nodes, int n,
+                                const struct het_cpu_residual_norm *rn, enum het_status *st)
+{
+    return het_mm_group(cp, nodes, n, rn, st);
 }
 
 /* ---- load-time repacking ------------------------------------------------------ */

@@ -99,6 +99,8 @@ struct het_tensor {
     void              *data;      /* host address of element [0,0,0,0] once allocated      */
     uint32_t           flags;     /* enum het_tensor_flag                                  */
     int32_t            id;        /* index in the graph's node list (-1 for leaves/views)  */
+    int32_t            n_readers; /* a node: sources of nodes that read it, views included
+                                     (at most 255), set with HET_TENSOR_FLAG_ONE_READER  */
     void              *extra;     /* CPU device's load-time repack of a weight (owned by it);
                                      other devices keep their own tables keyed by tensor    */
     char               name[HET_MAX_NAME];
@@ -153,7 +155,8 @@ struct het_tensor *const *het_graph_nodes(const het_graph *g);
 enum het_status    het_graph_status(const het_graph *g, het_error *err);
 /* Sets HET_TENSOR_FLAG_ONE_READER on each node that exactly one source of
  * one node reads (through views too) and that is not an output, and clears
- * it on every other node. The scheduler calls it when it allocates a graph. */
+ * it on every other node; n_readers counts those sources on every node. The
+ * scheduler calls it when it allocates a graph. */
 void               het_graph_mark_readers(het_graph *g);
 
 /* New leaf tensor owned by the graph (an input, e.g. token ids or positions). */
