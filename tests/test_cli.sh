@@ -97,11 +97,13 @@ for k in pp_tps tg_tps pp_tps_min tg_tps_max threads weight_bytes peak_int8_gops
          tg_of_bound read_bandwidth_gbs_min tg_of_run_bound run_bandwidth_gbs_max sample_us sample_server_us open_s; do
     echo "$json" | grep -q "\"$k\":" && ok || bad "bench --json lacks $k: $json"
 done
-# with more than one thread, the hand-off latency measured beside the bound (tools/handoff.c): positive, min <= med <= max
+# with more than one thread, the hand-off latency measured beside the bound (tools/handoff.c): positive, min <= med
+# <= max, or null where the threads could not run at once (a busy machine: this suite's tests side by side)
 python3 -c "
 import json, sys
 j = json.loads(sys.argv[1])
-ok = j['threads'] < 2 or 0 < j['handoff_ns_min'] <= j['handoff_ns'] <= j['handoff_ns_max']
+h = [j.get(k, 'absent') for k in ('handoff_ns_min', 'handoff_ns', 'handoff_ns_max')]
+ok = j['threads'] < 2 or h == [None] * 3 or (None not in h and 'absent' not in h and 0 < h[0] <= h[1] <= h[2])
 sys.exit(0 if ok else 1)" "$json" && ok || bad "bench --json hand-off latency: $json"
 # bench says how long opening the model took (load time is what a user waits for first)
 grep -Eq '"open_s":[0-9]+\.[0-9]{3}[,}]' <<<"$json" && ok || bad "bench --json open_s is not seconds: $json"

@@ -309,6 +309,7 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
     struct series bws = { .n = 0 }, tg_of_bound = { .n = 0 }; /* best of 5 reads right after each run */
     struct series bwr = { .n = 0 }, tg_of_run = { .n = 0 };   /* reads between each run's tokens */
     struct series hand = { .n = 0 }; /* thread-to-thread hand-off right after each run (handoff.c) */
+    bool hand_tried = false;         /* measured at least once, or found unmeasurable */
     double warm;
     /* warm-up: page in the weights, grow scratch, not counted */
     const int32_t *at = toks + depth;
@@ -356,6 +357,7 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
         }
         const double ns = membw && threads > 1 ? hr_handoff_ns() : 0;
         if (ns > 0) hand.v[hand.n++] = ns;
+        hand_tried = hand_tried || (membw && threads > 1);
         if (!o->load) continue;
         if (!load_start(&load, o->load)) {
             load_stop(&load);
@@ -435,6 +437,8 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
         if (hand.n)
             printf(",\"handoff_ns\":%.0f,\"handoff_ns_min\":%.0f,\"handoff_ns_max\":%.0f", hand.med, hand.min,
                    hand.max);
+        else if (hand_tried) /* the threads never ran at once long enough (a busy machine) */
+            printf(",\"handoff_ns\":null,\"handoff_ns_min\":null,\"handoff_ns_max\":null");
         if (o->load)
             printf(",\"load\":%d,\"pp_load_tps\":%.2f,\"pp_load_tps_min\":%.2f,\"pp_load_tps_max\":%.2f,"
                    "\"tg_load_tps\":%.2f,\"tg_load_tps_min\":%.2f,\"tg_load_tps_max\":%.2f",
@@ -476,6 +480,9 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
             if (hand.n)
                 printf("; a cache line from thread to thread right after it: %.0f ns (%.0f-%.0f)", hand.med,
                        hand.min, hand.max);
+            else if (hand_tried)
+                printf("; a cache line from thread to thread: not measured (two threads did not run at once for "
+                       "100 ms)");
             print_probes(&tg);
             if (o->load) print_csw(&tg);
             printf("\n");
