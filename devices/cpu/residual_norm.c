@@ -11,17 +11,21 @@
  * the step cost 2.4 us of a 150 us layer twice a layer (traced, Zen 5 VM).
  * Here each thread of the matmul step computes the row itself into its own
  * activations, and the thread that takes the step's first part also stores
- * the nodes' outputs (the sum is the next residual's input; the norm's own
- * output only when something else reads it, as norm_chain.c does), so the
- * graph's tensors hold what the nodes would have written and a step end is
- * gone.
+ * the outputs something else reads: the sum (the next residual's input),
+ * the norm's own output only when a node other than the MUL reads it (as
+ * norm_chain.c does), the gain's only when a node outside the step does
+ * (het_tensor.n_readers; then every matmul that reads it must join the
+ * group, or nothing runs fused). A step end is gone.
  *
  * The arithmetic is the nodes': the sum, then the norm's scale from the
  * sum's row (het_cpu_rms_scale, over contiguous floats as the add's output
  * is required to be), x * s, then * gain, each rounded as the nodes round
  * it; the results are bit for bit theirs. The outputs may share no byte
  * with the inputs or with each other, nor with the matmuls' weights and
- * outputs: the threads read the inputs while one of them writes.
+ * outputs: the threads read the inputs while one of them writes. (The
+ * scratch planner, sched/alloc.c, reuses one-row storage only 8 nodes
+ * after its release for this; before, the gain's output and the matmuls'
+ * outputs took the sum's inputs' storage, and nothing fused.)
  */
 #include "devices/cpu/cpu_ops.h"
 #include "devices/cpu/vec.h"
