@@ -409,9 +409,10 @@ static uint8_t *het_mm_act_base(const struct het_mm_plan *p, const struct het_co
     return (uint8_t *)cp->wdata + (p->act_private ? (size_t)cp->ith * p->act_bytes : 0);
 }
 
-/* Quantise (or gather) rows [lo, hi) of b into this thread's act rows. */
+/* Quantise (or gather) rows [lo, hi) of b into this thread's act rows;
+ * store: a residual norm's outputs stored as its rows are made. */
 static void het_mm_prepare_rows(const struct het_mm_plan *p, const struct het_compute_params *cp, int64_t lo,
-                                int64_t hi)
+                                int64_t hi, bool store)
 {
     float *tmp = (float *)het_mm_thread_scratch(p, cp);
     for (int64_t r = lo; r < hi; r++) {
@@ -421,7 +422,7 @@ static void het_mm_prepare_rows(const struct het_mm_plan *p, const struct het_co
         if (p->b_gather) { /* contiguous F32: gathered, or the SWIGLU's row made */
             float *row = p->quantized ? tmp : (float *)out;
             if (p->sw)      het_cpu_swiglu_row(cp->isa, p->sw, m, i2, i3, row, sizeof(float));
-            else if (p->rn) het_cpu_residual_norm_row(cp->isa, p->rn, m, i2, i3, row, false);
+            else if (p->rn) het_cpu_residual_norm_row(cp->isa, p->rn, m, i2, i3, row, store);
             else            het_mm_gather_f32(x, p->b->nb[0], p->K, row);
             if (!p->quantized) continue;
             x = tmp;
@@ -439,12 +440,14 @@ static void het_mm_prepare(const struct het_mm_plan *p, const struct het_compute
     for (int64_t k = het_cpu_part_first(cp, np); k < np; k = het_cpu_part_next(cp, np, k)) {
         int64_t lo, hi;
         het_mm_range(rows, k, np, &lo, &hi);
-        het_mm_prepare_rows(p, cp, lo, hi);
+        het_mm_prepare_rows(p, cp, lo, hi, false);
     }
 }
 
 /* With a residual norm (p->rn): the nodes' outputs stored once, by the
- * thread that runs the step's part 0 (inside it, so before the step ends). */
+ * thread that runs the step's part 0 (inside it, so before the step ends),
+ * when that is not the first part it runs (it took part 0 from another
+ * thread's run): its activations are made already. */
 static void het_mm_rn_store(const struct het_mm_plan *p, const struct het_compute_params *cp)
 {
     float *row = (float *)het_mm_thread_scratch(p, cp);
@@ -455,13 +458,16 @@ static void het_mm_rn_store(const struct het_mm_plan *p, const struct het_comput
 /* act_private: at the start of the first part this thread runs (inside a
  * part, so b is still there: the step cannot have ended), it quantises all
  * of b's rows into its own copy; *ready then says it has. Part k == 0 also
- * stores a residual norm's outputs. */
+ * stores a residual norm's outputs, as it makes the rows if it makes them. */
 static void het_mm_own_acts(const struct het_mm_plan *p, const struct het_compute_params *cp, bool *ready, int64_t k)
 {
-    if (p->rn && k == 0) het_mm_rn_store(p, cp);
-    if (!p->act_private || *ready) return;
-    het_mm_prepare_rows(p, cp, 0, p->M * p->B2 * p->B3);
-    *ready = true;
+    const bool store = p->rn && k == 0;
+    if (p->act_private && !*ready) {
+        het_mm_prepare_rows(p, cp, 0, p->M * p->B2 * p->B3, store);
+        *ready = true;
+    } else if (store) {
+        het_mm_rn_store(p, cp);
+    }
 }
 
 static const uint8_t *het_mm_act(const struct het_mm_plan *p, const struct het_compute_params *cp, int64_t m,
