@@ -309,7 +309,6 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
     struct series bws = { .n = 0 }, tg_of_bound = { .n = 0 }; /* best of 5 reads right after each run */
     struct series bwr = { .n = 0 }, tg_of_run = { .n = 0 };   /* reads between each run's tokens */
     struct series hand = { .n = 0 }; /* thread-to-thread hand-off right after each run (handoff.c) */
-    bool hand_tried = false;         /* measured at least once, or found unmeasurable */
     double warm;
     /* warm-up: page in the weights, grow scratch, not counted */
     const int32_t *at = toks + depth;
@@ -357,7 +356,6 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
         }
         const double ns = membw && threads > 1 ? hr_handoff_ns() : 0;
         if (ns > 0) hand.v[hand.n++] = ns;
-        hand_tried = hand_tried || (membw && threads > 1);
         if (!o->load) continue;
         if (!load_start(&load, o->load)) {
             load_stop(&load);
@@ -380,6 +378,7 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
     if (tg_of_bound.n) summarize(&tg_of_bound);
     if (bwr.n) summarize(&bwr);
     if (hand.n) summarize(&hand);
+    const bool hand_tried = membw && threads > 1 && tg.n > 0; /* measured, or found unmeasurable */
     if (tg_of_run.n) summarize(&tg_of_run);
     const double bw = own ? 0 : bws.n ? bws.med : hr_measure_read_bandwidth(threads);
     /* prefill's compute bound: meaningful when the CPU alone runs the graph */
