@@ -72,6 +72,20 @@ static void weight_init(struct het_tensor *w, enum het_type type, int64_t n, con
     snprintf(w->name, sizeof w->name, "%s", name);
 }
 
+/* One row of K random floats; strided: a view of every other float of a
+ * buffer twice the size. */
+static void row_init(struct het_tensor *t, bool strided)
+{
+    const int64_t ne[2] = { K, 1 };
+    het_tensor_init(t, HET_TYPE_F32, 2, ne);
+    if (strided) {
+        t->nb[0] = 2 * sizeof(float);
+        t->nb[1] = t->nb[2] = t->nb[3] = 2 * sizeof(float) * K;
+    }
+    t->data = test_alloc(t->nb[1]);
+    het_test_fill_normal(t->data, strided ? 2 * K : K, 1.0f);
+}
+
 /* dst = a x b; dst rows strided (nb0 = 2 floats) when strided */
 static void mm_init(struct het_tensor *d, struct het_tensor *a, struct het_tensor *b, bool strided)
 {
@@ -168,15 +182,9 @@ static void test_group(enum het_cpu_isa isa)
     n_bufs = 0;
     /* b: one row of K floats, every other float of a buffer (strided view) */
     struct het_tensor b, b2, bm;
-    const int64_t bne[2] = { K, 1 }, bmne[2] = { K, 2 };
-    het_tensor_init(&b, HET_TYPE_F32, 2, bne);
-    b.nb[0] = 2 * sizeof(float);
-    b.nb[1] = b.nb[2] = b.nb[3] = 2 * sizeof(float) * K;
-    b.data = test_alloc(b.nb[1]);
-    het_test_fill_normal(b.data, 2 * K, 1.0f);
-    het_tensor_init(&b2, HET_TYPE_F32, 2, bne);
-    b2.data = test_alloc(het_nbytes(&b2));
-    het_test_fill_normal(b2.data, K, 1.0f);
+    const int64_t bmne[2] = { K, 2 };
+    row_init(&b, true);
+    row_init(&b2, false);
     het_tensor_init(&bm, HET_TYPE_F32, 2, bmne);
     bm.data = test_alloc(het_nbytes(&bm));
     het_test_fill_normal(bm.data, 2 * K, 1.0f);
@@ -326,19 +334,10 @@ static void test_solo_partition(void)
 static void test_residual_norm(enum het_cpu_isa isa)
 {
     n_bufs = 0;
-    const int64_t vne[2] = { K, 1 };
     struct het_tensor a, b, gain, sum, norm, h, w[4], d[4];
-    het_tensor_init(&a, HET_TYPE_F32, 2, vne); /* a strided view: every other float */
-    a.nb[0] = 2 * sizeof(float);
-    a.nb[1] = a.nb[2] = a.nb[3] = 2 * sizeof(float) * K;
-    a.data = test_alloc(a.nb[1]);
-    het_test_fill_normal(a.data, 2 * K, 1.0f);
-    het_tensor_init(&b, HET_TYPE_F32, 2, vne);
-    b.data = test_alloc(het_nbytes(&b));
-    het_test_fill_normal(b.data, K, 1.0f);
-    het_tensor_init(&gain, HET_TYPE_F32, 1, vne);
-    gain.data = test_alloc(het_nbytes(&gain));
-    het_test_fill_normal(gain.data, K, 1.0f);
+    row_init(&a, true); /* a strided view: every other float */
+    row_init(&b, false);
+    row_init(&gain, false);
     small_node(&sum, HET_OP_ADD, K, &a, &b, "sum");
     small_node(&norm, HET_OP_RMS_NORM, K, &sum, NULL, "norm");
     const float eps = 1e-6f;
