@@ -150,7 +150,7 @@ static int run_region(struct het_tensor *const *nodes, int n, int nth, enum het_
                                               .isa = isa, .worker = shared ? &w : NULL };
         if (late && shared && ith == 0)
             while (atomic_load(&returned) < p.nth - 1) {}
-        got[ith] = group ? het_cpu_mul_mat_group(&p, nodes, n, &sts[ith]) : het_cpu_compute_nodes(&p, nodes, n, &sts[ith]);
+        got[ith] = group ? het_cpu_mul_mat_group(&p, nodes, n, NULL, &sts[ith]) : het_cpu_compute_nodes(&p, nodes, n, &sts[ith]);
         if (ith != 0) atomic_fetch_add(&returned, 1);
     }
     free(wd);

@@ -94,7 +94,7 @@ int het_cpu_compute_nodes(const struct het_compute_params *p, struct het_tensor 
         *st = HET_OK;
         return 0;
     }
-    if (nodes[0]->op == HET_OP_MUL_MAT) return het_cpu_mul_mat_group(p, nodes, n, st);
+    if (nodes[0]->op == HET_OP_MUL_MAT) return het_cpu_mul_mat_group(p, nodes, n, NULL, st);
     /* the fusions het_cpu_fused_len finds, and nothing else, run fused */
     const int len = het_cpu_fused_len(nodes, n);
     if (len > 1 && nodes[0]->op == HET_OP_ADD) {

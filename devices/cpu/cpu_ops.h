@@ -170,10 +170,14 @@ enum het_status het_cpu_mul_mat(const struct het_compute_params *p, struct het_t
  * The threads take parts of the members' rows from one counter, so the
  * group pays one step end instead of one per matmul. Returns how many nodes
  * it ran (1: nodes[0] alone, as het_cpu_mul_mat); *st as het_cpu_mul_mat's.
- * Every thread gets the same count. */
+ * Every thread gets the same count. rn (else NULL): b's rows are made from
+ * that residual norm's (residual_norm.c), and 0 is returned, nothing run,
+ * when nodes[0] does not prepare its own activations or a matmul that must
+ * join (rn->y_readers) does not. */
 #define HET_CPU_MM_GROUP_MAX 4
+struct het_cpu_residual_norm;
 int             het_cpu_mul_mat_group(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
-                                      enum het_status *st);
+                                      const struct het_cpu_residual_norm *rn, enum het_status *st);
 /* residual_norm.c: ADD (a + b, the residual), RMS_NORM of the sum, MUL by
  * the norm's gain, computed by the matmuls that read the gain's output as
  * they prepare their activations (decode: one row of b), the outputs stored
@@ -204,10 +208,6 @@ void het_cpu_residual_norm_row(enum het_cpu_isa isa, const struct het_cpu_residu
  * matmul does not prepare its own activations), *st their status. */
 int  het_cpu_residual_norm_run(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
                                enum het_status *st);
-/* het_cpu_mul_mat_group over nodes[0..n) with activations made from rn's
- * rows; 0 (nothing ran) when nodes[0] does not prepare its own. */
-int  het_cpu_mul_mat_group_after(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
-                                 const struct het_cpu_residual_norm *rn, enum het_status *st);
 /* A SWIGLU sw whose only reader is the matmul mm, run as one: mm computes
  * each row of its activations from sw's inputs as it prepares them
  * (het_cpu_swiglu_row), sw's storage is never written, and the threads pay

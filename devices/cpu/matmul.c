@@ -999,11 +999,8 @@ static int64_t het_mm_group_parts(const struct het_mm_plan *g, int ng, const str
     return total;
 }
 
-/* The group from nodes[0] (see het_cpu_mul_mat_group), its activations
- * the rows of rn when rn is not NULL; 0 when rn is and the first matmul
- * does not prepare its own activations (then nothing ran). */
-static int het_mm_group(const struct het_compute_params *cp, struct het_tensor *const *nodes, int n,
-                        const struct het_cpu_residual_norm *rn, enum het_status *st)
+int het_cpu_mul_mat_group(const struct het_compute_params *cp, struct het_tensor *const *nodes, int n,
+                          const struct het_cpu_residual_norm *rn, enum het_status *st)
 {
     *st = HET_OK;
     if (n < 1) return 0;
@@ -1061,18 +1058,6 @@ static int het_mm_group(const struct het_compute_params *cp, struct het_tensor *
         }
     }
     return ng;
-}
-
-int het_cpu_mul_mat_group(const struct het_compute_params *cp, struct het_tensor *const *nodes, int n,
-                          enum het_status *st)
-{
-    return het_mm_group(cp, nodes, n, NULL, st);
-}
-
-int het_cpu_mul_mat_group_after(const struct het_compute_params *cp, struct het_tensor *const *nodes, int n,
-                                const struct het_cpu_residual_norm *rn, enum het_status *st)
-{
-    return het_mm_group(cp, nodes, n, rn, st);
 }
 
 /* ---- load-time repacking ------------------------------------------------------ */

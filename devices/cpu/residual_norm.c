@@ -72,7 +72,7 @@ int het_cpu_residual_norm_find(struct het_tensor *const *nodes, int n, struct he
     };
     /* the MUL's output need not be written when the matmuls right after it
      * are all that read it (the scheduler's count; none in a bare graph)
-     * and all of them join the step (het_cpu_mul_mat_group_after checks):
+     * and all of them join the step (het_cpu_mul_mat_group checks):
      * its storage is often the ADD's input's, reused once the ADD is done */
     const int readers = mul->n_readers;
     if (!(mul->flags & HET_TENSOR_FLAG_OUTPUT) && readers >= 1 && readers <= HET_CPU_MM_GROUP_MAX &&
@@ -136,7 +136,7 @@ int het_cpu_residual_norm_run(const struct het_compute_params *p, struct het_ten
 {
     struct het_cpu_residual_norm r;
     if (het_cpu_residual_norm_find(nodes, n, &r) == 0) return 0;
-    const int ng = het_cpu_mul_mat_group_after(p, nodes + 3, n - 3, &r, st);
+    const int ng = het_cpu_mul_mat_group(p, nodes + 3, n - 3, &r, st);
     if (ng > 0) return 3 + ng;
     /* the matmul prepares its activations otherwise (F32 activations, more
      * rows than a decode): the sum alone, and the nodes after it as nodes */
