@@ -8,27 +8,29 @@
  * down (the CPU device's matmul groups). Every step end stops both
  * threads' streams and starts new ones. Each round here streams Qwen3-0.6B's
  * 28 layers of these matrices (random weights of one type, packed as the
- * CPU device packs them, every layer at its own addresses) three ways:
- *   steps    as the device runs them: het_cpu_mul_mat_group for q/k/v and
- *            gate/up, het_cpu_mul_mat for o and down, parts taken from
- *            the shared counter (cpu_sync.c), each step over when its parts
- *            are done; nothing else of the layer (norms, attention) runs;
- *   streams  each thread its own half of every matrix (packed apart, the
- *            two halves side by side as in one matrix), one after the other,
- *            never waiting for the other thread: the same bytes and the same
- *            new stream at every matrix, without a step end;
- *   one stream the same halves, each thread's laid out one after the other
- *            (thread 0's halves of every layer, then thread 1's), so that
- *            each thread reads one contiguous range: no step end and no new
- *            stream, which is what a layout of the weights in the order the
- *            threads stream them would give;
- *   read     a plain read of 256 MiB by the same threads (the loop
- *            `hetrun bench` measures its decode bound with).
- * Printed per schedule: the median time per layer, its rate, and the
- * median (min-max) of the rounds' ratios to the read of the same round. A
- * decode's `tg / bound` cannot go above steps/read while it runs the steps
- * this way; steps against streams is what the step ends cost, streams
- * against one stream what starting a new stream at each matrix costs.
+ * CPU device packs them, every layer at its own addresses) five ways:
+ *   steps          as the device runs them: het_cpu_mul_mat_group for q/k/v
+ *                  and gate/up, het_cpu_mul_mat for o and down, parts taken
+ *                  from the shared counter (cpu_sync.c), each step over when
+ *                  its parts are done; nothing else of the layer (norms,
+ *                  attention) runs;
+ *   halves, ends   each thread its own half of every matrix (packed apart,
+ *                  the two halves side by side as in one matrix), an OpenMP
+ *                  barrier where the device's steps end;
+ *   halves         the same without the barriers: no thread ever waits for
+ *                  the other, but every matrix still starts a new stream;
+ *   one range, ends  the same halves laid out one range per thread (thread
+ *                  0's halves of every layer in the order it reads them,
+ *                  then thread 1's), the barriers at the step ends: what a
+ *                  layout of the weights in the order the threads stream
+ *                  them would give the device;
+ *   one range      that layout without the barriers: one stream per thread;
+ * and then a plain read of 256 MiB by the same threads (the loop `hetrun
+ * bench` measures its decode bound with). Printed per schedule: the median
+ * time per layer, its rate, and the median (min-max) of the rounds' ratios
+ * to the read of the same round. A decode's `tg / bound` cannot go above
+ * steps/read while it runs the steps this way; the schedules after it
+ * take away, one at a time, what a step end and a new stream cost.
  *
  *   bench_steps [-t 2] [-T types] [-r rounds] [-l layers]
  */
@@ -47,7 +49,8 @@
 #define BS_ROUNDS_MAX 64
 #define BS_LAYERS_MAX 64
 #define BS_MATS       7 /* q k v | o | gate up | down */
-#define BS_THREADS    2 /* the streams schedule halves each matrix */
+#define BS_THREADS    2 /* the other schedules halve each matrix */
+#define BS_SCHEDULES  5
 
 /* Qwen3-0.6B: hidden 1024, 16 query heads and 8 kv heads of 128, FFN 3072 */
 static const int64_t bs_shape[BS_MATS][2] = { /* K, N */
@@ -197,13 +200,20 @@ static enum het_status bs_steps(const struct het_compute_params *p, struct bs_mo
     return st;
 }
 
-/* One token's layers, this thread's half of every matrix, alone. */
-static enum het_status bs_streams(const struct het_compute_params *alone, struct bs_mat (*m)[BS_MATS][BS_THREADS],
-                                  int layers, int ith)
+/* One token's layers, this thread's half of every matrix, alone; with
+ * ends, a barrier after the matrices where the device's steps end (v, o,
+ * up, down). Called by every thread of the parallel region. */
+static enum het_status bs_halves(const struct het_compute_params *alone, struct bs_mat (*m)[BS_MATS][BS_THREADS],
+                                 int layers, int ith, bool ends)
 {
     enum het_status st = HET_OK;
-    for (int l = 0; l < layers && st == HET_OK; l++)
-        for (int i = 0; i < BS_MATS && st == HET_OK; i++) st = het_cpu_mul_mat(alone, &m[l][i][ith].d);
+    for (int l = 0; l < layers; l++)
+        for (int i = 0; i < BS_MATS; i++) {
+            if (st == HET_OK) st = het_cpu_mul_mat(alone, &m[l][i][ith].d);
+            if (ends && (i == 2 || i == 3 || i == 5 || i == 6)) {
+#pragma omp barrier
+            }
+        }
     return st;
 }
 
@@ -233,7 +243,7 @@ static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa
         goto out;
     }
     const uint8_t *rbuf = rmem.p;
-    double t[4][BS_ROUNDS_MAX], start[BS_THREADS], stop[BS_THREADS];
+    double t[BS_SCHEDULES + 1][BS_ROUNDS_MAX], start[BS_THREADS], stop[BS_THREADS];
     enum het_status fail[BS_THREADS] = { HET_OK, HET_OK };
     volatile unsigned long long sink = 0;
     struct het_cpu_sync sync;
@@ -246,23 +256,28 @@ static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa
         const struct het_compute_params alone = { .ith = 0, .nth = 1, .wdata = wdata1[p.ith], .wsize = ws1, .isa = isa };
         got = p.nth == BS_THREADS;
         const size_t share = rbytes / BS_THREADS / 256 * 256;
-        /* the first round warms up; then steps, streams, one stream and the read in turn */
-        for (int k = -4; k < 4 * rounds; k++) {
-            const int what = (k + 4) % 4;
+        /* the first round warms up; then the schedules and the read in turn */
+        const int nw = BS_SCHEDULES + 1;
+        for (int k = -nw; k < nw * rounds; k++) {
+            const int what = (k + nw) % nw;
 #pragma omp barrier
             start[p.ith] = bench_now_s();
             enum het_status s = HET_OK;
-            if (what == 0) s = bs_steps(&p, md, layers);
-            else if (what == 1) s = bs_streams(&alone, md->half, layers, p.ith);
-            else if (what == 2) s = bs_streams(&alone, md->line, layers, p.ith);
-            else sink += hr_read_widest(rbuf + (size_t)p.ith * share, share);
+            switch (what) {
+            case 0:  s = bs_steps(&p, md, layers); break;
+            case 1:  s = bs_halves(&alone, md->half, layers, p.ith, true); break;
+            case 2:  s = bs_halves(&alone, md->half, layers, p.ith, false); break;
+            case 3:  s = bs_halves(&alone, md->line, layers, p.ith, true); break;
+            case 4:  s = bs_halves(&alone, md->line, layers, p.ith, false); break;
+            default: sink += hr_read_widest(rbuf + (size_t)p.ith * share, share); break;
+            }
             stop[p.ith] = bench_now_s();
             if (s != HET_OK) fail[p.ith] = s;
 #pragma omp barrier
 #pragma omp single
             if (k >= 0) {
                 const double t0 = start[0] < start[1] ? start[0] : start[1], t1 = stop[0] > stop[1] ? stop[0] : stop[1];
-                t[what][k / 4] = t1 - t0;
+                t[what][k / nw] = t1 - t0;
             }
         }
     }
@@ -278,24 +293,24 @@ static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa
     if (!rc) {
         /* the bytes both schedules stream: every matrix once (the halves' panels add up to the same) */
         const double bytes = (double)md->full_bytes, rd_bytes = (double)(rbytes / BS_THREADS / 256 * 256) * BS_THREADS;
-        double ratio[3][BS_ROUNDS_MAX], rate[4][BS_ROUNDS_MAX];
+        double ratio[BS_SCHEDULES][BS_ROUNDS_MAX], rate[BS_SCHEDULES + 1][BS_ROUNDS_MAX];
         for (int i = 0; i < rounds; i++) {
-            rate[3][i] = rd_bytes / t[3][i] / 1e9;
-            for (int s = 0; s < 3; s++) {
+            rate[BS_SCHEDULES][i] = rd_bytes / t[BS_SCHEDULES][i] / 1e9;
+            for (int s = 0; s < BS_SCHEDULES; s++) {
                 rate[s][i] = bytes / t[s][i] / 1e9;
-                ratio[s][i] = rate[s][i] / rate[3][i];
+                ratio[s][i] = rate[s][i] / rate[BS_SCHEDULES][i];
             }
         }
         printf("%-6s %d layers of %.2f MB\n", het_type_name(type), layers, bytes / layers / 1e6);
-        const char *names[3] = { "steps", "streams", "one stream" };
-        for (int s = 0; s < 3; s++) {
+        const char *names[BS_SCHEDULES] = { "steps", "halves, ends", "halves", "one range, ends", "one range" };
+        for (int s = 0; s < BS_SCHEDULES; s++) {
             const double us = bench_median(t[s], rounds) / layers * 1e6, r = bench_median(rate[s], rounds);
             const double q = bench_median(ratio[s], rounds);
-            printf("  %-10s %7.1f us/layer  %5.1f GB/s   of the read %.2f (%.2f-%.2f)\n", names[s], us, r, q,
+            printf("  %-16s %7.1f us/layer  %5.1f GB/s   of the read %.2f (%.2f-%.2f)\n", names[s], us, r, q,
                    ratio[s][0], ratio[s][rounds - 1]);
         }
-        const double rr = bench_median(rate[3], rounds);
-        printf("  %-10s %7.1f us/layer  %5.1f GB/s   (the layer's bytes at the read's rate: the bound)\n", "read",
+        const double rr = bench_median(rate[BS_SCHEDULES], rounds);
+        printf("  %-16s %7.1f us/layer  %5.1f GB/s   (the layer's bytes at the read's rate: the bound)\n", "read",
                bytes / layers / (rr * 1e9) * 1e6, rr);
     }
 out:
@@ -318,7 +333,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-l")) layers = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-t")) {
             if (atoi(argv[i + 1]) != BS_THREADS) {
-                fprintf(stderr, "bench_steps: -t: only %d threads (the streams schedule halves each matrix)\n",
+                fprintf(stderr, "bench_steps: -t: only %d threads (the other schedules halve each matrix)\n",
                         BS_THREADS);
                 return 2;
             }
@@ -338,7 +353,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_steps: needs AVX2\n");
         return 2;
     }
-    printf("threads %d, isa %s, %d rounds (steps, streams, one stream, read in turn, one process); medians, ratio "
+    printf("threads %d, isa %s, %d rounds (the five schedules and the read in turn, one process); medians, ratio "
            "min-max\n",
            BS_THREADS, het_cpu_isa_name(isa), rounds);
     char buf[256];
