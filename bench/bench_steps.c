@@ -30,7 +30,9 @@
  * time per layer, its rate, and the median (min-max) of the rounds' ratios
  * to the read of the same round. A decode's `tg / bound` cannot go above
  * steps/read while it runs the steps this way; the schedules after it
- * take away, one at a time, what a step end and a new stream cost.
+ * take away, one at a time, what a step end and a new stream cost. A round
+ * in which a thread started a schedule more than 100 us after the other
+ * (its vCPU was elsewhere) is left out, and counted, as in bench_stream.
  *
  *   bench_steps [-t 2] [-T types] [-r rounds] [-l layers]
  */
@@ -51,6 +53,7 @@
 #define BS_MATS       7 /* q k v | o | gate up | down */
 #define BS_THREADS    2 /* the other schedules halve each matrix */
 #define BS_SCHEDULES  5
+#define BS_LATE_S     100e-6 /* a round whose threads left a barrier further apart is not counted */
 
 /* Qwen3-0.6B: hidden 1024, 16 query heads and 8 kv heads of 128, FFN 3072 */
 static const int64_t bs_shape[BS_MATS][2] = { /* K, N */
@@ -244,6 +247,7 @@ static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa
     }
     const uint8_t *rbuf = rmem.p;
     double t[BS_SCHEDULES + 1][BS_ROUNDS_MAX], start[BS_THREADS], stop[BS_THREADS];
+    bool late[BS_ROUNDS_MAX] = { false };
     enum het_status fail[BS_THREADS] = { HET_OK, HET_OK };
     volatile unsigned long long sink = 0;
     struct het_cpu_sync sync;
@@ -278,6 +282,8 @@ static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa
             if (k >= 0) {
                 const double t0 = start[0] < start[1] ? start[0] : start[1], t1 = stop[0] > stop[1] ? stop[0] : stop[1];
                 t[what][k / nw] = t1 - t0;
+                /* a thread that left the barrier late (its vCPU was elsewhere) is not the memory */
+                if (start[0] - start[1] > BS_LATE_S || start[1] - start[0] > BS_LATE_S) late[k / nw] = true;
             }
         }
     }
@@ -294,24 +300,32 @@ static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa
         /* the bytes both schedules stream: every matrix once (the halves' panels add up to the same) */
         const double bytes = (double)md->full_bytes, rd_bytes = (double)(rbytes / BS_THREADS / 256 * 256) * BS_THREADS;
         double ratio[BS_SCHEDULES][BS_ROUNDS_MAX], rate[BS_SCHEDULES + 1][BS_ROUNDS_MAX];
+        int n = 0; /* rounds in which every schedule's threads started together */
         for (int i = 0; i < rounds; i++) {
-            rate[BS_SCHEDULES][i] = rd_bytes / t[BS_SCHEDULES][i] / 1e9;
+            if (late[i]) continue;
+            rate[BS_SCHEDULES][n] = rd_bytes / t[BS_SCHEDULES][i] / 1e9;
             for (int s = 0; s < BS_SCHEDULES; s++) {
-                rate[s][i] = bytes / t[s][i] / 1e9;
-                ratio[s][i] = rate[s][i] / rate[BS_SCHEDULES][i];
+                t[s][n] = t[s][i];
+                rate[s][n] = bytes / t[s][i] / 1e9;
+                ratio[s][n] = rate[s][n] / rate[BS_SCHEDULES][n];
             }
+            n++;
         }
-        printf("%-6s %d layers of %.2f MB\n", het_type_name(type), layers, bytes / layers / 1e6);
+        printf("%-6s %d layers of %.2f MB, %d of %d rounds\n", het_type_name(type), layers, bytes / layers / 1e6, n,
+               rounds);
+        if (n == 0) printf("  no round in which the threads started within %.0f us of each other\n", BS_LATE_S * 1e6);
         const char *names[BS_SCHEDULES] = { "steps", "halves, ends", "halves", "one range, ends", "one range" };
-        for (int s = 0; s < BS_SCHEDULES; s++) {
-            const double us = bench_median(t[s], rounds) / layers * 1e6, r = bench_median(rate[s], rounds);
-            const double q = bench_median(ratio[s], rounds);
+        for (int s = 0; s < BS_SCHEDULES && n > 0; s++) {
+            const double us = bench_median(t[s], n) / layers * 1e6, r = bench_median(rate[s], n);
+            const double q = bench_median(ratio[s], n);
             printf("  %-16s %7.1f us/layer  %5.1f GB/s   of the read %.2f (%.2f-%.2f)\n", names[s], us, r, q,
-                   ratio[s][0], ratio[s][rounds - 1]);
+                   ratio[s][0], ratio[s][n - 1]);
         }
-        const double rr = bench_median(rate[BS_SCHEDULES], rounds);
-        printf("  %-16s %7.1f us/layer  %5.1f GB/s   (the layer's bytes at the read's rate: the bound)\n", "read",
-               bytes / layers / (rr * 1e9) * 1e6, rr);
+        if (n > 0) {
+            const double rr = bench_median(rate[BS_SCHEDULES], n);
+            printf("  %-16s %7.1f us/layer  %5.1f GB/s   (the layer's bytes at the read's rate: the bound)\n", "read",
+                   bytes / layers / (rr * 1e9) * 1e6, rr);
+        }
     }
 out:
     bs_release(md);
