@@ -407,6 +407,47 @@ static bool weights_droppable(const struct het_model *m, het_sched *s)
     return !m->pool && het_gguf_internal_is_mapped(m->gguf);
 }
 
+/* Where a layer's weight comes in a decode: q, k, v, the output
+ * projection, the router and experts, the FFN (others after, as they
+ * came). */
+static int weight_use_rank(const char *name)
+{
+    static const char *const order[] = {
+        ".attn_q.", ".attn_k.", ".attn_v.", ".attn_output.", ".ffn_gate_inp.", ".ffn_gate_exps.", ".ffn_up_exps.",
+        ".ffn_down_exps.", ".ffn_gate_shexp.", ".ffn_up_shexp.", ".ffn_down_shexp.", ".ffn_gate.", ".ffn_up.",
+        ".ffn_down.",
+    };
+    for (int i = 0; i < (int)(sizeof order / sizeof order[0]); i++)
+        if (strstr(name, order[i])) return i;
+    return (int)(sizeof order / sizeof order[0]);
+}
+
+static int weight_layer(const char *name)
+{
+    int l = -1;
+    return sscanf(name, "blk.%d.", &l) == 1 ? l : -1;
+}
+
+/* Each layer's weights in the order a decode reads them (a stable sort of
+ * each run of one layer's tensors): the CPU device lays its panels out in
+ * the order it is given them, so that each thread's share of a token's
+ * weights is one range (devices/cpu/cpu_device.c). */
+static void weights_in_use_order(struct het_tensor **w, int n)
+{
+    for (int i = 0; i < n;) {
+        const int l = weight_layer(w[i]->name);
+        int e = i + 1;
+        while (e < n && l >= 0 && weight_layer(w[e]->name) == l) e++;
+        for (int x = i + 1; x < e; x++) /* insertion sort: a layer has a dozen tensors */
+            for (int y = x; y > i && weight_use_rank(w[y - 1]->name) > weight_use_rank(w[y]->name); y--) {
+                struct het_tensor *t = w[y];
+                w[y] = w[y - 1];
+                w[y - 1] = t;
+            }
+        i = e;
+    }
+}
+
 enum het_status het_model_prepare(het_model *m, het_sched *s, het_error *err)
 {
     struct het_tensor *ptrs[m->n_weights > 0 ? m->n_weights : 1];
@@ -416,6 +457,7 @@ enum het_status het_model_prepare(het_model *m, het_sched *s, het_error *err)
         if (droppable) m->weights[i].flags |= HET_TENSOR_FLAG_DROPPABLE;
         else m->weights[i].flags &= ~(uint32_t)HET_TENSOR_FLAG_DROPPABLE;
     }
+    weights_in_use_order(ptrs, m->n_weights);
     for (int d = 0; d < het_sched_n_devices(s); d++) {
         het_device *dev = het_sched_device(s, d);
         enum het_status st = het_device_prepare_weights(dev, ptrs, m->n_weights, err);

@@ -387,6 +387,74 @@ static void test_repack_4d(enum het_cpu_isa best)
         }
 }
 
+/* A 2-D weight's panels in segments a gap apart (the CPU device's layout
+ * with several threads, quant_dot.h), made in pieces from the last panel
+ * back: every M, from decode's 1 to a batch's, and every thread count and
+ * way of sharing parts give the bytes the panels in one run give, and
+ * het_cpu_mul_mat_ahead names segment 0. Panel counts that do not divide
+ * into the segments included. */
+static void test_segments(enum het_cpu_isa best)
+{
+    static const enum het_type types[] = {HET_TYPE_Q4_0, HET_TYPE_Q8_0, HET_TYPE_Q4_K, HET_TYPE_Q6_K};
+    static const int64_t Ns[] = {149, 128}, Ms[] = {1, 3, 40};
+    for (int lv = HET_CPU_ISA_SCALAR; lv <= (int)best; lv++)
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+            for (size_t ni = 0; ni < 2; ni++)
+                for (size_t mi = 0; mi < 3; mi++)
+                    for (int n_seg = 2; n_seg <= 3; n_seg++) {
+                        const enum het_cpu_isa isa = (enum het_cpu_isa)lv;
+                        struct mm_case c = {types[t], 256, Ns[ni], Ms[mi], 1, 1, 0, false, false, false, false};
+                        struct mm_data d;
+                        if (!make_case(&c, &d)) return;
+                        const size_t out = sizeof(float) * (size_t)(c.N * c.M);
+                        void *whole = attach_packed(&d.a, isa);
+                        CHECK(run_mm(&d.dst, 2, isa, false) == HET_OK, "one run");
+                        float *ref = malloc(out);
+                        memcpy(ref, d.d_buf, out);
+                        const size_t sb = het_cpu_mul_mat_seg_bytes(&d.a, isa, n_seg) + 192;
+                        const size_t n = HET_CPU_PACKED_HEADER + sb * (size_t)n_seg;
+                        uint8_t *seg = aligned_alloc(64, n);
+                        memset(seg, 0xa5, n);
+                        const int64_t items = het_cpu_mul_mat_repack_items(&d.a, isa);
+                        for (int64_t hi = items, len = 1; hi > 0; hi -= len, len++) {
+                            const int64_t lo = hi > len ? hi - len : 0;
+                            CHECK(het_cpu_mul_mat_repack_seg(&d.a, isa, seg, n_seg, sb, lo, hi) == HET_OK,
+                                  "segments: panels [%lld, %lld)", (long long)lo, (long long)hi);
+                        }
+                        CHECK(het_cpu_mul_mat_repack_seg(&d.a, isa, seg, n_seg, sb - 256, 0, 1) == HET_ERR_INVALID,
+                              "segments closer than their panels");
+                        d.a.extra = seg;
+                        for (int nth = 1; nth <= 3; nth++)
+                            for (int shared = 0; shared < 2; shared++) {
+                                memset(d.d_buf, 0, out);
+                                CHECK(run_mm_mode(&d.dst, nth, isa, false, shared) == HET_OK, "segments run");
+                                CHECK(!memcmp(d.d_buf, ref, out), "%s (%s) N=%lld M=%lld in %d segments, %d threads (%s): "
+                                      "not the one run's result", het_type_name(c.type), het_cpu_isa_name(isa),
+                                      (long long)c.N, (long long)c.M, n_seg, nth, shared ? "shared" : "static");
+                            }
+                        const uint8_t *base = NULL;
+                        const size_t an = het_cpu_mul_mat_ahead(&d.dst, &base);
+                        const int64_t per = (items + n_seg - 1) / n_seg;
+                        CHECK(c.M > 4 || (base == seg + HET_CPU_PACKED_HEADER &&
+                                          an == (size_t)per * ((const struct het_cpu_packed *)(void *)seg)->panel_stride),
+                              "ahead: segment 0");
+                        d.a.extra = NULL;
+                        free(seg);
+                        free(whole);
+                        free(ref);
+                        free_case(&d);
+                    }
+    /* a 3-D weight is never cut into segments */
+    struct mm_case c = {HET_TYPE_Q4_0, 256, 32, 1, 2, 2, 0, false, false, false, false};
+    struct mm_data d;
+    if (!make_case(&c, &d)) return;
+    uint8_t buf[64] __attribute__((aligned(64)));
+    CHECK(het_cpu_mul_mat_seg_bytes(&d.a, best, 2) == 0 &&
+              het_cpu_mul_mat_repack_seg(&d.a, best, buf, 2, 1 << 20, 0, 1) == HET_ERR_INVALID,
+          "a 3-D weight in segments");
+    free_case(&d);
+}
+
 static void test_supports(void)
 {
     struct het_tensor a, b, dst;
@@ -634,6 +702,7 @@ int main(void)
     test_quantize(best);
     test_ahead(best);
     test_repack_4d(best);
+    test_segments(best);
     test_swiglu_fused(best);
 
     static const enum het_type qtypes[] = {

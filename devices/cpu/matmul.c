@@ -92,6 +92,8 @@ struct het_mm_plan {
     struct het_tensor *dst;
     int64_t K, N, M, B2, B3, r2, r3;
     bool    quantized;
+    int64_t seg_panels;       /* prepacked in segments of this many panels (0: one run) */
+    size_t  seg_bytes;        /* from one segment to the next                            */
     bool    b_gather;         /* b rows not contiguous, or sw: F32 copies in wdata */
     const struct het_tensor *sw; /* b is this SWIGLU, computed here row by row  */
     const struct het_cpu_residual_norm *rn; /* b is this sum's norm times its gain,
@@ -202,6 +204,25 @@ static const uint8_t *het_mm_prepacked(const struct het_mm_plan *p)
     return (const uint8_t *)h + HET_CPU_PACKED_HEADER;
 }
 
+/* Panels of a prepacked 2-D weight per segment, and the segments' distance. */
+static int64_t het_mm_segs(const struct het_cpu_packed *h, size_t *seg_bytes)
+{
+    *seg_bytes = 0;
+    if (h->n_seg <= 1 || h->ne2 * h->ne3 != 1) return 0;
+    *seg_bytes = (size_t)h->seg_lines * 64;
+    const int64_t np = (h->N + h->R - 1) / h->R;
+    return (np + h->n_seg - 1) / h->n_seg;
+}
+
+/* Panel idx (ab * panels + ip) of the prepacked weights. */
+static const uint8_t *het_mm_panel_at(const struct het_mm_plan *p, int64_t idx)
+{
+    const size_t ps = het_mm_align(p->pl.bytes);
+    if (!p->seg_panels) return p->prepacked + (size_t)idx * ps;
+    const int64_t t = idx / p->seg_panels;
+    return p->prepacked + (size_t)t * p->seg_bytes + (size_t)(idx - t * p->seg_panels) * ps;
+}
+
 static bool het_mm_shapes_ok(const struct het_tensor *dst)
 {
     const struct het_tensor *a = dst->src[0], *b = dst->src[1];
@@ -278,6 +299,7 @@ static void het_mm_plan_init(struct het_mm_plan *p, struct het_tensor *dst, enum
         p->act_row_bytes = p->ql.row_bytes;
         if (p->b_gather) tb = het_mm_align((size_t)p->K * sizeof(float));
         p->prepacked = het_mm_prepacked(p);
+        p->seg_panels = p->prepacked ? het_mm_segs(p->a->extra, &p->seg_bytes) : 0;
         p->use_panel = p->prepacked || (p->panel_fn && p->M >= het_panel_min_m(p->pl.kind));
         /* the K-quants' wide kernels want rows sharing d per super-block */
         const bool kq = p->pl.kind == HET_PANEL_Q4KC || p->pl.kind == HET_PANEL_Q6C;
@@ -572,18 +594,19 @@ static bool het_mm_panel_runs(const struct het_mm_plan *p, const struct het_comp
         /* a run: panels of one batch, all full */
         int64_t end = (bi + 1) * np < hi ? (bi + 1) * np : hi;
         if ((end - bi * np) * R > p->N) end--;
+        if (p->seg_panels && end > (it / p->seg_panels + 1) * p->seg_panels) end = (it / p->seg_panels + 1) * p->seg_panels;
         const uint8_t *act[4];
         for (int c = 0; c < p->M; c++) act[c] = het_mm_act(p, cp, c, i2, i3);
         if (end > it) {
             const int64_t ab = (i3 / p->r3) * p->a->ne[2] + i2 / p->r2;
             float *out = (float *)((char *)d->data + (it % np) * R * d->nb[0] + i2 * d->nb[2] + i3 * d->nb[3]);
-            p->panels_fn(&p->pl, p->prepacked + (size_t)(ab * np + it % np) * pstride, pstride, end - it, act,
+            p->panels_fn(&p->pl, het_mm_panel_at(p, ab * np + it % np), pstride, end - it, act,
                          (int)p->M, out, d->nb[1] / sizeof(float));
             it = end;
         }
         if (it < hi && (it % np + 1) * R > p->N) { /* the batch's last, partial panel */
             const int64_t ab = (i3 / p->r3) * p->a->ne[2] + i2 / p->r2;
-            het_mm_panel_run(p, cp, p->prepacked + (size_t)(ab * np + it % np) * pstride, it, 0, p->M);
+            het_mm_panel_run(p, cp, het_mm_panel_at(p, ab * np + it % np), it, 0, p->M);
             it++;
         }
     }
@@ -617,7 +640,7 @@ static void het_mm_panels_part(const struct het_mm_plan *p, const struct het_com
                     /* panels of a's batch (i2/r2, i3/r3) */
                     const int64_t bi = it / np, i2 = bi % p->B2, i3 = bi / p->B2;
                     const int64_t ab = (i3 / p->r3) * p->a->ne[2] + i2 / p->r2;
-                    panel = p->prepacked + (size_t)(ab * np + it % np) * pstride;
+                    panel = het_mm_panel_at(p, ab * np + it % np);
                 }
                 het_mm_panel_run(p, cp, panel, it, m0, m1);
             }
@@ -673,7 +696,7 @@ static const uint8_t *het_mm_compact_panel(const struct het_mm_plan *p, int64_t 
     const int64_t i2 = bi % p->B2, i3 = bi / p->B2;
     if (p->prepacked) {
         const int64_t ab = (i3 / p->r3) * p->a->ne[2] + i2 / p->r2;
-        return p->prepacked + (size_t)(ab * np + ip) * het_mm_align(p->pl.bytes);
+        return het_mm_panel_at(p, ab * np + ip);
     }
     const int64_t n0 = ip * R;
     const int nr = p->N - n0 < R ? (int)(p->N - n0) : R;
@@ -999,6 +1022,29 @@ static int64_t het_mm_group_parts(const struct het_mm_plan *g, int ng, const str
     return total;
 }
 
+/* Cut every member into a multiple of the threads' parts, when each is in
+ * segments (quant_dot.h) and has the panels for it, so that the step's runs
+ * (one per thread, cpu_sync.c) are slice r of every member: thread r's run
+ * is then one range of memory, the members' segments r side by side.
+ * Returns whether it did; parts and *total updated. */
+static bool het_mm_group_slices(const struct het_mm_plan *g, int ng, const struct het_compute_params *cp,
+                                int64_t *parts, int64_t *total)
+{
+    if (cp->nth < 2) return false;
+    int64_t want[HET_CPU_MM_GROUP_MAX], sum = 0;
+    for (int i = 0; i < ng; i++) {
+        size_t ub;
+        const int64_t units = het_mm_units(&g[i], &ub);
+        want[i] = (parts[i] + cp->nth - 1) / cp->nth * cp->nth;
+        if (!g[i].seg_panels || want[i] > units) return false;
+        sum += want[i];
+    }
+    if (sum > HET_CPU_PARTS_MAX) return false;
+    for (int i = 0; i < ng; i++) parts[i] = want[i];
+    *total = sum;
+    return true;
+}
+
 int het_cpu_mul_mat_group(const struct het_compute_params *cp, struct het_tensor *const *nodes, int n,
                           const struct het_cpu_residual_norm *rn, enum het_status *st)
 {
@@ -1037,6 +1083,7 @@ int het_cpu_mul_mat_group(const struct het_compute_params *cp, struct het_tensor
         else total += parts[i];
     }
     if (ng > 1) total = het_mm_group_parts(g, ng, cp, parts);
+    const bool slices = ng > 1 && het_mm_group_slices(g, ng, cp, parts, &total);
     if (ng == 1) {
         het_mm_run(&g[0], cp);
         return 1;
@@ -1045,7 +1092,14 @@ int het_cpu_mul_mat_group(const struct het_compute_params *cp, struct het_tensor
     for (int64_t k = het_cpu_part_first(cp, total); k < total; k = het_cpu_part_next(cp, total, k)) {
         int i = 0;
         int64_t local = k;
-        while (local >= parts[i]) local -= parts[i++];
+        if (slices) { /* run r: slice r of every member, one after the other */
+            const int64_t len = total / cp->nth, r = k / len;
+            int64_t j = k % len;
+            while (j >= parts[i] / cp->nth) j -= parts[i++] / cp->nth;
+            local = r * (parts[i] / cp->nth) + j;
+        } else {
+            while (local >= parts[i]) local -= parts[i++];
+        }
         const struct het_mm_plan *p = &g[i];
         het_mm_own_acts(&g[0], cp, &ready, k);
         int64_t lo, hi;
@@ -1088,32 +1142,70 @@ int64_t het_cpu_mul_mat_repack_items(const struct het_tensor *a, enum het_cpu_is
     return (a->ne[1] + pl.R - 1) / pl.R * a->ne[2] * a->ne[3];
 }
 
-enum het_status het_cpu_mul_mat_repack_range(const struct het_tensor *a, enum het_cpu_isa isa, void *dst, size_t size,
-                                             int64_t lo, int64_t hi)
+/* Panels [lo, hi) of a into the buffer whose header is h (at dst). */
+static void het_mm_repack_panels(const struct het_tensor *a, const struct het_panel_layout *pl,
+                                 const struct het_cpu_packed *h, uint8_t *dst, int64_t lo, int64_t hi)
+{
+    const int64_t np = (a->ne[1] + pl->R - 1) / pl->R;
+    size_t seg_bytes;
+    const int64_t per = het_mm_segs(h, &seg_bytes);
+    for (int64_t i = lo; i < hi; i++) {
+        const int64_t ip = i % np, i2 = i / np % h->ne2, i3 = i / np / h->ne2;
+        const int64_t n0 = ip * pl->R;
+        const int nr = h->N - n0 < pl->R ? (int)(h->N - n0) : pl->R;
+        const uint8_t *rows = (const uint8_t *)a->data + n0 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3];
+        const size_t at = per ? (size_t)(i / per) * seg_bytes + (size_t)(i % per) * h->panel_stride
+                              : (size_t)i * h->panel_stride;
+        het_panel_pack(a->type, pl, rows, a->nb[1], nr, dst + HET_CPU_PACKED_HEADER + at);
+    }
+}
+
+/* het_cpu_mul_mat_repack_range (n_seg 1) and _seg. */
+static enum het_status het_mm_repack(const struct het_tensor *a, enum het_cpu_isa isa, void *dst, size_t size,
+                                     int n_seg, size_t seg_bytes, int64_t lo, int64_t hi)
 {
     het_panel_fn fn;
     struct het_panel_layout pl;
     if (!a || !a->data || !dst || !het_mm_repack_layout(a, isa, &fn, &pl)) return HET_ERR_UNSUPPORTED;
-    if (size < het_cpu_mul_mat_repack_size(a, isa) || ((uintptr_t)dst & 63)) return HET_ERR_INVALID;
+    if ((uintptr_t)dst & 63) return HET_ERR_INVALID;
+    if (n_seg > 1 && (a->ne[2] * a->ne[3] != 1 || seg_bytes % 64 || seg_bytes / 64 > INT32_MAX ||
+                      seg_bytes < het_cpu_mul_mat_seg_bytes(a, isa, n_seg)))
+        return HET_ERR_INVALID;
+    if (n_seg <= 1 && size < het_cpu_mul_mat_repack_size(a, isa)) return HET_ERR_INVALID;
     const int64_t np = (a->ne[1] + pl.R - 1) / pl.R;
     if (lo < 0 || hi > np * a->ne[2] * a->ne[3] || lo > hi) return HET_ERR_INVALID;
-    struct het_cpu_packed h = {
+    const struct het_cpu_packed h = {
         .magic = HET_CPU_PACKED_MAGIC, .type = a->type, .kind = pl.kind, .R = pl.R,
         .K = a->ne[0], .N = a->ne[1], .ne2 = a->ne[2], .ne3 = a->ne[3], .panel_stride = het_mm_align(pl.bytes),
+        .n_seg = n_seg > 1 ? n_seg : 0, .seg_lines = n_seg > 1 ? (int32_t)(seg_bytes / 64) : 0,
     };
     if (lo == 0) {
         memset(dst, 0, HET_CPU_PACKED_HEADER);
         memcpy(dst, &h, sizeof h);
     }
-    uint8_t *out = (uint8_t *)dst + HET_CPU_PACKED_HEADER + (size_t)lo * h.panel_stride;
-    for (int64_t i = lo; i < hi; i++, out += h.panel_stride) {
-        const int64_t ip = i % np, i2 = i / np % h.ne2, i3 = i / np / h.ne2;
-        const int64_t n0 = ip * pl.R;
-        const int nr = h.N - n0 < pl.R ? (int)(h.N - n0) : pl.R;
-        const uint8_t *rows = (const uint8_t *)a->data + n0 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3];
-        het_panel_pack(a->type, &pl, rows, a->nb[1], nr, out);
-    }
+    het_mm_repack_panels(a, &pl, &h, dst, lo, hi);
     return HET_OK;
+}
+
+enum het_status het_cpu_mul_mat_repack_range(const struct het_tensor *a, enum het_cpu_isa isa, void *dst, size_t size,
+                                             int64_t lo, int64_t hi)
+{
+    return het_mm_repack(a, isa, dst, size, 1, 0, lo, hi);
+}
+
+size_t het_cpu_mul_mat_seg_bytes(const struct het_tensor *a, enum het_cpu_isa isa, int n_seg)
+{
+    het_panel_fn fn;
+    struct het_panel_layout pl;
+    if (!a || n_seg < 1 || a->ne[2] * a->ne[3] != 1 || !het_mm_repack_layout(a, isa, &fn, &pl)) return 0;
+    const int64_t np = (a->ne[1] + pl.R - 1) / pl.R;
+    return het_mm_align(pl.bytes) * (size_t)((np + n_seg - 1) / n_seg);
+}
+
+enum het_status het_cpu_mul_mat_repack_seg(const struct het_tensor *a, enum het_cpu_isa isa, void *dst, int n_seg,
+                                           size_t seg_bytes, int64_t lo, int64_t hi)
+{
+    return het_mm_repack(a, isa, dst, 0, n_seg, seg_bytes, lo, hi);
 }
 
 enum het_status het_cpu_mul_mat_repack(const struct het_tensor *a, enum het_cpu_isa isa, void *dst, size_t size)
@@ -1128,6 +1220,9 @@ size_t het_cpu_mul_mat_ahead(const struct het_tensor *t, const uint8_t **base)
     const struct het_cpu_packed *h = a->extra;
     if (h && h->magic == HET_CPU_PACKED_MAGIC) {
         *base = (const uint8_t *)h + HET_CPU_PACKED_HEADER;
+        size_t seg_bytes;
+        const int64_t per = het_mm_segs(h, &seg_bytes);
+        if (per) return h->panel_stride * (size_t)per; /* segment 0: thread 0's */
         return h->panel_stride * (size_t)((h->N + h->R - 1) / h->R) * (size_t)(h->ne2 * h->ne3);
     }
     if (!a->data) return 0;

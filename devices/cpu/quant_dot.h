@@ -249,7 +249,13 @@ typedef void (*het_xpanel_fn)(int R, int64_t nb, const void *xp, const uint8_t *
  * every M, decode included (about 3x the row GEMV's rate). The buffer starts
  * with this header (64 bytes reserved); panels follow, for each (i3, i2) of
  * a, the ceil(N/R) panels of R rows, panel_stride bytes apart. A buffer
- * whose header does not match the tensor and the ISA level is ignored. */
+ * whose header does not match the tensor and the ISA level is ignored.
+ * A 2-D weight's panels may instead lie in n_seg segments of
+ * ceil(panels / n_seg) panels each, segment t seg_lines * 64 * t bytes after
+ * segment 0 (which follows the header): the CPU device puts segment t of
+ * every weight in thread t's region of its arena, in the order a decode
+ * reads them, so that each thread's share of a token's weights is one
+ * range (het_cpu_mul_mat_repack_seg). */
 #define HET_CPU_PACKED_MAGIC 0x4b504d48u
 #define HET_CPU_PACKED_HEADER 64
 
@@ -260,6 +266,8 @@ struct het_cpu_packed {
     int32_t             R;
     int64_t             K, N, ne2, ne3;
     size_t              panel_stride;
+    int32_t             n_seg;     /* 0 or 1: one run of panels            */
+    int32_t             seg_lines; /* segment t at segment 0 + 64 * seg_lines * t */
 };
 
 /* 0 when the tensor has no panel form at this level (or is not a plain
@@ -276,6 +284,12 @@ enum het_status het_cpu_mul_mat_repack(const struct het_tensor *a, enum het_cpu_
 int64_t         het_cpu_mul_mat_repack_items(const struct het_tensor *a, enum het_cpu_isa isa);
 enum het_status het_cpu_mul_mat_repack_range(const struct het_tensor *a, enum het_cpu_isa isa, void *dst, size_t size,
                                              int64_t lo, int64_t hi);
+/* The same in n_seg segments seg_bytes apart (a multiple of 64, at least
+ * het_cpu_mul_mat_seg_bytes): the header and segment 0 at dst, segment t at
+ * dst + HET_CPU_PACKED_HEADER + t * seg_bytes. 2-D weights only. */
+size_t          het_cpu_mul_mat_seg_bytes(const struct het_tensor *a, enum het_cpu_isa isa, int n_seg);
+enum het_status het_cpu_mul_mat_repack_seg(const struct het_tensor *a, enum het_cpu_isa isa, void *dst, int n_seg,
+                                           size_t seg_bytes, int64_t lo, int64_t hi);
 
 /* ---- kernel tables ----------------------------------------------------------- */
 
