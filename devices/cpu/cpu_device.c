@@ -604,7 +604,7 @@ static enum het_status cpu_prepare_weights(het_device *dev, struct het_tensor *c
     size_t region = 0;
     if (n_seg > 1)
         for (int i = 0; i < n; i++) {
-            const size_t sb = sizes[i] && w[i]->ne[2] * w[i]->ne[3] == 1 ? het_cpu_mul_mat_seg_bytes(w[i], c->isa, n_seg) : 0;
+            const size_t sb = sizes[i] ? het_cpu_mul_mat_seg_bytes(w[i], c->isa, n_seg) : 0; /* 0 unless 2-D */
             if (!sb) continue;
             total -= (sizes[i] + 63) & ~(size_t)63;
             sizes[i] = HET_CPU_PACKED_HEADER + sb; /* the header and segment 0: region 0's piece */

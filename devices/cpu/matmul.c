@@ -214,13 +214,19 @@ static int64_t het_mm_segs(const struct het_cpu_packed *h, size_t *seg_bytes)
     return (np + h->n_seg - 1) / h->n_seg;
 }
 
+/* Where panel idx lies after the header: panels stride bytes apart, in
+ * segments of per panels seg_bytes apart (per 0: one run). */
+static size_t het_mm_panel_offset(int64_t idx, size_t stride, int64_t per, size_t seg_bytes)
+{
+    if (!per) return (size_t)idx * stride;
+    const int64_t t = idx / per;
+    return (size_t)t * seg_bytes + (size_t)(idx - t * per) * stride;
+}
+
 /* Panel idx (ab * panels + ip) of the prepacked weights. */
 static const uint8_t *het_mm_panel_at(const struct het_mm_plan *p, int64_t idx)
 {
-    const size_t ps = het_mm_align(p->pl.bytes);
-    if (!p->seg_panels) return p->prepacked + (size_t)idx * ps;
-    const int64_t t = idx / p->seg_panels;
-    return p->prepacked + (size_t)t * p->seg_bytes + (size_t)(idx - t * p->seg_panels) * ps;
+    return p->prepacked + het_mm_panel_offset(idx, het_mm_align(p->pl.bytes), p->seg_panels, p->seg_bytes);
 }
 
 static bool het_mm_shapes_ok(const struct het_tensor *dst)
@@ -1154,9 +1160,8 @@ static void het_mm_repack_panels(const struct het_tensor *a, const struct het_pa
         const int64_t n0 = ip * pl->R;
         const int nr = h->N - n0 < pl->R ? (int)(h->N - n0) : pl->R;
         const uint8_t *rows = (const uint8_t *)a->data + n0 * a->nb[1] + i2 * a->nb[2] + i3 * a->nb[3];
-        const size_t at = per ? (size_t)(i / per) * seg_bytes + (size_t)(i % per) * h->panel_stride
-                              : (size_t)i * h->panel_stride;
-        het_panel_pack(a->type, pl, rows, a->nb[1], nr, dst + HET_CPU_PACKED_HEADER + at);
+        het_panel_pack(a->type, pl, rows, a->nb[1], nr,
+                       dst + HET_CPU_PACKED_HEADER + het_mm_panel_offset(i, h->panel_stride, per, seg_bytes));
     }
 }
 
