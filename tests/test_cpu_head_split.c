@@ -1,0 +1,352 @@
+/*
+ * test_cpu_head_split.c — a decode layer's per-head nodes and its attention
+ * cut by kv heads (head_split.c), checked for results only:
+ *   - the block of a Qwen3 decode layer (q and k normed, scaled by a gain and
+ *     rotated, k and v written into F16 caches viewed head-major, attention
+ *     over the cache) cut into every number of parts up to the kv heads,
+ *     parts run in any order: q, k, the caches and the attention's output
+ *     bit for bit those of the nodes run one by one; GQA 2 and 4 q heads a
+ *     kv head and none, odd head counts, q a strided view, every kernel
+ *     level; and a llama block (no norms);
+ *   - refused when the cut would share bytes between parts: k's norm in
+ *     storage q's norm also uses (reused scratch), a node of one row, a
+ *     broadcast input written by the block, an op that is not per head;
+ *   - the CPU device (2 and 3 threads) on a split of a large matmul and the
+ *     block, many times: every output bit for bit the nodes' one by one.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devices/cpu/cpu_ops.h"
+#include "devices/cpu/head_split.h"
+#include "het/device.h"
+#include "het/graph.h"
+#include "sched/device_impl.h"
+#include "testutil.h"
+
+struct block {
+    het_graph         *g;
+    struct het_tensor *nodes[16];
+    int                n;
+    struct het_tensor *q, *k, *v, *kc, *vc, *pos; /* inputs and the caches */
+    void              *bufs[64];
+    int                n_bufs;
+};
+
+struct block_case {
+    int64_t hd, n_head, n_kv, n_ctx, n_past;
+    bool    norms;   /* Qwen3: q and k normed and scaled before the rope */
+    bool    strided; /* q a view with rows wider than a head */
+};
+
+static void *block_alloc(struct block *b, size_t n)
+{
+    void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
+    memset(p, 0, n);
+    b->bufs[b->n_bufs++] = p;
+    return p;
+}
+
+static struct het_tensor *norm_gain(het_graph *g, struct het_tensor *x, struct het_tensor *gain)
+{
+    return het_mul(g, het_rms_norm(g, x, 1e-6f), gain);
+}
+
+/* The nodes of one decode layer's block, storage given to every tensor. */
+static bool block_build(struct block *b, const struct block_case *c)
+{
+    memset(b, 0, sizeof *b);
+    b->g = het_graph_init(256);
+    het_graph *g = b->g;
+    const int64_t qrow = c->strided ? c->hd + 16 : c->hd;
+    const int64_t qne[3] = { qrow, c->n_head, 1 }, kne[3] = { c->hd, c->n_kv, 1 };
+    struct het_tensor *qbuf = het_new_tensor(g, HET_TYPE_F32, 3, qne);
+    b->q = c->strided ? het_view_3d(g, qbuf, c->hd, c->n_head, 1, qbuf->nb[1], qbuf->nb[2], 0) : qbuf;
+    b->k = het_new_tensor(g, HET_TYPE_F32, 3, kne);
+    b->v = het_new_tensor(g, HET_TYPE_F32, 3, kne);
+    b->pos = het_new_tensor_1d(g, HET_TYPE_I32, 1);
+    const int64_t cne[3] = { c->hd, c->n_ctx, c->n_kv };
+    b->kc = het_new_tensor(g, HET_TYPE_F16, 3, cne);
+    b->vc = het_new_tensor(g, HET_TYPE_F16, 3, cne);
+    struct het_tensor *gq = het_new_tensor_1d(g, HET_TYPE_F32, c->hd), *gk = het_new_tensor_1d(g, HET_TYPE_F32, c->hd);
+    struct het_tensor *q = b->q, *k = b->k;
+    if (c->norms) q = norm_gain(g, q, gq);
+    q = het_rope(g, q, b->pos, (int)c->hd, HET_ROPE_NEOX, 1000000.0f, 1.0f);
+    if (c->norms) k = norm_gain(g, k, gk);
+    k = het_rope(g, k, b->pos, (int)c->hd, HET_ROPE_NEOX, 1000000.0f, 1.0f);
+    /* the caches (hd, n_ctx, n_kv) seen as (hd, n_kv, tokens): head-major */
+    const size_t row = b->kc->nb[1], head = b->kc->nb[2];
+    het_cpy(g, k, het_view_3d(g, b->kc, c->hd, c->n_kv, 1, head, row, (size_t)c->n_past * row));
+    het_cpy(g, b->v, het_view_3d(g, b->vc, c->hd, c->n_kv, 1, head, row, (size_t)c->n_past * row));
+    struct het_tensor *keys = het_view_3d(g, b->kc, c->hd, c->n_kv, c->n_past + 1, head, row, 0);
+    struct het_tensor *vals = het_view_3d(g, b->vc, c->hd, c->n_kv, c->n_past + 1, head, row, 0);
+    het_attn(g, q, keys, vals, 1.0f / sqrtf((float)c->hd), (int32_t)c->n_past);
+    if (het_graph_status(g, NULL) != HET_OK) return false;
+    het_graph_mark_readers(g);
+    for (int i = 0; i < het_graph_n_tensors(g); i++) {
+        struct het_tensor *t = het_graph_tensor(g, i);
+        t->data = t->view_src ? (char *)t->view_src->data + t->view_offs : block_alloc(b, het_nbytes(t));
+    }
+    b->n = het_graph_n_nodes(g);
+    for (int i = 0; i < b->n; i++) b->nodes[i] = het_graph_node(g, i);
+    het_test_fill_normal(qbuf->data, (size_t)het_nelements(qbuf), 2.0f);
+    het_test_fill_normal(b->k->data, (size_t)het_nelements(b->k), 2.0f);
+    het_test_fill_normal(b->v->data, (size_t)het_nelements(b->v), 1.0f);
+    het_test_fill_normal(gq->data, (size_t)c->hd, 1.0f);
+    het_test_fill_normal(gk->data, (size_t)c->hd, 1.0f);
+    *(int32_t *)b->pos->data = (int32_t)c->n_past;
+    /* the cache's earlier positions */
+    float *tmp = malloc(sizeof(float) * (size_t)het_nelements(b->kc));
+    for (int s = 0; s < 2; s++) {
+        struct het_tensor *cache = s ? b->vc : b->kc;
+        het_test_fill_normal(tmp, (size_t)het_nelements(cache), 1.0f);
+        for (int64_t i = 0; i < het_nelements(cache); i++) ((uint16_t *)cache->data)[i] = het_fp32_to_fp16(tmp[i]);
+    }
+    free(tmp);
+    return true;
+}
+
+static void block_free(struct block *b)
+{
+    for (int i = 0; i < b->n_bufs; i++) free(b->bufs[i]);
+    het_graph_free(b->g);
+}
+
+/* What the block leaves: the rotated q and k, the attention's output and
+ * both caches (a norm and its gain that alone feed a rope are never stored:
+ * norm_chain.c). */
+static bool block_output(const struct het_tensor *t) { return t->op == HET_OP_ROPE || t->op == HET_OP_ATTN; }
+
+struct outputs {
+    uint8_t *bytes;
+    size_t   n;
+};
+
+static void outputs_take(const struct block *b, struct outputs *o)
+{
+    size_t n = het_nbytes(b->kc) + het_nbytes(b->vc);
+    for (int i = 0; i < b->n; i++) n += block_output(b->nodes[i]) ? het_nbytes(b->nodes[i]) : 0;
+    o->bytes = malloc(n);
+    o->n = 0;
+    for (int i = 0; i < b->n; i++) {
+        if (!block_output(b->nodes[i])) continue;
+        memcpy(o->bytes + o->n, b->nodes[i]->data, het_nbytes(b->nodes[i]));
+        o->n += het_nbytes(b->nodes[i]);
+    }
+    memcpy(o->bytes + o->n, b->kc->data, het_nbytes(b->kc));
+    o->n += het_nbytes(b->kc);
+    memcpy(o->bytes + o->n, b->vc->data, het_nbytes(b->vc));
+    o->n += het_nbytes(b->vc);
+}
+
+/* The caches as they were before the block, the nodes' outputs poisoned. */
+static void block_reset(struct block *b, const uint8_t *kc0, const uint8_t *vc0)
+{
+    memcpy(b->kc->data, kc0, het_nbytes(b->kc));
+    memcpy(b->vc->data, vc0, het_nbytes(b->vc));
+    for (int i = 0; i < b->n; i++)
+        if (!b->nodes[i]->view_src) memset(b->nodes[i]->data, 0xff, het_nbytes(b->nodes[i]));
+}
+
+static void run_alone(struct block *b, enum het_cpu_isa isa)
+{
+    for (int i = 0; i < b->n; i++) {
+        const size_t ws = het_cpu_work_size(b->nodes[i], 1, false);
+        void *wd = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
+        const struct het_compute_params p = { .ith = 0, .nth = 1, .wdata = wd, .wsize = ws, .isa = isa };
+        const enum het_status st = het_cpu_compute(&p, b->nodes[i]);
+        CHECK(st == HET_OK, "%s alone: %s", b->nodes[i]->name, het_status_name(st));
+        free(wd);
+    }
+}
+
+static void test_block(const struct block_case *c, enum het_cpu_isa isa)
+{
+    struct block b;
+    char what[160];
+    snprintf(what, sizeof what, "%s hd=%lld heads %lld/%lld past %lld%s (%s)", c->norms ? "qwen3" : "llama",
+             (long long)c->hd, (long long)c->n_head, (long long)c->n_kv, (long long)c->n_past,
+             c->strided ? " q strided" : "", het_cpu_isa_name(isa));
+    if (!block_build(&b, c)) {
+        CHECK(false, "%s: graph", what);
+        return;
+    }
+    CHECK(b.nodes[b.n - 1]->op == HET_OP_ATTN && b.n == (c->norms ? 9 : 5), "%s: %d nodes", what, b.n);
+    uint8_t *kc0 = malloc(het_nbytes(b.kc)), *vc0 = malloc(het_nbytes(b.vc));
+    memcpy(kc0, b.kc->data, het_nbytes(b.kc));
+    memcpy(vc0, b.vc->data, het_nbytes(b.vc));
+    block_reset(&b, kc0, vc0);
+    run_alone(&b, isa);
+    struct outputs want;
+    outputs_take(&b, &want);
+
+    const int most = het_cpu_head_split_parts(b.nodes, b.n, 64);
+    CHECK(most == (int)c->n_kv, "%s: %d parts at most, want %lld", what, most, (long long)c->n_kv);
+    CHECK(het_cpu_head_split_parts(b.nodes, b.n, 2) == 2 && het_cpu_head_split_parts(b.nodes, b.n, 1) == 1,
+          "%s: parts not bounded by the threads", what);
+    CHECK(het_cpu_head_split_parts(b.nodes, b.n - 1, 8) == 1, "%s: a block without its attention cut", what);
+    const size_t ws = het_cpu_attn_work_size(b.nodes[b.n - 1], 1);
+    void *wd = aligned_alloc(64, (ws + 63) & ~(size_t)63);
+    const struct het_compute_params p = { .ith = 0, .nth = 1, .wdata = wd, .wsize = ws, .isa = isa };
+    for (int np = 2; np <= most; np++)
+        for (int order = 0; order < 2; order++) {
+            block_reset(&b, kc0, vc0);
+            for (int k = 0; k < np; k++) {
+                int failed = -1;
+                const int part = order ? np - 1 - k : k;
+                const enum het_status st = het_cpu_head_split_run(&p, b.nodes, b.n, part, np, &failed);
+                CHECK(st == HET_OK, "%s: part %d of %d: %s at node %d", what, part, np, het_status_name(st), failed);
+            }
+            struct outputs got;
+            outputs_take(&b, &got);
+            CHECK(got.n == want.n && !memcmp(got.bytes, want.bytes, want.n), "%s: %d parts (%s): not the nodes' bytes",
+                  what, np, order ? "last first" : "in order");
+            free(got.bytes);
+        }
+    free(wd);
+    free(want.bytes);
+    free(kc0);
+    free(vc0);
+    block_free(&b);
+}
+
+/* Cuts that would share bytes between parts are refused. */
+static void test_refused(void)
+{
+    const struct block_case c = { 64, 4, 2, 32, 5, true, false };
+    struct block b;
+    if (!block_build(&b, &c)) {
+        CHECK(false, "refused: graph");
+        return;
+    }
+    struct het_tensor **n = b.nodes; /* q norm, mul, rope, k norm, mul, rope, cpy k, cpy v, attn */
+    CHECK(het_cpu_head_split_parts(n, b.n, 2) == 2, "the block is cut");
+    /* k's norm where q's norm is (the scratch planner reuses storage) */
+    void *own = n[3]->data;
+    n[3]->data = n[0]->data;
+    CHECK(het_cpu_head_split_parts(n, b.n, 2) == 1, "k's norm in q's norm's storage: cut");
+    /* in q's rope's own storage: q heads 0-1 and kv head 0 at one address, a group apart */
+    n[3]->data = n[2]->data;
+    CHECK(het_cpu_head_split_parts(n, b.n, 2) == 1, "k's norm in q's rope's storage: cut");
+    n[3]->data = own;
+    /* the gain written by the block: a node writes a broadcast input */
+    struct het_tensor *gain = n[1]->src[1];
+    void *gd = gain->data;
+    gain->data = n[6]->data;
+    CHECK(het_cpu_head_split_parts(n, b.n, 2) == 1, "a gain inside a cache write: cut");
+    gain->data = gd;
+    /* an op that is not per head */
+    const enum het_op op = n[1]->op;
+    n[1]->op = HET_OP_SOFTMAX;
+    CHECK(het_cpu_head_split_parts(n, b.n, 2) == 1, "a softmax in the block: cut");
+    n[1]->op = op;
+    /* a node of one row (dim 1 of 1) */
+    const int64_t ne1 = n[1]->ne[1];
+    n[1]->ne[1] = 1;
+    CHECK(het_cpu_head_split_parts(n, b.n, 2) == 1, "a node of one row: cut");
+    n[1]->ne[1] = ne1;
+    CHECK(het_cpu_head_split_parts(n, b.n, 2) == 2, "the block, restored, is not cut");
+    block_free(&b);
+}
+
+/* The device on a large matmul and the block (shared between threads). */
+static void test_device(int threads)
+{
+    het_error err = { 0 };
+    het_device *dev = het_cpu_device_init(threads, &err);
+    CHECK(dev != NULL, "cpu device: %s", err.msg);
+    if (!dev) return;
+    const struct block_case c = { 128, 16, 8, 64, 20, true, false };
+    struct block b;
+    if (!block_build(&b, &c)) {
+        CHECK(false, "device: graph");
+        het_device_free(dev);
+        return;
+    }
+    /* a matmul of 4 MB of weights first: the split is shared */
+    const int64_t wne[2] = { 1024, 4096 }, xne[2] = { 1024, 1 };
+    struct het_tensor w, x, mm;
+    het_tensor_init(&w, HET_TYPE_Q8_0, 2, wne);
+    w.data = block_alloc(&b, het_nbytes(&w));
+    snprintf(w.name, sizeof w.name, "w");
+    for (size_t i = 0; i < het_nbytes(&w); i += 34) { /* q8_0 blocks: a small scale, random quants */
+        const uint16_t d = het_fp32_to_fp16(0.01f);
+        memcpy((uint8_t *)w.data + i, &d, 2);
+        for (int k = 0; k < 32; k++) ((int8_t *)w.data)[i + 2 + k] = (int8_t)(het_test_rand_u64() % 255 - 127);
+    }
+    het_tensor_init(&x, HET_TYPE_F32, 2, xne);
+    x.data = block_alloc(&b, het_nbytes(&x));
+    het_test_fill_normal(x.data, 1024, 1.0f);
+    const int64_t mne[2] = { 4096, 1 };
+    het_tensor_init(&mm, HET_TYPE_F32, 2, mne);
+    mm.data = block_alloc(&b, het_nbytes(&mm));
+    mm.op = HET_OP_MUL_MAT;
+    mm.src[0] = &w;
+    mm.src[1] = &x;
+    snprintf(mm.name, sizeof mm.name, "mm");
+    struct het_tensor *wl[1] = { &w };
+    CHECK(het_device_prepare_weights(dev, wl, 1, &err) == HET_OK, "prepare weights: %s", err.msg);
+
+    struct het_tensor *nodes[17];
+    nodes[0] = &mm;
+    for (int i = 0; i < b.n; i++) nodes[1 + i] = b.nodes[i];
+    const int n = b.n + 1;
+    CHECK(het_cpu_head_split_parts(nodes + 1, b.n, threads) == threads, "device: the block is not cut in %d",
+          threads);
+    uint8_t *kc0 = malloc(het_nbytes(b.kc)), *vc0 = malloc(het_nbytes(b.vc));
+    memcpy(kc0, b.kc->data, het_nbytes(b.kc));
+    memcpy(vc0, b.vc->data, het_nbytes(b.vc));
+    block_reset(&b, kc0, vc0);
+    CHECK(het_device_run_split(dev, nodes, 1, &err) == HET_OK, "device: the matmul: %s", err.msg);
+    float *mm_want = malloc(het_nbytes(&mm));
+    memcpy(mm_want, mm.data, het_nbytes(&mm));
+    struct het_cpu_features f;
+    het_cpu_features_detect(&f);
+    block_reset(&b, kc0, vc0);
+    run_alone(&b, het_cpu_isa_select(&f));
+    struct outputs want;
+    outputs_take(&b, &want);
+    int failed = 0, wrong = 0;
+    for (int rep = 0; rep < 200; rep++) {
+        block_reset(&b, kc0, vc0);
+        memset(mm.data, 0xff, het_nbytes(&mm));
+        if (het_device_run_split(dev, nodes, n, &err) != HET_OK) {
+            failed++;
+            continue;
+        }
+        struct outputs got;
+        outputs_take(&b, &got);
+        wrong += got.n != want.n || memcmp(got.bytes, want.bytes, want.n) || memcmp(mm.data, mm_want, het_nbytes(&mm));
+        free(got.bytes);
+    }
+    CHECK(failed == 0, "device, %d threads: %d of 200 runs failed: %s", threads, failed, err.msg);
+    CHECK(wrong == 0, "device, %d threads: %d of 200 runs differ from the nodes one by one", threads, wrong);
+    free(want.bytes);
+    free(mm_want);
+    free(kc0);
+    free(vc0);
+    het_device_free(dev);
+    block_free(&b);
+}
+
+int main(void)
+{
+    het_test_seed(777);
+    struct het_cpu_features f;
+    het_cpu_features_detect(&f);
+    const enum het_cpu_isa best = het_cpu_isa_select(&f);
+    static const struct block_case cases[] = {
+        { 128, 16, 8, 64, 20, true, false },  /* Qwen3-0.6B */
+        { 64, 6, 3, 40, 0, true, true },      /* odd heads, the first token, q strided */
+        { 64, 8, 2, 300, 257, true, false },  /* 4 q heads a kv head, past a key block */
+        { 32, 4, 4, 16, 7, false, false },    /* llama without GQA */
+        { 48, 10, 5, 24, 11, false, true },   /* llama, odd heads, q strided */
+    };
+    for (int lv = HET_CPU_ISA_SCALAR; lv <= (int)best; lv++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_block(&cases[i], (enum het_cpu_isa)lv);
+    test_refused();
+    test_device(2);
+    test_device(3);
+    return het_test_finish();
+}
