@@ -255,7 +255,8 @@ enum het_status het_context_eval_batch(het_context *ctx, const struct het_batch_
     struct het_context_step *last = &ctx->last;
     const bool same = last->valid && n_parts == 1 && last->seq == parts[0].seq && last->n_tok == n_tok &&
                       last->all_logits == all_logits;
-    if (!same || !het_arch_llama_advance(ctx->graph, &seqs[0], last->n_past)) {
+    const bool advanced = same && het_arch_llama_advance(ctx->graph, &seqs[0], last->n_past);
+    if (!advanced) {
         last->valid = false;
         het_graph_reset(ctx->graph);
         last->logits = het_arch_llama_build(ctx->model, ctx->graph, seqs, n_parts, n_tok, all_logits, &last->tok_in,
@@ -270,7 +271,10 @@ enum het_status het_context_eval_batch(het_context *ctx, const struct het_batch_
     last->n_past = seqs[0].n_past;
     struct het_tensor *logits = last->logits, *tok_in = last->tok_in, *pos_in = last->pos_in,
                       *rows_in = last->rows_in;
-    if ((st = het_sched_alloc_graph(ctx->sched, ctx->graph, err)) != HET_OK) return st;
+    /* a graph moved on to the next position keeps its storage's plan */
+    st = advanced ? het_sched_realloc_graph(ctx->sched, ctx->graph, err)
+                  : het_sched_alloc_graph(ctx->sched, ctx->graph, err);
+    if (st != HET_OK) return st;
     int32_t *tok = tok_in->data, *pos = pos_in->data;
     for (int32_t i = 0; i < n_parts; i++) {
         memcpy(tok + seqs[i].first, parts[i].tokens, (size_t)parts[i].n_tok * sizeof *tok);

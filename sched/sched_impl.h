@@ -7,6 +7,7 @@
 #define HET_SCHED_IMPL_H
 
 #include "het/sched.h"
+#include "sched/alloc.h"
 #include "sched/device_impl.h"
 
 #define HET_MAX_DEVICES  8
@@ -62,6 +63,12 @@ struct het_sched {
     het_pool            *pool;           /* params.pool: registered with every device */
     struct het_slice     scratch_slice;  /* scratch's slice when there is a pool       */
     bool                 host_open;      /* CPU access window on the pool is open      */
+    /* the last het_sched_alloc_graph: its graph, tensor count, plan and the
+     * scratch it was applied to (het_sched_realloc_graph gives it again) */
+    const het_graph     *alloc_graph;
+    int                  alloc_n_tensors;
+    struct het_scratch_plan alloc_plan;
+    const void          *alloc_base;
 
     struct het_plan_cache_entry cache[HET_PLAN_CACHE];
     int                  cache_next;

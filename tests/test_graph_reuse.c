@@ -5,7 +5,8 @@
  * alike (op, type, shape, strides, op params, flags, name, view offset,
  * sources, storage), for llama and qwen3 (q/k norms) models, one token and
  * several, forward and back; graphs it does not know are refused and left
- * as they were. Then, end to end, decoding with the reused graph gives
+ * as they were; given its storage again by the scheduler without a new
+ * plan, the same storage as a fresh build's. Then, end to end, decoding with the reused graph gives
  * exactly the logits of a context that builds every step's graph.
  */
 #include "het/model.h"
@@ -125,6 +126,44 @@ static void rig_close(struct rig *r)
     het_device_free(r->cpu);
 }
 
+/* The scheduler gives a moved graph its storage again without planning it
+ * (het_sched_realloc_graph): every tensor, storage included, as a fresh
+ * build of that step given storage by het_sched_alloc_graph; a graph that
+ * was not the last one given storage gets it planned anew. */
+static void check_realloc(const char *what, het_model *m)
+{
+    struct rig r;
+    rig_open(&r, m);
+    if (!r.ctx) return;
+    struct cache c;
+    cache_init(&c, het_model_get_config(m));
+    het_error err = { 0 };
+    het_graph *moved = build(m, &c, 5, 1, false), *fresh = build(m, &c, 6, 1, false);
+    CHECK(het_sched_alloc_graph(r.sched, moved, &err) == HET_OK, "%s: alloc: %s", what, err.msg);
+    struct het_arch_seq s = { 0, 1, 6, &c.k, &c.v };
+    CHECK(het_arch_llama_advance(moved, &s, 5), "%s: advance", what);
+    CHECK(het_graph_tensor(moved, het_graph_n_tensors(moved) - 1)->data == NULL, "%s: advance left storage", what);
+    CHECK(het_sched_realloc_graph(r.sched, moved, &err) == HET_OK, "%s: realloc: %s", what, err.msg);
+    CHECK(het_sched_alloc_graph(r.sched, fresh, &err) == HET_OK, "%s: alloc: %s", what, err.msg);
+    int d = graph_diff(moved, fresh);
+    CHECK(d == -1, "%s: given storage again, tensor %d ('%s') differs from a fresh build's", what, d,
+          d >= 0 ? het_graph_tensor(fresh, d)->name : "-");
+    /* moved is not the last graph given storage now: planned anew */
+    s.n_past = 7;
+    CHECK(het_arch_llama_advance(moved, &s, 6), "%s: advance", what);
+    het_graph *fresh7 = build(m, &c, 7, 1, false);
+    CHECK(het_sched_realloc_graph(r.sched, moved, &err) == HET_OK, "%s: realloc: %s", what, err.msg);
+    CHECK(het_sched_alloc_graph(r.sched, fresh7, &err) == HET_OK, "%s: alloc: %s", what, err.msg);
+    d = graph_diff(moved, fresh7);
+    CHECK(d == -1, "%s: another graph given storage last: tensor %d ('%s') differs", what, d,
+          d >= 0 ? het_graph_tensor(fresh7, d)->name : "-");
+    het_graph_free(moved);
+    het_graph_free(fresh);
+    het_graph_free(fresh7);
+    free(c.k.data); free(c.v.data);
+    rig_close(&r);
+}
+
 /* Decode in one context (its graph reused step after step) and in another
  * whose graph is rebuilt every step (a one-token eval of all logits in
  * between changes the batch shape twice): the logits are bit for bit the
@@ -169,6 +208,7 @@ int main(void)
         het_model *m = het_test_file_exists(path) ? het_model_load(path, &err) : NULL;
         if (!m) continue;
         check_moves(path, m);
+        check_realloc(path, m);
         check_decode(path, m);
         het_model_free(m);
         ran++;

@@ -113,6 +113,12 @@ het_pool *het_sched_pool(const het_sched *s);
 void het_sched_expect_run(het_sched *s);
 /* Assign storage to every node and to leaf tensors without data. */
 enum het_status het_sched_alloc_graph(het_sched *s, het_graph *g, het_error *err);
+/* The same storage again for g, the graph of the last het_sched_alloc_graph,
+ * changed in place since without a tensor added and without a change to
+ * what any tensor that owns storage holds (only views moved or resized, as
+ * het_arch_llama_advance moves a decode step's cache views): the plan is not
+ * made again. Any other graph: het_sched_alloc_graph. */
+enum het_status het_sched_realloc_graph(het_sched *s, het_graph *g, het_error *err);
 /* Plan and run g (after het_sched_alloc_graph and writing the inputs). */
 enum het_status het_sched_compute(het_sched *s, het_graph *g, het_error *err);
 /* Plan g without running it (cached like compute's plans). *out stays valid
