@@ -296,8 +296,9 @@ static void cpu_set_ahead(struct cpu_context *c, struct het_tensor *const *nodes
         const struct het_tensor *t = nodes[i];
         c->ahead[i] = NULL;
         c->ahead_len[i] = 0;
-        /* a run fused into a matmul (a residual norm) is that matmul's step */
-        const int fused = het_cpu_fused_len(nodes + i, n - i);
+        /* a run fused into a matmul (a residual norm, a swiglu) is that
+         * matmul's step; no other run ends in one (het_cpu_fused_len) */
+        const int fused = t->op == HET_OP_ADD || t->op == HET_OP_SWIGLU ? het_cpu_fused_len(nodes + i, n - i) : 1;
         if (nodes[i + fused - 1]->op == HET_OP_MUL_MAT) t = nodes[i + fused - 1];
         for (int x = i + fused; x < n && x <= i + HET_CPU_AHEAD_SCAN; x++) {
             const struct het_tensor *m = nodes[x];
@@ -404,36 +405,41 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         for (int x = i; x < i + len; x++) all = all && c->solo[x];
         for (int x = i; x < i + len && !all; x++) c->solo[x] = 0;
     }
-    for (int i = 0, e; i < n; i = e) { /* each run of small nodes: its parts */
+    /* each run of small nodes: its parts. A run that ends with an attention,
+     * or comes right before one, is one step with the attention cut by kv
+     * heads when its nodes allow (head_split.c); a walk that comes into such
+     * a block after its first node (a group of nodes before it took some)
+     * runs the rest as one part. */
+    if (n > 0) memset(c->heads, 0, (size_t)n);
+    c->heads_slot = 0;
+    for (int i = 0, e; i < n; i = e) {
         for (e = i + 1; c->solo[i] && e < n && c->solo[e]; e++) {}
-        c->solo_np[i] = c->solo[i] ? (uint8_t)het_cpu_solo_partition(nodes + i, e - i, c->n_threads, c->solo_part + i) : 1;
+        if (!c->solo[i]) {
+            c->solo_np[i] = 1;
+            continue;
+        }
+        const int a = nodes[e - 1]->op == HET_OP_ATTN ? e - 1 : e < n && nodes[e]->op == HET_OP_ATTN ? e : -1;
+        const int len = a - i + 1;
+        const int np = a < 0 || c->n_threads < 2 || len > UINT8_MAX
+                           ? 1 : het_cpu_head_split_parts(nodes + i, len, c->n_threads);
+        if (np >= 2) {
+            c->heads[i] = (uint8_t)len;
+            c->solo_np[i] = (uint8_t)np;
+            for (int x = i + 1; x <= a; x++) {
+                c->solo[x] = 1;
+                c->solo_part[x] = 0;
+                c->solo_np[x] = 1;
+            }
+            const size_t slot = (het_cpu_attn_work_size(nodes[a], 1) + 63) & ~(size_t)63;
+            if (slot > c->heads_slot) c->heads_slot = slot;
+            if (slot * (size_t)c->n_threads > need) need = slot * (size_t)c->n_threads;
+            e = a + 1;
+            continue;
+        }
+        c->solo_np[i] = (uint8_t)het_cpu_solo_partition(nodes + i, e - i, c->n_threads, c->solo_part + i);
         /* the same parts hold for any tail of the run, where a group of
          * nodes run together before it may leave the walk */
         for (int x = i + 1; x < e; x++) c->solo_np[x] = c->solo_np[i];
-    }
-    /* a run of small nodes that ends with an attention, or comes right
-     * before one: one step cut by kv heads when its nodes allow. A walk
-     * that comes into the block after its first node (a group of nodes
-     * before it took some) runs the rest as one part. */
-    if (n > 0) memset(c->heads, 0, (size_t)n);
-    c->heads_slot = 0;
-    for (int i = 0, e; c->n_threads > 1 && i < n; i = e) {
-        for (e = i + 1; c->solo[i] && e < n && c->solo[e]; e++) {}
-        if (!c->solo[i]) continue;
-        const int a = nodes[e - 1]->op == HET_OP_ATTN ? e - 1 : e < n && nodes[e]->op == HET_OP_ATTN ? e : -1;
-        const int len = a - i + 1, np = a < 0 ? 1 : het_cpu_head_split_parts(nodes + i, len, c->n_threads);
-        if (np < 2 || len > UINT8_MAX) continue;
-        c->heads[i] = (uint8_t)len;
-        c->solo_np[i] = (uint8_t)np;
-        for (int x = i + 1; x <= a; x++) {
-            c->solo[x] = 1;
-            c->solo_part[x] = 0;
-            c->solo_np[x] = 1;
-        }
-        const size_t slot = (het_cpu_attn_work_size(nodes[a], 1) + 63) & ~(size_t)63;
-        if (slot > c->heads_slot) c->heads_slot = slot;
-        if (slot * (size_t)c->n_threads > need) need = slot * (size_t)c->n_threads;
-        e = a + 1;
     }
     st = ensure_wdata(c, need, err);
     if (st != HET_OK) return st;

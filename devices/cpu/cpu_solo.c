@@ -41,13 +41,24 @@ static bool solo_overlap(struct solo_range a, struct solo_range b)
     return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi;
 }
 
-/* Does node x write what y reads or writes? */
-static bool solo_writes_into(const struct het_tensor *x, const struct het_tensor *y)
+/* A node's bytes: what it writes, then what each source holds. */
+struct solo_touch {
+    struct solo_range r[1 + HET_MAX_SRC];
+    int               n;
+};
+
+static void solo_touch_of(const struct het_tensor *t, struct solo_touch *x)
 {
-    const struct solo_range w = solo_range_of(x);
-    if (solo_overlap(w, solo_range_of(y))) return true;
-    for (int s = 0; s < HET_MAX_SRC && y->src[s]; s++)
-        if (solo_overlap(w, solo_range_of(y->src[s]))) return true;
+    x->r[0] = solo_range_of(t);
+    x->n = 1;
+    for (int s = 0; s < HET_MAX_SRC && t->src[s]; s++) x->r[x->n++] = solo_range_of(t->src[s]);
+}
+
+/* Does node x write what y reads or writes? */
+static bool solo_writes_into(const struct solo_touch *x, const struct solo_touch *y)
+{
+    for (int i = 0; i < y->n; i++)
+        if (solo_overlap(x->r[0], y->r[i])) return true;
     return false;
 }
 
@@ -74,12 +85,16 @@ int het_cpu_solo_partition(struct het_tensor *const *nodes, int n, int max_parts
             if (!t->src[s]->data) return 1;
     }
 
-    /* groups of nodes joined by conflicts */
+    /* groups of nodes joined by conflicts (each node's ranges found once) */
+    struct solo_touch touch[SOLO_MAX_NODES];
     int up[SOLO_MAX_NODES];
-    for (int i = 0; i < n; i++) up[i] = i;
+    for (int i = 0; i < n; i++) {
+        up[i] = i;
+        solo_touch_of(nodes[i], &touch[i]);
+    }
     for (int i = 0; i < n; i++)
         for (int k = i + 1; k < n; k++)
-            if (solo_writes_into(nodes[i], nodes[k]) || solo_writes_into(nodes[k], nodes[i]))
+            if (solo_writes_into(&touch[i], &touch[k]) || solo_writes_into(&touch[k], &touch[i]))
                 up[solo_root(up, i)] = solo_root(up, k);
 
     /* each group's bytes, then the groups to parts, largest first, each to
@@ -87,9 +102,8 @@ int het_cpu_solo_partition(struct het_tensor *const *nodes, int n, int max_parts
     size_t bytes[SOLO_MAX_NODES] = { 0 };
     int n_groups = 0;
     for (int i = 0; i < n; i++) {
-        const struct het_tensor *t = nodes[i];
-        size_t b = het_nbytes(t);
-        for (int s = 0; s < HET_MAX_SRC && t->src[s]; s++) b += het_nbytes(t->src[s]);
+        size_t b = 0;
+        for (int k = 0; k < touch[i].n; k++) b += touch[i].r[k].hi - touch[i].r[k].lo;
         const int r = solo_root(up, i);
         if (r == i) n_groups++;
         bytes[r] += b + 1; /* (+1: a group is never empty) */
