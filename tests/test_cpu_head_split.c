@@ -12,7 +12,8 @@
  *     storage q's norm also uses (reused scratch), a node of one row, a
  *     broadcast input written by the block, an op that is not per head;
  *   - the CPU device (2 and 3 threads) on a split of a large matmul and the
- *     block, many times: every output bit for bit the nodes' one by one.
+ *     block, many times, with a short cache and a long one: every output bit
+ *     for bit the nodes' one by one.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -250,14 +251,15 @@ static void test_refused(void)
     block_free(&b);
 }
 
-/* The device on a large matmul and the block (shared between threads). */
-static void test_device(int threads)
+/* The device on a large matmul and the block (shared between threads),
+ * with a short cache and a long one. */
+static void test_device(int threads, int64_t n_past)
 {
     het_error err = { 0 };
     het_device *dev = het_cpu_device_init(threads, &err);
     CHECK(dev != NULL, "cpu device: %s", err.msg);
     if (!dev) return;
-    const struct block_case c = { 128, 16, 8, 64, 20, true, false };
+    const struct block_case c = { 128, 16, 8, n_past + 44, n_past, true, false };
     struct block b;
     if (!block_build(&b, &c)) {
         CHECK(false, "device: graph");
@@ -292,8 +294,7 @@ static void test_device(int threads)
     nodes[0] = &mm;
     for (int i = 0; i < b.n; i++) nodes[1 + i] = b.nodes[i];
     const int n = b.n + 1;
-    CHECK(het_cpu_head_split_parts(nodes + 1, b.n, threads) == threads, "device: the block is not cut in %d",
-          threads);
+    CHECK(het_cpu_head_split_parts(nodes + 1, b.n, threads) == threads, "device: the block is not cut in %d", threads);
     uint8_t *kc0 = malloc(het_nbytes(b.kc)), *vc0 = malloc(het_nbytes(b.vc));
     memcpy(kc0, b.kc->data, het_nbytes(b.kc));
     memcpy(vc0, b.vc->data, het_nbytes(b.vc));
@@ -346,7 +347,8 @@ int main(void)
     for (int lv = HET_CPU_ISA_SCALAR; lv <= (int)best; lv++)
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_block(&cases[i], (enum het_cpu_isa)lv);
     test_refused();
-    test_device(2);
-    test_device(3);
+    test_device(2, 20);
+    test_device(3, 20);
+    test_device(2, 600);
     return het_test_finish();
 }
