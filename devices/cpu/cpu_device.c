@@ -750,8 +750,10 @@ static void cpu_free(het_device *dev)
 }
 
 /* A graph is about to be built and run. Between two decode tokens the host
- * builds, plans and schedules for ~340 us (Qwen3-0.6B, Zen 4 VM), longer
- * than the workers spin, so they sleep, and a sleeping vCPU here can take
+ * builds, plans and schedules for ~340 us (Qwen3-0.6B, Zen 4 VM; 180-190 us
+ * from one token's last step to the next one's first on a Zen 5 with the
+ * scratch plan kept and the split's decisions cheaper), longer than the
+ * workers spin, so they sleep, and a sleeping vCPU here can take
  * milliseconds to come back: wake them now (they spin for the job, at most
  * 1 ms). Only while this device is running graphs (a split ended within
  * HET_CPU_EXPECT_US): a graph that runs elsewhere, on lavapipe's threads
