@@ -265,7 +265,6 @@ enum het_status het_sched_alloc_graph(het_sched *s, het_graph *g, het_error *err
     }
     s->alloc_plan = plan; /* kept for het_sched_realloc_graph */
     s->alloc_graph = g;
-    s->alloc_n_tensors = het_graph_n_tensors(g);
     s->alloc_base = s->scratch;
     return HET_OK;
 }
@@ -274,7 +273,7 @@ enum het_status het_sched_alloc_graph(het_sched *s, het_graph *g, het_error *err
  * nodes), as long as a tenth of a layer, for the same plan every time. */
 enum het_status het_sched_realloc_graph(het_sched *s, het_graph *g, het_error *err)
 {
-    if (g != s->alloc_graph || het_graph_n_tensors(g) != s->alloc_n_tensors || !s->scratch ||
+    if (g != s->alloc_graph || het_graph_n_tensors(g) != s->alloc_plan.n || !s->scratch ||
         s->scratch != s->alloc_base || s->scratch_size < s->alloc_plan.peak)
         return het_sched_alloc_graph(s, g, err);
     enum het_status st = het_graph_status(g, err);

@@ -63,10 +63,10 @@ struct het_sched {
     het_pool            *pool;           /* params.pool: registered with every device */
     struct het_slice     scratch_slice;  /* scratch's slice when there is a pool       */
     bool                 host_open;      /* CPU access window on the pool is open      */
-    /* the last het_sched_alloc_graph: its graph, tensor count, plan and the
-     * scratch it was applied to (het_sched_realloc_graph gives it again) */
+    /* the last het_sched_alloc_graph: its graph, plan (of as many tensors
+     * as the graph had) and the scratch it was applied to
+     * (het_sched_realloc_graph gives it again) */
     const het_graph     *alloc_graph;
-    int                  alloc_n_tensors;
     struct het_scratch_plan alloc_plan;
     const void          *alloc_base;
 

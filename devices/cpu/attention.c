@@ -261,9 +261,7 @@ static void attn_prefetch(const struct attn_ctx *c, const struct het_tensor *a, 
 {
     const size_t row = (size_t)c->pl.hd * a->nb[0];
     if (!c->qk_cache || a->nb[2] == row) return;
-    const char *src = het_vec_row(a, t->hk, j0, t->b % a->ne[3]);
-    for (int64_t j = 0; j < nk; j++)
-        for (size_t o = 0; o < row; o += 64) __builtin_prefetch(src + j * a->nb[2] + o);
+    het_vec_prefetch_rows(het_vec_row(a, t->hk, j0, t->b % a->ne[3]), nk, a->nb[2], row);
 }
 
 /* Queries of the tile times scale into sc->q; reset O, m, l; row limits. */

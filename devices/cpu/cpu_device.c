@@ -233,6 +233,13 @@ static bool cpu_node_is_solo(const struct het_tensor *t)
     return !node_is_gated(t) && cpu_node_dense_bytes(t) < HET_CPU_SOLO_MAX_BYTES;
 }
 
+/* The first node of a small run (or a head-split block) to fail, kept. */
+static void cpu_solo_failed(struct cpu_split_job *j, int x, enum het_status s)
+{
+    uint64_t none = UINT64_MAX;
+    atomic_compare_exchange_strong(&j->solo_failed, &none, (uint64_t)x << 32 | (uint32_t)s);
+}
+
 /* Nodes [i, e) as one step whose parts are the run's groups of nodes that
  * share no data (het_cpu_solo_partition; often one), each run by whichever
  * thread takes it as if it were alone (nth 1, thread 0's scratch: a run cut
@@ -255,8 +262,7 @@ static void cpu_run_solo(struct cpu_split_job *j, const struct het_compute_param
                 s = het_cpu_compute(&solo, j->nodes[x]);
             }
             if (s == HET_OK) continue;
-            uint64_t none = UINT64_MAX;
-            atomic_compare_exchange_strong(&j->solo_failed, &none, (uint64_t)x << 32 | (uint32_t)s);
+            cpu_solo_failed(j, x, s);
             break;
         }
     }
@@ -276,9 +282,7 @@ static void cpu_run_heads(struct cpu_split_job *j, const struct het_compute_para
     for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
         int at;
         const enum het_status s = het_cpu_head_split_run(&one, j->nodes + i, len, (int)k, (int)np, &at);
-        if (s == HET_OK) continue;
-        uint64_t none = UINT64_MAX;
-        atomic_compare_exchange_strong(&j->solo_failed, &none, (uint64_t)(i + at) << 32 | (uint32_t)s);
+        if (s != HET_OK) cpu_solo_failed(j, i + at, s);
     }
 }
 

@@ -35,13 +35,6 @@
 
 #include "devices/cpu/vec.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define HS_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
-#else
-#define HS_PREFETCH(p) __builtin_prefetch((p), 0, 3)
-#endif
-
 #define HS_MAX_NODES   16
 /* Bytes of a head's keys (and of its values) asked for before the part's
  * small nodes run: a short cache's whole rows; a long one's first rows (the
@@ -200,12 +193,8 @@ int het_cpu_head_split_parts(struct het_tensor *const *nodes, int n, int max_par
 static void hs_kv_ahead(const struct het_tensor *kv)
 {
     const size_t row = (size_t)kv->ne[0] * kv->nb[0];
-    for (int64_t h = 0; h < kv->ne[1]; h++) {
-        const char *head = (const char *)kv->data + (size_t)h * kv->nb[1];
-        size_t asked = 0;
-        for (int64_t j = 0; j < kv->ne[2] && asked < HS_KV_AHEAD; j++, asked += row)
-            for (size_t o = 0; o < row; o += 64) HS_PREFETCH(head + (size_t)j * kv->nb[2] + o);
-    }
+    const int64_t most = (int64_t)((HS_KV_AHEAD + row - 1) / row), rows = kv->ne[2] < most ? kv->ne[2] : most;
+    for (int64_t h = 0; h < kv->ne[1]; h++) het_vec_prefetch_rows(het_vec_row(kv, h, 0, 0), rows, kv->nb[2], row);
 }
 
 enum het_status het_cpu_head_split_run(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
@@ -236,11 +225,7 @@ enum het_status het_cpu_head_split_run(const struct het_compute_params *p, struc
     hs_kv_ahead(use[n - 1]->src[2]);
     for (int i = 0, used; i < n; i += used) {
         enum het_status st;
-        used = het_cpu_norm_chain(p, use + i, n - i, &st);
-        if (used == 0) {
-            used = 1;
-            st = het_cpu_compute(p, use[i]);
-        }
+        used = het_cpu_compute_nodes(p, use + i, n - i, &st);
         if (st != HET_OK) {
             *failed = i;
             return st;

@@ -191,6 +191,14 @@ static inline char *het_vec_row(const struct het_tensor *t, int64_t i1, int64_t 
     return (char *)t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
 }
 
+/* Ask for n rows of row_bytes, stride bytes apart from the one at p, into
+ * the core's caches (a cache line at a time). */
+static inline void het_vec_prefetch_rows(const char *p, int64_t n, size_t stride, size_t row_bytes)
+{
+    for (int64_t j = 0; j < n; j++)
+        for (size_t o = 0; o < row_bytes; o += 64) __builtin_prefetch(p + (size_t)j * stride + o);
+}
+
 /* Do the storage extents of a and b (het_nbytes bytes from each data
  * pointer) share a byte? Conservative for views and strides. */
 static inline bool het_vec_overlap(const struct het_tensor *a, const struct het_tensor *b)
