@@ -63,81 +63,112 @@ HET_INLINE __m256 het_fscale(__m256 acc, __m256i isum, __m256 dw, const float *d
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_broadcast_ss(da)), acc);
 }
 
-/* ---- Q40: 8 rows of q4_0 nibbles ------------------------------------------------ */
+/* ---- Q40 and Q80: 8 rows, groups of 4 blocks -------------------------------------- */
 
-HET_INLINE void het_q40_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a,
-                          float *out, size_t ldo, const int NC)
+/* Q40 block j of a group whose fp16 scales start d_off bytes in, against
+ * NC activation rows at their block b: d * (sum(q*a) - 8*sum(a)). */
+HET_INLINE void het_q40_blk(const uint8_t *grp, size_t d_off, int64_t j, const uint8_t *const *a, int64_t b,
+                            __m256 *acc, const int NC)
 {
     const size_t bs = HET_Q8R_BS;
     const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(15);
+    const uint8_t *pb = grp + 128 * j;
+    __m256i s[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) s[c] = het_bc4(HET_MT(a[c], bs, b)->off8);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        const __m256i v = _mm256_load_si256((const __m256i *)(pb + 32 * g));
+        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) {
+            const int8_t *qa = HET_QA(a[c], bs, b);
+            s[c] = _mm256_add_epi16(s[c], _mm256_maddubs_epi16(lo, het_bc4(qa + 4 * g)));
+            HET_KEEP(s[c]);
+            s[c] = _mm256_add_epi16(s[c], _mm256_maddubs_epi16(hi, het_bc4(qa + 16 + 4 * g)));
+            HET_KEEP(s[c]);
+        }
+    }
+    const __m256 dv = het_ld_h8(grp + d_off + 16 * j);
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++)
+        acc[c] = het_fscale(acc[c], _mm256_madd_epi16(s[c], ones), dv, &HET_MT(a[c], bs, b)->d);
+}
+
+/* Q80 block j likewise: |a| x sign(w, a) */
+HET_INLINE void het_q80_blk(const uint8_t *grp, size_t d_off, int64_t j, const uint8_t *const *a, int64_t b,
+                            __m256 *acc, const int NC)
+{
+    const size_t bs = HET_Q8R_BS_ABS;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const uint8_t *pb = grp + 256 * j;
+    __m256i is[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) is[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        const __m256i wv = _mm256_load_si256((const __m256i *)(pb + 32 * g));
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) {
+            const __m256i sa = het_bc4(HET_QA(a[c], bs, b) + 4 * g);
+            const __m256i ua = het_bc4(HET_UA(a[c], bs, b) + 4 * g);
+            is[c] = _mm256_add_epi32(is[c], _mm256_madd_epi16(_mm256_maddubs_epi16(ua, _mm256_sign_epi8(wv, sa)), ones));
+            HET_KEEP(is[c]);
+        }
+    }
+    const __m256 dv = het_ld_h8(grp + d_off + 16 * j);
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) acc[c] = het_fscale(acc[c], is[c], dv, &HET_MT(a[c], bs, b)->d);
+}
+
+/* Every block of one Q40 (q80 false) or Q80 panel against NC activation
+ * rows, out[c*ldo + r]: group by group, a full group's 4 blocks unrolled,
+ * the layout and the row pointers in locals, so that a block's offsets are
+ * constants and the barrier after its loads does not make the compiler read
+ * them again (as the AVX-512 walker, panel_compact_avx512.c). A block asks
+ * for its lines after its loads; a group's last block also for the
+ * group's scales (one line). */
+HET_INLINE void het_c4_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *ap, float *out,
+                         size_t ldo, const int NC, const bool q80)
+{
+    const size_t blk = q80 ? 256 : 128, grp_bytes = l->grp_bytes;
+    const int pf = q80 ? 4 : 2;
+    const int64_t nb = l->nb, full = nb / 4;
+    const uint8_t *a[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) a[c] = ap[c];
     __m256 acc[4];
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < l->nb; b++) {
-        const int64_t gi = b / 4, j = b % 4, len = het_cpanel_len(l, gi);
-        const uint8_t *grp = het_cpanel_grp(l, panel, gi), *pb = grp + 128 * j;
-        const uint8_t *pd = grp + het_cpanel_d_off(l, len) + 16 * j;
-        __m256i s[4];
+    const uint8_t *grp = panel;
+    for (int64_t gi = 0; gi < full; gi++, grp += grp_bytes) {
 #pragma GCC unroll 4
-        for (int c = 0; c < NC; c++) s[c] = het_bc4(HET_MT(a[c], bs, b)->off8);
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; g++) {
-            const __m256i v = _mm256_load_si256((const __m256i *)(pb + 32 * g));
-            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-#pragma GCC unroll 4
-            for (int c = 0; c < NC; c++) {
-                const int8_t *qa = HET_QA(a[c], bs, b);
-                s[c] = _mm256_add_epi16(s[c], _mm256_maddubs_epi16(lo, het_bc4(qa + 4 * g)));
-                HET_KEEP(s[c]);
-                s[c] = _mm256_add_epi16(s[c], _mm256_maddubs_epi16(hi, het_bc4(qa + 16 + 4 * g)));
-                HET_KEEP(s[c]);
-            }
+        for (int64_t j = 0; j < 4; j++) {
+            if (q80) het_q80_blk(grp, 4 * blk, j, a, 4 * gi + j, acc, NC);
+            else het_q40_blk(grp, 4 * blk, j, a, 4 * gi + j, acc, NC);
+            het_prefetch_ahead(grp + blk * (size_t)j, j == 3 ? pf + 1 : pf);
         }
-        const __m256 dv = het_ld_h8(pd);
-#pragma GCC unroll 4
-        for (int c = 0; c < NC; c++)
-            acc[c] = het_fscale(acc[c], _mm256_madd_epi16(s[c], ones), dv, &HET_MT(a[c], bs, b)->d);
-        het_prefetch_ahead(pb, j == 3 ? 3 : 2);
+    }
+    const int64_t len = nb - 4 * full; /* a last group of fewer blocks */
+    for (int64_t j = 0; j < len; j++) {
+        if (q80) het_q80_blk(grp, (size_t)len * blk, j, a, 4 * full + j, acc, NC);
+        else het_q40_blk(grp, (size_t)len * blk, j, a, 4 * full + j, acc, NC);
+        het_prefetch_ahead(grp + blk * (size_t)j, pf);
     }
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) _mm256_storeu_ps(out + ldo * (size_t)c, acc[c]);
 }
 
-/* ---- Q80: 8 rows of q8_0 bytes: |a| x sign(w, a) -------------------------------- */
+HET_INLINE void het_q40_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a,
+                          float *out, size_t ldo, const int NC)
+{
+    het_c4_t(l, panel, a, out, ldo, NC, false);
+}
 
 HET_INLINE void het_q80_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a,
                           float *out, size_t ldo, const int NC)
 {
-    const size_t bs = HET_Q8R_BS_ABS;
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[4];
-#pragma GCC unroll 4
-    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < l->nb; b++) {
-        const int64_t gi = b / 4, j = b % 4, len = het_cpanel_len(l, gi);
-        const uint8_t *grp = het_cpanel_grp(l, panel, gi), *pb = grp + 256 * j;
-        const uint8_t *pd = grp + het_cpanel_d_off(l, len) + 16 * j;
-        __m256i is[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < NC; c++) is[c] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) {
-            const __m256i wv = _mm256_load_si256((const __m256i *)(pb + 32 * g));
-#pragma GCC unroll 4
-            for (int c = 0; c < NC; c++) {
-                const __m256i sa = het_bc4(HET_QA(a[c], bs, b) + 4 * g);
-                const __m256i ua = het_bc4(HET_UA(a[c], bs, b) + 4 * g);
-                is[c] = _mm256_add_epi32(is[c], _mm256_madd_epi16(_mm256_maddubs_epi16(ua, _mm256_sign_epi8(wv, sa)), ones));
-                HET_KEEP(is[c]);
-            }
-        }
-        const __m256 dv = het_ld_h8(pd);
-#pragma GCC unroll 4
-        for (int c = 0; c < NC; c++) acc[c] = het_fscale(acc[c], is[c], dv, &HET_MT(a[c], bs, b)->d);
-        het_prefetch_ahead(pb, j == 3 ? 5 : 4);
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < NC; c++) _mm256_storeu_ps(out + ldo * (size_t)c, acc[c]);
+    het_c4_t(l, panel, a, out, ldo, NC, true);
 }
 
 /* ---- Q6C: 8 rows of q6_K ---------------------------------------------------------
