@@ -63,6 +63,37 @@ HET_INLINE __m256 het_fscale(__m256 acc, __m256i isum, __m256 dw, const float *d
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_broadcast_ss(da)), acc);
 }
 
+/* q6_K's top 2 bits of group g from a qh vector (defined with Q6C below). */
+HET_INLINE __m256i het_q6_hi(__m256i qh, int g);
+
+/* One nibble block of 8 rows (4 vectors; vector g holds groups g and g+4)
+ * against NC activation rows at their block b: the low groups (k 0..15)
+ * add s16 pair sums into s0[c], the high ones (k 16..31) into s1[c] (the
+ * same array when the block has one sum), with q6_K's top bits from qh[0]
+ * and qh[1] when qh is given. */
+HET_INLINE void het_nib_dot8(const uint8_t *pb, const __m256i *qh, const uint8_t *const *a, size_t bs, int64_t b,
+                             __m256i *s0, __m256i *s1, const int NC)
+{
+    const __m256i m4 = _mm256_set1_epi8(15);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        const __m256i v = _mm256_load_si256((const __m256i *)(pb + 32 * g));
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (qh) {
+            lo = _mm256_or_si256(lo, het_q6_hi(qh[0], g));
+            hi = _mm256_or_si256(hi, het_q6_hi(qh[1], g));
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) {
+            const int8_t *qa = HET_QA(a[c], bs, b);
+            s0[c] = _mm256_add_epi16(s0[c], _mm256_maddubs_epi16(lo, het_bc4(qa + 4 * g)));
+            HET_KEEP(s0[c]);
+            s1[c] = _mm256_add_epi16(s1[c], _mm256_maddubs_epi16(hi, het_bc4(qa + 16 + 4 * g)));
+            HET_KEEP(s1[c]);
+        }
+    }
+}
+
 /* ---- Q40 and Q80: 8 rows, groups of 4 blocks -------------------------------------- */
 
 /* Q40 block j of a group whose fp16 scales start d_off bytes in, against
@@ -71,24 +102,11 @@ HET_INLINE void het_q40_blk(const uint8_t *grp, size_t d_off, int64_t j, const u
                             __m256 *acc, const int NC)
 {
     const size_t bs = HET_Q8R_BS;
-    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(15);
-    const uint8_t *pb = grp + 128 * j;
+    const __m256i ones = _mm256_set1_epi16(1);
     __m256i s[4];
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) s[c] = het_bc4(HET_MT(a[c], bs, b)->off8);
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; g++) {
-        const __m256i v = _mm256_load_si256((const __m256i *)(pb + 32 * g));
-        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-#pragma GCC unroll 4
-        for (int c = 0; c < NC; c++) {
-            const int8_t *qa = HET_QA(a[c], bs, b);
-            s[c] = _mm256_add_epi16(s[c], _mm256_maddubs_epi16(lo, het_bc4(qa + 4 * g)));
-            HET_KEEP(s[c]);
-            s[c] = _mm256_add_epi16(s[c], _mm256_maddubs_epi16(hi, het_bc4(qa + 16 + 4 * g)));
-            HET_KEEP(s[c]);
-        }
-    }
+    het_nib_dot8(grp + 128 * j, NULL, a, bs, b, s, s, NC);
     const __m256 dv = het_ld_h8(grp + d_off + 16 * j);
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++)
@@ -192,7 +210,6 @@ HET_INLINE void het_q6c_t(const struct het_panel_layout *l, const uint8_t *panel
                           float *out, size_t ldo, const int NC)
 {
     const size_t bs = HET_Q8R_BS;
-    const __m256i m4 = _mm256_set1_epi8(15);
     /* int8 scale pairs (lo, hi) of rows 0..7 -> (lo, lo) and (hi, hi) */
     const __m128i dup_lo = _mm_setr_epi8(0, 0, 2, 2, 4, 4, 6, 6, 8, 8, 10, 10, 12, 12, 14, 14);
     const __m128i dup_hi = _mm_setr_epi8(1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15);
@@ -207,8 +224,8 @@ HET_INLINE void het_q6c_t(const struct het_panel_layout *l, const uint8_t *panel
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)psc);
         const __m256i scl = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, dup_lo));
         const __m256i sch = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, dup_hi));
-        const __m256i qh0 = _mm256_load_si256((const __m256i *)(pb + 128));
-        const __m256i qh1 = _mm256_load_si256((const __m256i *)(pb + 160));
+        const __m256i qh[2] = {_mm256_load_si256((const __m256i *)(pb + 128)),
+                               _mm256_load_si256((const __m256i *)(pb + 160))};
         __m256i sl[4], sh[4];
 #pragma GCC unroll 4
         for (int c = 0; c < NC; c++) {
@@ -216,20 +233,7 @@ HET_INLINE void het_q6c_t(const struct het_panel_layout *l, const uint8_t *panel
             sl[c] = het_bc4(m->off32[0]);
             sh[c] = het_bc4(m->off32[1]);
         }
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; g++) {
-            const __m256i v = _mm256_load_si256((const __m256i *)(pb + 32 * g));
-            const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), het_q6_hi(qh0, g));
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), het_q6_hi(qh1, g));
-#pragma GCC unroll 4
-            for (int c = 0; c < NC; c++) {
-                const int8_t *qa = HET_QA(a[c], bs, b);
-                sl[c] = _mm256_add_epi16(sl[c], _mm256_maddubs_epi16(lo, het_bc4(qa + 4 * g)));
-                HET_KEEP(sl[c]);
-                sh[c] = _mm256_add_epi16(sh[c], _mm256_maddubs_epi16(hi, het_bc4(qa + 16 + 4 * g)));
-                HET_KEEP(sh[c]);
-            }
-        }
+        het_nib_dot8(pb, qh, a, bs, b, sl, sh, NC);
         const __m256 dv = het_ld_h8(pd);
 #pragma GCC unroll 4
         for (int c = 0; c < NC; c++) {
@@ -254,7 +258,7 @@ HET_INLINE void het_q4kc_t(const struct het_panel_layout *l, const uint8_t *pane
                            float *out, size_t ldo, const int NC)
 {
     const size_t bs = HET_Q8R_BS;
-    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(15);
+    const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[4];
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
@@ -271,19 +275,7 @@ HET_INLINE void het_q4kc_t(const struct het_panel_layout *l, const uint8_t *pane
             __m256i s[4];
 #pragma GCC unroll 4
             for (int c = 0; c < NC; c++) s[c] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-            for (int g = 0; g < 4; g++) {
-                const __m256i v = _mm256_load_si256((const __m256i *)(pb + 32 * g));
-                const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-#pragma GCC unroll 4
-                for (int c = 0; c < NC; c++) {
-                    const int8_t *qa = HET_QA(a[c], bs, b);
-                    s[c] = _mm256_add_epi16(s[c], _mm256_maddubs_epi16(lo, het_bc4(qa + 4 * g)));
-                    HET_KEEP(s[c]);
-                    s[c] = _mm256_add_epi16(s[c], _mm256_maddubs_epi16(hi, het_bc4(qa + 16 + 4 * g)));
-                    HET_KEEP(s[c]);
-                }
-            }
+            het_nib_dot8(pb, NULL, a, bs, b, s, s, NC);
             const __m256 dsc = _mm256_mul_ps(dv, het_ld_u8x8(scm + 16 * j));
             const __m256 dm = _mm256_mul_ps(mv, het_ld_u8x8(scm + 16 * j + 8));
 #pragma GCC unroll 4
