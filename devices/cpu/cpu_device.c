@@ -76,6 +76,7 @@
 #define CPU_WS_BITS  10
 #define CPU_WS_PROBE 8 /* slots looked at from a key's own */
 #define CPU_WS_SLOTS (1 << CPU_WS_BITS)
+#define CPU_WS_ASK_AHEAD 6 /* nodes ahead whose slots a split's first loop asks for (cpu_ws_ask) */
 struct cpu_ws_memo {
     const struct het_tensor *a;       /* NULL: empty slot */
     const void              *a_extra;
@@ -172,6 +173,26 @@ static bool cpu_ws_same(const struct cpu_ws_memo *x, const struct cpu_ws_memo *y
            x->d_type == y->d_type && x->b_op == y->b_op && x->has_data == y->has_data;
 }
 
+/* The memo slot where a matmul node's key starts looking. */
+static size_t cpu_ws_home(const struct het_tensor *node)
+{
+    const struct het_tensor *a = node->src[0], *b = node->src[1];
+    const uint64_t h = ((uint64_t)(uintptr_t)a ^ (uint64_t)b->ne[1] << 40 ^ (uint64_t)b->ne[2] << 52) *
+                       0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> (64 - CPU_WS_BITS));
+}
+
+/* Ask for the memo slots a matmul node will look at. A token's first look
+ * at the memo finds it out of the caches (its weights streamed through them
+ * since): asked for a few nodes ahead, the misses overlap. */
+static void cpu_ws_ask(const struct cpu_context *c, const struct het_tensor *node)
+{
+    if (node->op != HET_OP_MUL_MAT || !node->src[0] || !node->src[1]) return;
+    const struct cpu_ws_memo *m = &c->ws_memo[cpu_ws_home(node)];
+    for (size_t o = 0; o < sizeof *m; o += 64) __builtin_prefetch((const char *)m + o);
+    __builtin_prefetch((const char *)m + sizeof *m - 1); /* the slot's last line when it straddles one more */
+}
+
 /* het_cpu_work_size, a matmul's from the memo when it was asked before. */
 static size_t cpu_work_size(struct cpu_context *c, const struct het_tensor *node)
 {
@@ -179,9 +200,7 @@ static size_t cpu_work_size(struct cpu_context *c, const struct het_tensor *node
         return het_cpu_work_size(node, c->n_threads, c->f32_act);
     struct cpu_ws_memo k;
     cpu_ws_key(&k, node);
-    const uint64_t h = ((uint64_t)(uintptr_t)k.a ^ (uint64_t)k.b_ne[1] << 40 ^ (uint64_t)k.b_ne[2] << 52) *
-                       0x9E3779B97F4A7C15ull;
-    const size_t home = (size_t)(h >> (64 - CPU_WS_BITS));
+    const size_t home = cpu_ws_home(node);
     struct cpu_ws_memo *slot = &c->ws_memo[home];
     for (int i = 0; i < CPU_WS_PROBE; i++) {
         struct cpu_ws_memo *m = &c->ws_memo[(home + (size_t)i) % CPU_WS_SLOTS];
@@ -395,7 +414,9 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
     enum het_status st = cpu_nodes_reserve(c, n, err);
     if (st != HET_OK) return st;
     size_t need = 0, work = 0;
+    for (int i = 0; i < CPU_WS_ASK_AHEAD && i < n; i++) cpu_ws_ask(c, nodes[i]);
     for (int i = 0; i < n; i++) {
+        if (i + CPU_WS_ASK_AHEAD < n) cpu_ws_ask(c, nodes[i + CPU_WS_ASK_AHEAD]);
         size_t w = cpu_work_size(c, nodes[i]);
         if (w > need) need = w;
         work += het_cpu_node_work(nodes[i]);
