@@ -290,8 +290,7 @@ HET_INLINE void het_compact_kq_t(const struct het_panel_layout *l, const uint8_t
     for (int64_t b = 0; b < l->nb; b++) {
         const int64_t gi = b / G, j = b % G, len = het_cpanel_len(l, gi);
         const uint8_t *grp = het_cpanel_grp(l, panel, gi);
-        if (kind == HET_PANEL_Q6C) het_q6c_blk(l, grp, j, len, a, b, acc, NC, vnni);
-        else het_q4kc_blk(l, grp, j, len, a, b, acc, NC, vnni);
+        het_cblk(l, grp, j, len, a, b, acc, NC, kind, vnni);
         /* the block's own loads first: the compiler may not move them past this */
         __asm__ volatile("" ::: "memory");
         het_pf(grp + blk * (size_t)j, j == G - 1 ? pf_last : pf,
@@ -334,8 +333,7 @@ HET_INLINE void het_compact_t(const struct het_panel_layout *lp, const uint8_t *
     for (int64_t gi = 0; gi < full; gi++, grp += l.grp_bytes) {
 #pragma GCC unroll 4
         for (int64_t j = 0; j < G; j++) {
-            if (kind == HET_PANEL_Q40) het_q40_blk(&l, grp, j, G, a, gi * G + j, acc, NC, vnni);
-            else het_q80_blk(&l, grp, j, G, a, gi * G + j, acc, NC, vnni);
+            het_cblk(&l, grp, j, G, a, gi * G + j, acc, NC, kind, vnni);
             /* the block's own loads first: the compiler may not move them past this */
             __asm__ volatile("" ::: "memory");
             het_pf(grp + blk * (size_t)j, pf, HET_PF_AHEAD_DECODE, true);
@@ -344,8 +342,7 @@ HET_INLINE void het_compact_t(const struct het_panel_layout *lp, const uint8_t *
     }
     const int64_t len = l.nb - full * G; /* a last group of fewer blocks */
     for (int64_t j = 0; j < len; j++) {
-        if (kind == HET_PANEL_Q40) het_q40_blk(&l, grp, j, len, a, full * G + j, acc, NC, vnni);
-        else het_q80_blk(&l, grp, j, len, a, full * G + j, acc, NC, vnni);
+        het_cblk(&l, grp, j, len, a, full * G + j, acc, NC, kind, vnni);
         __asm__ volatile("" ::: "memory");
         het_pf(grp + blk * (size_t)j, pf, HET_PF_AHEAD_DECODE, true);
     }
