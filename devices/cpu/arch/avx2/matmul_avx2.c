@@ -39,9 +39,6 @@ HET_INLINE float het_h2f_f16c(uint16_t h) { return _cvtsh_ss(h); }
  * which spills registers in the panel kernels. */
 #define HET_KEEP(v) __asm__("" : "+x"(v))
 
-/* Activation blocks are prefetched this far ahead in the panel kernels. */
-#define HET_PF_BLOCKS 3
-
 #define HET_META(row, bs, b) ((const struct het_q8r_meta *)((row) + (size_t)(b) * (bs) + (bs) - 32))
 #define HET_QS(row, bs, b)   ((const int8_t *)((row) + (size_t)(b) * (bs)))
 #define HET_UA(row, bs, b)   ((row) + (size_t)(b) * (bs) + 32)
@@ -384,49 +381,8 @@ HET_INLINE void het_panel_u5_t(const struct het_panel_layout *l, const void *pan
 #pragma GCC unroll 4
         for (int c = 0; c < NC; c++) {
             const struct het_q8r_meta *m = HET_META(a[c], bs, b);
-            _mm_prefetch((const char *)HET_QS(a[c], bs, b + HET_PF_BLOCKS), _MM_HINT_T0);
+            _mm_prefetch((const char *)HET_QS(a[c], bs, b + HET_AVX2_PF_ACT_BLOCKS), _MM_HINT_T0);
             const __m256i i = _mm256_add_epi32(_mm256_madd_epi16(p[c], ones), _mm256_madd_epi16(p2[c], ones));
-            acc[c] = het_panel_scale(acc[c], i, dv, m->d);
-            acc[c] = _mm256_fmadd_ps(cv, _mm256_set1_ps(m->s), acc[c]);
-        }
-    }
-    for (int c = 0; c < NC; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
-}
-
-/* U4N: U4 with the quants still as nibbles: each 32-byte load is groups g
- * (low nibbles) and g+4 (high nibbles) of the 8 rows. Summing the low and
- * the high groups in two s16 chains keeps U4's bound (30480). */
-HET_INLINE void het_panel_u4n_t(const struct het_panel_layout *l, const void *panel, const uint8_t *const *a,
-                                float *out, const int NC)
-{
-    const size_t bs = HET_Q8R_BS;
-    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(15);
-    __m256 acc[4];
-    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
-    const uint8_t *pb = panel;
-    for (int64_t b = 0; b < l->nb; b++, pb += l->blk_bytes) {
-        __m256i p[4], p2[4];
-        for (int c = 0; c < NC; c++) p[c] = p2[c] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; g++) {
-            const __m256i v = _mm256_load_si256((const __m256i *)(pb + 32 * g));
-            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-#pragma GCC unroll 4
-            for (int c = 0; c < NC; c++) {
-                const int8_t *qa = HET_QS(a[c], bs, b);
-                p[c] = _mm256_add_epi16(p[c], _mm256_maddubs_epi16(lo, het_bcast4(qa + 4 * g)));
-                HET_KEEP(p[c]);
-                p2[c] = _mm256_add_epi16(p2[c], _mm256_maddubs_epi16(hi, het_bcast4(qa + 16 + 4 * g)));
-                HET_KEEP(p2[c]);
-            }
-        }
-        const __m256 dv = _mm256_load_ps((const float *)(pb + l->off_d));
-        const __m256 cv = _mm256_load_ps((const float *)(pb + l->off_c));
-#pragma GCC unroll 4
-        for (int c = 0; c < NC; c++) {
-            const struct het_q8r_meta *m = HET_META(a[c], bs, b);
-            _mm_prefetch((const char *)HET_QS(a[c], bs, b + HET_PF_BLOCKS), _MM_HINT_T0);
-            const __m256i i = _mm256_madd_epi16(_mm256_add_epi16(p[c], p2[c]), ones);
             acc[c] = het_panel_scale(acc[c], i, dv, m->d);
             acc[c] = _mm256_fmadd_ps(cv, _mm256_set1_ps(m->s), acc[c]);
         }
@@ -447,7 +403,6 @@ HET_INLINE void het_panel_u4n_t(const struct het_panel_layout *l, const void *pa
     }
 
 HET_PANEL_DISPATCH(het_panel_u5_avx2, het_panel_u5_t)
-HET_PANEL_DISPATCH(het_panel_u4n_avx2, het_panel_u4n_t)
 
 /* ---- float weights ------------------------------------------------------------------ */
 

@@ -1,7 +1,8 @@
 /*
  * panel_compact_avx2.c — AVX2 kernels over the compact panels (Q40, Q80,
- * Q6C, Q4KC: the file's bytes, rows interleaved 8 at a time, see quant_dot.h) and
- * over the wide panels that batch matmuls expand them into.
+ * Q6C, Q4KC: the file's bytes, rows interleaved 8 at a time, see quant_dot.h),
+ * over the wide panels that batch matmuls expand them into, and over q4_1's
+ * nibble panels (U4N), which share the compact kinds' nibble loop.
  *
  * Compact kernels serve decode and small batches: one 8-row panel against
  * 1..4 activation rows, reading no more bytes than the GGUF blocks. Their
@@ -246,6 +247,39 @@ HET_INLINE void het_q6c_t(const struct het_panel_layout *l, const uint8_t *panel
     for (int c = 0; c < NC; c++) _mm256_storeu_ps(out + ldo * (size_t)c, acc[c]);
 }
 
+/* ---- U4N (q4_1): nibbles as Q40, per block float d[8] and c[8] ------------------------
+ * Each 32-byte load is groups g (low nibbles) and g+4 (high nibbles) of the
+ * 8 rows; the low and the high groups sum in two s16 chains, which keeps
+ * U4's bound (30480). Value d*q + c: acc + d * da * sum(q*a) + c * s. */
+HET_INLINE void het_u4n_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a, float *out,
+                          size_t ldo, const int NC)
+{
+    const size_t bs = HET_Q8R_BS;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
+    const uint8_t *pb = panel;
+    for (int64_t b = 0; b < l->nb; b++, pb += l->blk_bytes) {
+        __m256i p[4], p2[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) p[c] = p2[c] = _mm256_setzero_si256();
+        het_nib_dot8(pb, NULL, a, bs, b, p, p2, NC);
+        const __m256 dv = _mm256_load_ps((const float *)(pb + l->off_d));
+        const __m256 cv = _mm256_load_ps((const float *)(pb + l->off_c));
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) {
+            const struct het_q8r_meta *m = HET_MT(a[c], bs, b);
+            _mm_prefetch((const char *)HET_QA(a[c], bs, b + HET_AVX2_PF_ACT_BLOCKS), _MM_HINT_T0);
+            const __m256i i = _mm256_madd_epi16(_mm256_add_epi16(p[c], p2[c]), ones);
+            acc[c] = het_fscale(acc[c], i, dv, &m->d);
+            acc[c] = _mm256_fmadd_ps(cv, _mm256_set1_ps(m->s), acc[c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) _mm256_storeu_ps(out + ldo * (size_t)c, acc[c]);
+}
+
 /* ---- Q4KC: 8 rows of q4_K: d*sc*da*sum(q*a) - dmin*m*s --------------------------------
  * The nibbles as Q40; the s16 pair sums start from 0 (8 * 2 * 15 * 127
  * fits), the block's sc and m bytes scale the rows' d and dmin. */
@@ -322,6 +356,7 @@ HET_COMPACT_DISPATCH(het_panel_q40_avx2, het_q40_t)
 HET_COMPACT_DISPATCH(het_panel_q80_avx2, het_q80_t)
 HET_COMPACT_DISPATCH(het_panel_q6c_avx2, het_q6c_t)
 HET_COMPACT_DISPATCH(het_panel_q4kc_avx2, het_q4kc_t)
+HET_COMPACT_DISPATCH(het_panel_u4n_avx2, het_u4n_t)
 HET_COMPACT_RUN(het_panels_q40_avx2, het_q40_t)
 HET_COMPACT_RUN(het_panels_q80_avx2, het_q80_t)
 HET_COMPACT_RUN(het_panels_q6c_avx2, het_q6c_t)
