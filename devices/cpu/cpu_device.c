@@ -12,9 +12,7 @@
  * decode token has a few hundred): matmuls that share one activation row
  * (het_cpu_mul_mat_group), and a run of small nodes, as one step whose
  * parts are its chains that share no memory, each run by one thread alone
- * (HET_CPU_SOLO_MAX_BYTES, cpu_solo.c), or, when the run ends in (or just
- * before) an attention, the run and the attention cut by kv heads
- * (head_split.c). The thread count (the caller
+ * (HET_CPU_SOLO_MAX_BYTES, cpu_solo.c). The thread count (the caller
  * included) defaults to the number of physical cores (hwloc), since SMT
  * siblings share the SIMD units the kernels saturate.
  *
@@ -27,7 +25,6 @@
 #include "devices/cpu/cpu_pool.h"
 #include "devices/cpu/cpu_profile.h"
 #include "devices/cpu/cpu_solo.h"
-#include "devices/cpu/head_split.h"
 #include "devices/cpu/panel_arena.h"
 #include "devices/cpu/quant_dot.h"
 #include "het/pool.h"
@@ -110,9 +107,6 @@ struct cpu_context {
     uint8_t                *solo;       /* cpu_node_is_solo,                                */
     uint8_t                *solo_part;  /* its part of its run (het_cpu_solo_partition),    */
     uint8_t                *solo_np;    /* at a run's first node: the run's parts           */
-    uint8_t                *heads;      /* at a block's first node: its length when the run
-                                           and its attention are cut by kv heads (head_split.c) */
-    size_t                  heads_slot; /* each thread's scratch for a block's part         */
     void                   *node_buf;
     int                     cap_nodes;
     struct cpu_ws_memo      ws_memo[CPU_WS_SLOTS];
@@ -222,7 +216,7 @@ struct cpu_split_job {
     struct het_tensor *const *nodes;
     const uint8_t *const     *ahead;   /* cpu_context's per-node decisions      */
     const size_t             *ahead_len;
-    const uint8_t            *solo, *solo_part, *solo_np, *heads;
+    const uint8_t            *solo, *solo_part, *solo_np;
     int                       n;
     unsigned                  key0;    /* gate key of node i: key0 + i        */
     _Atomic uint64_t          at;      /* node the caller is in << 32 | its first step */
@@ -252,7 +246,7 @@ static bool cpu_node_is_solo(const struct het_tensor *t)
     return !node_is_gated(t) && cpu_node_dense_bytes(t) < HET_CPU_SOLO_MAX_BYTES;
 }
 
-/* The first node of a small run (or a head-split block) to fail, kept. */
+/* The first node of a small run to fail, kept. */
 static void cpu_solo_failed(struct cpu_split_job *j, int x, enum het_status s)
 {
     uint64_t none = UINT64_MAX;
@@ -284,24 +278,6 @@ static void cpu_run_solo(struct cpu_split_job *j, const struct het_compute_param
             cpu_solo_failed(j, x, s);
             break;
         }
-    }
-}
-
-/* Nodes [i, i + len), a run of small nodes and the attention after it, as
- * one step whose parts are groups of kv heads (head_split.c), each run by
- * whichever thread takes it as if it were alone, in its own scratch. */
-static void cpu_run_heads(struct cpu_split_job *j, const struct het_compute_params *p, int i, int len)
-{
-    const int64_t np = j->solo_np[i];
-    const size_t slot = j->c->heads_slot;
-    const struct het_compute_params one = {
-        .ith = 0, .nth = 1, .wdata = (char *)p->wdata + (size_t)p->ith * slot, .wsize = slot, .isa = p->isa,
-        .f32_act = p->f32_act,
-    };
-    for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
-        int at;
-        const enum het_status s = het_cpu_head_split_run(&one, j->nodes + i, len, (int)k, (int)np, &at);
-        if (s != HET_OK) cpu_solo_failed(j, i + at, s);
     }
 }
 
@@ -341,7 +317,7 @@ static void cpu_set_ahead(struct cpu_context *c, struct het_tensor *const *nodes
 static enum het_status cpu_nodes_reserve(struct cpu_context *c, int n, het_error *err)
 {
     if (n <= c->cap_nodes) return HET_OK;
-    const size_t per = sizeof *c->ahead + sizeof *c->ahead_len + 4;
+    const size_t per = sizeof *c->ahead + sizeof *c->ahead_len + 3;
     void *buf = realloc(c->node_buf, per * (size_t)n);
     if (!buf) return het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory for a split of %d nodes", n);
     c->node_buf = buf;
@@ -351,7 +327,6 @@ static enum het_status cpu_nodes_reserve(struct cpu_context *c, int n, het_error
     c->solo = (uint8_t *)(c->ahead_len + n);
     c->solo_part = c->solo + n;
     c->solo_np = c->solo_part + n;
-    c->heads = c->solo_np + n;
     return HET_OK;
 }
 
@@ -384,10 +359,7 @@ static void cpu_split_run(void *arg, struct het_cpu_worker *w, int ith)
         enum het_status s = HET_OK;
         w->ahead = j->ahead[i];
         w->ahead_left = j->ahead_len[i];
-        if (j->heads[i]) {
-            used = j->heads[i];
-            cpu_run_heads(j, &p, i, used);
-        } else if (j->solo[i]) {
+        if (j->solo[i]) {
             used = 1;
             while (i + used < j->n && j->solo[i + used]) used++;
             cpu_run_solo(j, &p, i, i + used);
@@ -430,35 +402,11 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         for (int x = i; x < i + len; x++) all = all && c->solo[x];
         for (int x = i; x < i + len && !all; x++) c->solo[x] = 0;
     }
-    /* each run of small nodes: its parts. A run that ends with an attention,
-     * or comes right before one, is one step with the attention cut by kv
-     * heads when its nodes allow (head_split.c); a walk that comes into such
-     * a block after its first node (a group of nodes before it took some)
-     * runs the rest as one part. */
-    if (n > 0) memset(c->heads, 0, (size_t)n);
-    c->heads_slot = 0;
+    /* each run of small nodes: its parts */
     for (int i = 0, e; i < n; i = e) {
         for (e = i + 1; c->solo[i] && e < n && c->solo[e]; e++) {}
         if (!c->solo[i]) {
             c->solo_np[i] = 1;
-            continue;
-        }
-        const int a = nodes[e - 1]->op == HET_OP_ATTN ? e - 1 : e < n && nodes[e]->op == HET_OP_ATTN ? e : -1;
-        const int len = a - i + 1;
-        const int np = a < 0 || c->n_threads < 2 || len > UINT8_MAX
-                           ? 1 : het_cpu_head_split_parts(nodes + i, len, c->n_threads);
-        if (np >= 2) {
-            c->heads[i] = (uint8_t)len;
-            c->solo_np[i] = (uint8_t)np;
-            for (int x = i + 1; x <= a; x++) {
-                c->solo[x] = 1;
-                c->solo_part[x] = 0;
-                c->solo_np[x] = 1;
-            }
-            const size_t slot = (het_cpu_attn_work_size(nodes[a], 1) + 63) & ~(size_t)63;
-            if (slot > c->heads_slot) c->heads_slot = slot;
-            if (slot * (size_t)c->n_threads > need) need = slot * (size_t)c->n_threads;
-            e = a + 1;
             continue;
         }
         c->solo_np[i] = (uint8_t)het_cpu_solo_partition(nodes + i, e - i, c->n_threads, c->solo_part + i);
@@ -473,7 +421,7 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
     const double t_split = prof ? het_cpu_profile_now_us(prof) : 0.0;
     struct cpu_split_job j = {
         .c = c, .nodes = nodes, .ahead = c->ahead, .ahead_len = c->ahead_len, .solo = c->solo,
-        .solo_part = c->solo_part, .solo_np = c->solo_np, .heads = c->heads, .n = n, .failed = -1,
+        .solo_part = c->solo_part, .solo_np = c->solo_np, .n = n, .failed = -1,
     };
     atomic_init(&j.solo_failed, UINT64_MAX);
     /* one thread, or nodes too small to share: the calling thread alone,

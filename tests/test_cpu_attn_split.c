@@ -1,26 +1,18 @@
 /*
- * test_cpu_head_split.c — a decode layer's per-head nodes and its attention
- * cut by kv heads (head_split.c), checked for results only:
- *   - the block of a Qwen3 decode layer (q and k normed, scaled by a gain and
- *     rotated, k and v written into F16 caches viewed head-major, attention
- *     over the cache) cut into every number of parts up to the kv heads,
- *     parts run in any order: q, k, the caches and the attention's output
- *     bit for bit those of the nodes run one by one; GQA 2 and 4 q heads a
- *     kv head and none, odd head counts, q a strided view, every kernel
- *     level; and a llama block (no norms);
- *   - refused when the cut would share bytes between parts: k's norm in
- *     storage q's norm also uses (reused scratch), a node of one row, a
- *     broadcast input written by the block, an op that is not per head;
- *   - the CPU device (2 and 3 threads) on a split of a large matmul and the
- *     block, many times, with a short cache and a long one: every output bit
- *     for bit the nodes' one by one.
+ * test_cpu_attn_split.c — the CPU device on a decode layer's per-head nodes
+ * and attention (q and k normed, scaled and rotated, k and v written into
+ * F16 caches viewed head-major, attention over the cache) after a matmul of
+ * 4 MB, so that the split is shared between threads: the small nodes as the
+ * solo step of their chains (cpu_solo.c), the attention as a step of its
+ * own. Run 200 times with 2 and 3 threads, a short cache and a long one:
+ * every output bit for bit that of the nodes run one by one on one thread.
+ * Checked for results only, never time.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "devices/cpu/cpu_ops.h"
-#include "devices/cpu/head_split.h"
 #include "het/device.h"
 #include "het/graph.h"
 #include "sched/device_impl.h"
@@ -162,95 +154,6 @@ static void run_alone(struct block *b, enum het_cpu_isa isa)
     }
 }
 
-static void test_block(const struct block_case *c, enum het_cpu_isa isa)
-{
-    struct block b;
-    char what[160];
-    snprintf(what, sizeof what, "%s hd=%lld heads %lld/%lld past %lld%s (%s)", c->norms ? "qwen3" : "llama",
-             (long long)c->hd, (long long)c->n_head, (long long)c->n_kv, (long long)c->n_past,
-             c->strided ? " q strided" : "", het_cpu_isa_name(isa));
-    if (!block_build(&b, c)) {
-        CHECK(false, "%s: graph", what);
-        return;
-    }
-    CHECK(b.nodes[b.n - 1]->op == HET_OP_ATTN && b.n == (c->norms ? 9 : 5), "%s: %d nodes", what, b.n);
-    uint8_t *kc0 = malloc(het_nbytes(b.kc)), *vc0 = malloc(het_nbytes(b.vc));
-    memcpy(kc0, b.kc->data, het_nbytes(b.kc));
-    memcpy(vc0, b.vc->data, het_nbytes(b.vc));
-    block_reset(&b, kc0, vc0);
-    run_alone(&b, isa);
-    struct outputs want;
-    outputs_take(&b, &want);
-
-    const int most = het_cpu_head_split_parts(b.nodes, b.n, 64);
-    CHECK(most == (int)c->n_kv, "%s: %d parts at most, want %lld", what, most, (long long)c->n_kv);
-    CHECK(het_cpu_head_split_parts(b.nodes, b.n, 2) == 2 && het_cpu_head_split_parts(b.nodes, b.n, 1) == 1,
-          "%s: parts not bounded by the threads", what);
-    CHECK(het_cpu_head_split_parts(b.nodes, b.n - 1, 8) == 1, "%s: a block without its attention cut", what);
-    const size_t ws = het_cpu_attn_work_size(b.nodes[b.n - 1], 1);
-    void *wd = aligned_alloc(64, (ws + 63) & ~(size_t)63);
-    const struct het_compute_params p = { .ith = 0, .nth = 1, .wdata = wd, .wsize = ws, .isa = isa };
-    for (int np = 2; np <= most; np++)
-        for (int order = 0; order < 2; order++) {
-            block_reset(&b, kc0, vc0);
-            for (int k = 0; k < np; k++) {
-                int failed = -1;
-                const int part = order ? np - 1 - k : k;
-                const enum het_status st = het_cpu_head_split_run(&p, b.nodes, b.n, part, np, &failed);
-                CHECK(st == HET_OK, "%s: part %d of %d: %s at node %d", what, part, np, het_status_name(st), failed);
-            }
-            struct outputs got;
-            outputs_take(&b, &got);
-            CHECK(got.n == want.n && !memcmp(got.bytes, want.bytes, want.n), "%s: %d parts (%s): not the nodes' bytes",
-                  what, np, order ? "last first" : "in order");
-            free(got.bytes);
-        }
-    free(wd);
-    free(want.bytes);
-    free(kc0);
-    free(vc0);
-    block_free(&b);
-}
-
-/* Cuts that would share bytes between parts are refused. */
-static void test_refused(void)
-{
-    const struct block_case c = { 64, 4, 2, 32, 5, true, false };
-    struct block b;
-    if (!block_build(&b, &c)) {
-        CHECK(false, "refused: graph");
-        return;
-    }
-    struct het_tensor **n = b.nodes; /* q norm, mul, rope, k norm, mul, rope, cpy k, cpy v, attn */
-    CHECK(het_cpu_head_split_parts(n, b.n, 2) == 2, "the block is cut");
-    /* k's norm where q's norm is (the scratch planner reuses storage) */
-    void *own = n[3]->data;
-    n[3]->data = n[0]->data;
-    CHECK(het_cpu_head_split_parts(n, b.n, 2) == 1, "k's norm in q's norm's storage: cut");
-    /* in q's rope's own storage: q heads 0-1 and kv head 0 at one address, a group apart */
-    n[3]->data = n[2]->data;
-    CHECK(het_cpu_head_split_parts(n, b.n, 2) == 1, "k's norm in q's rope's storage: cut");
-    n[3]->data = own;
-    /* the gain written by the block: a node writes a broadcast input */
-    struct het_tensor *gain = n[1]->src[1];
-    void *gd = gain->data;
-    gain->data = n[6]->data;
-    CHECK(het_cpu_head_split_parts(n, b.n, 2) == 1, "a gain inside a cache write: cut");
-    gain->data = gd;
-    /* an op that is not per head */
-    const enum het_op op = n[1]->op;
-    n[1]->op = HET_OP_SOFTMAX;
-    CHECK(het_cpu_head_split_parts(n, b.n, 2) == 1, "a softmax in the block: cut");
-    n[1]->op = op;
-    /* a node of one row (dim 1 of 1) */
-    const int64_t ne1 = n[1]->ne[1];
-    n[1]->ne[1] = 1;
-    CHECK(het_cpu_head_split_parts(n, b.n, 2) == 1, "a node of one row: cut");
-    n[1]->ne[1] = ne1;
-    CHECK(het_cpu_head_split_parts(n, b.n, 2) == 2, "the block, restored, is not cut");
-    block_free(&b);
-}
-
 /* The device on a large matmul and the block (shared between threads),
  * with a short cache and a long one. */
 static void test_device(int threads, int64_t n_past)
@@ -294,7 +197,6 @@ static void test_device(int threads, int64_t n_past)
     nodes[0] = &mm;
     for (int i = 0; i < b.n; i++) nodes[1 + i] = b.nodes[i];
     const int n = b.n + 1;
-    CHECK(het_cpu_head_split_parts(nodes + 1, b.n, threads) == threads, "device: the block is not cut in %d", threads);
     uint8_t *kc0 = malloc(het_nbytes(b.kc)), *vc0 = malloc(het_nbytes(b.vc));
     memcpy(kc0, b.kc->data, het_nbytes(b.kc));
     memcpy(vc0, b.vc->data, het_nbytes(b.vc));
@@ -334,19 +236,6 @@ static void test_device(int threads, int64_t n_past)
 int main(void)
 {
     het_test_seed(777);
-    struct het_cpu_features f;
-    het_cpu_features_detect(&f);
-    const enum het_cpu_isa best = het_cpu_isa_select(&f);
-    static const struct block_case cases[] = {
-        { 128, 16, 8, 64, 20, true, false },  /* Qwen3-0.6B */
-        { 64, 6, 3, 40, 0, true, true },      /* odd heads, the first token, q strided */
-        { 64, 8, 2, 300, 257, true, false },  /* 4 q heads a kv head, past a key block */
-        { 32, 4, 4, 16, 7, false, false },    /* llama without GQA */
-        { 48, 10, 5, 24, 11, false, true },   /* llama, odd heads, q strided */
-    };
-    for (int lv = HET_CPU_ISA_SCALAR; lv <= (int)best; lv++)
-        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_block(&cases[i], (enum het_cpu_isa)lv);
-    test_refused();
     test_device(2, 20);
     test_device(3, 20);
     test_device(2, 600);
