@@ -29,8 +29,6 @@ struct block {
 
 struct block_case {
     int64_t hd, n_head, n_kv, n_ctx, n_past;
-    bool    norms;   /* Qwen3: q and k normed and scaled before the rope */
-    bool    strided; /* q a view with rows wider than a head */
 };
 
 static void *block_alloc(struct block *b, size_t n)
@@ -46,16 +44,15 @@ static struct het_tensor *norm_gain(het_graph *g, struct het_tensor *x, struct h
     return het_mul(g, het_rms_norm(g, x, 1e-6f), gain);
 }
 
-/* The nodes of one decode layer's block, storage given to every tensor. */
+/* The nodes of one Qwen3 decode layer's block (q and k normed and scaled
+ * before the rope), storage given to every tensor. */
 static bool block_build(struct block *b, const struct block_case *c)
 {
     memset(b, 0, sizeof *b);
     b->g = het_graph_init(256);
     het_graph *g = b->g;
-    const int64_t qrow = c->strided ? c->hd + 16 : c->hd;
-    const int64_t qne[3] = { qrow, c->n_head, 1 }, kne[3] = { c->hd, c->n_kv, 1 };
-    struct het_tensor *qbuf = het_new_tensor(g, HET_TYPE_F32, 3, qne);
-    b->q = c->strided ? het_view_3d(g, qbuf, c->hd, c->n_head, 1, qbuf->nb[1], qbuf->nb[2], 0) : qbuf;
+    const int64_t qne[3] = { c->hd, c->n_head, 1 }, kne[3] = { c->hd, c->n_kv, 1 };
+    b->q = het_new_tensor(g, HET_TYPE_F32, 3, qne);
     b->k = het_new_tensor(g, HET_TYPE_F32, 3, kne);
     b->v = het_new_tensor(g, HET_TYPE_F32, 3, kne);
     b->pos = het_new_tensor_1d(g, HET_TYPE_I32, 1);
@@ -63,11 +60,8 @@ static bool block_build(struct block *b, const struct block_case *c)
     b->kc = het_new_tensor(g, HET_TYPE_F16, 3, cne);
     b->vc = het_new_tensor(g, HET_TYPE_F16, 3, cne);
     struct het_tensor *gq = het_new_tensor_1d(g, HET_TYPE_F32, c->hd), *gk = het_new_tensor_1d(g, HET_TYPE_F32, c->hd);
-    struct het_tensor *q = b->q, *k = b->k;
-    if (c->norms) q = norm_gain(g, q, gq);
-    q = het_rope(g, q, b->pos, (int)c->hd, HET_ROPE_NEOX, 1000000.0f, 1.0f);
-    if (c->norms) k = norm_gain(g, k, gk);
-    k = het_rope(g, k, b->pos, (int)c->hd, HET_ROPE_NEOX, 1000000.0f, 1.0f);
+    struct het_tensor *q = het_rope(g, norm_gain(g, b->q, gq), b->pos, (int)c->hd, HET_ROPE_NEOX, 1000000.0f, 1.0f);
+    struct het_tensor *k = het_rope(g, norm_gain(g, b->k, gk), b->pos, (int)c->hd, HET_ROPE_NEOX, 1000000.0f, 1.0f);
     /* the caches (hd, n_ctx, n_kv) seen as (hd, n_kv, tokens): head-major */
     const size_t row = b->kc->nb[1], head = b->kc->nb[2];
     het_cpy(g, k, het_view_3d(g, b->kc, c->hd, c->n_kv, 1, head, row, (size_t)c->n_past * row));
@@ -83,7 +77,7 @@ static bool block_build(struct block *b, const struct block_case *c)
     }
     b->n = het_graph_n_nodes(g);
     for (int i = 0; i < b->n; i++) b->nodes[i] = het_graph_node(g, i);
-    het_test_fill_normal(qbuf->data, (size_t)het_nelements(qbuf), 2.0f);
+    het_test_fill_normal(b->q->data, (size_t)het_nelements(b->q), 2.0f);
     het_test_fill_normal(b->k->data, (size_t)het_nelements(b->k), 2.0f);
     het_test_fill_normal(b->v->data, (size_t)het_nelements(b->v), 1.0f);
     het_test_fill_normal(gq->data, (size_t)c->hd, 1.0f);
@@ -162,7 +156,7 @@ static void test_device(int threads, int64_t n_past)
     het_device *dev = het_cpu_device_init(threads, &err);
     CHECK(dev != NULL, "cpu device: %s", err.msg);
     if (!dev) return;
-    const struct block_case c = { 128, 16, 8, n_past + 44, n_past, true, false };
+    const struct block_case c = { 128, 16, 8, n_past + 44, n_past };
     struct block b;
     if (!block_build(&b, &c)) {
         CHECK(false, "device: graph");
