@@ -63,14 +63,30 @@
  * round. Prefetches spread among the loads did worse than either (1.06-
  * 1.22x), and so did the same ones unrolled ahead of the block, where the
  * compiler mixes them into the loads (1.01-1.07x): a prefetch that waits
- * for a miss buffer holds up the demand loads behind it. */
+ * for a miss buffer holds up the demand loads behind it.
+ * Runs of load-time panels (het_panels_*: decode, every weight byte read
+ * once a token) ask with NTA instead, Q80's excepted. Lines asked for so
+ * do not stay in L2 and L3 on their way out: a 12 MB buffer read again
+ * after a 192 MB stream was still in L3 when the stream asked with NTA (71
+ * against 45 GB/s), not with T0 hints. The stream then leaves the KV
+ * cache, the activations and the small nodes' vectors where they were.
+ * Zen 5, two threads, the hints switched every 8 tokens in one process (the
+ * first 2 of each 8 not counted), token time NTA / L2 hints, medians of
+ * 47-95 pairs of 8-token blocks: Q4_0 0.967-0.981 (on one CCD and on two),
+ * 0.967-0.971 after 1024 tokens of context, 0.966-0.991 beside two busy
+ * loops; Q4_K_M 0.971-0.996; Q6_K 0.975-0.992; Q8_0 1.014-1.062 on one
+ * CCD and 0.975-1.004 on two, so Q80 keeps its L2 hints. A panel packed
+ * into scratch (het_panel_*) keeps them too: it is read again for every
+ * chunk of M. */
 #define HET_PF_AHEAD 4096
 #define HET_PF_AHEAD_DECODE 6144
 #define HET_PF_AHEAD_Q6C 8192
 
-HET_INLINE void het_pf(const uint8_t *p, int lines, size_t ahead, const bool l2)
+HET_INLINE void het_pf(const uint8_t *p, int lines, size_t ahead, const bool l2, const bool nta)
 {
-    if (l2)
+    if (nta)
+        for (int i = 0; i < lines; i++) _mm_prefetch((const char *)p + ahead + 64 * i, _MM_HINT_NTA);
+    else if (l2)
         for (int i = 0; i < lines; i++) _mm_prefetch((const char *)p + ahead + 64 * i, _MM_HINT_T1);
     else
         for (int i = 0; i < lines; i++) _mm_prefetch((const char *)p + ahead + 64 * i, _MM_HINT_T0);
@@ -278,7 +294,8 @@ HET_INLINE void het_cblk(const struct het_panel_layout *l, const uint8_t *grp, i
  * from L2 but decode slower: a Q4_K_M file's Q6_K output matrix took 2774
  * instead of 2413 us a token, one CCD.) */
 HET_INLINE void het_compact_kq_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a,
-                                 float *out, size_t ldo, const int NC, const enum het_panel_kind kind, const bool vnni)
+                                 float *out, size_t ldo, const int NC, const enum het_panel_kind kind, const bool vnni,
+                                 const bool nta)
 {
     const int64_t G = kind == HET_PANEL_Q6C ? 16 : 8; /* == l->grp */
     const size_t blk = het_cblk_bytes(kind);
@@ -294,7 +311,7 @@ HET_INLINE void het_compact_kq_t(const struct het_panel_layout *l, const uint8_t
         /* the block's own loads first: the compiler may not move them past this */
         __asm__ volatile("" ::: "memory");
         het_pf(grp + blk * (size_t)j, j == G - 1 ? pf_last : pf,
-               kind == HET_PANEL_Q6C ? HET_PF_AHEAD_Q6C : HET_PF_AHEAD_DECODE, kind != HET_PANEL_Q6C);
+               kind == HET_PANEL_Q6C ? HET_PF_AHEAD_Q6C : HET_PF_AHEAD_DECODE, kind != HET_PANEL_Q6C, nta);
     }
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + ldo * (size_t)c, acc[c]);
@@ -310,10 +327,11 @@ HET_INLINE void het_compact_kq_t(const struct het_panel_layout *l, const uint8_t
  * 0.92-0.94 of a read of the same bytes; q8_0 112 -> 119, 82 -> 89,
  * 0.93-0.95 -> 0.94. */
 HET_INLINE void het_compact_t(const struct het_panel_layout *lp, const uint8_t *panel, const uint8_t *const *ap,
-                              float *out, size_t ldo, const int NC, const enum het_panel_kind kind, const bool vnni)
+                              float *out, size_t ldo, const int NC, const enum het_panel_kind kind, const bool vnni,
+                              const bool nta)
 {
     if (kind == HET_PANEL_Q6C || kind == HET_PANEL_Q4KC) {
-        het_compact_kq_t(lp, panel, ap, out, ldo, NC, kind, vnni);
+        het_compact_kq_t(lp, panel, ap, out, ldo, NC, kind, vnni, nta);
         return;
     }
     const int64_t G = 4; /* == l->grp */
@@ -336,15 +354,15 @@ HET_INLINE void het_compact_t(const struct het_panel_layout *lp, const uint8_t *
             het_cblk(&l, grp, j, G, a, gi * G + j, acc, NC, kind, vnni);
             /* the block's own loads first: the compiler may not move them past this */
             __asm__ volatile("" ::: "memory");
-            het_pf(grp + blk * (size_t)j, pf, HET_PF_AHEAD_DECODE, true);
+            het_pf(grp + blk * (size_t)j, pf, HET_PF_AHEAD_DECODE, true, nta);
         }
-        het_pf(grp + blk * (size_t)G, pf_sc, HET_PF_AHEAD_DECODE, true);
+        het_pf(grp + blk * (size_t)G, pf_sc, HET_PF_AHEAD_DECODE, true, nta);
     }
     const int64_t len = l.nb - full * G; /* a last group of fewer blocks */
     for (int64_t j = 0; j < len; j++) {
         het_cblk(&l, grp, j, len, a, full * G + j, acc, NC, kind, vnni);
         __asm__ volatile("" ::: "memory");
-        het_pf(grp + blk * (size_t)j, pf, HET_PF_AHEAD_DECODE, true);
+        het_pf(grp + blk * (size_t)j, pf, HET_PF_AHEAD_DECODE, true, nta);
     }
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + ldo * (size_t)c, acc[c]);
@@ -424,7 +442,7 @@ HET_INLINE void het_xexpand_t(const struct het_panel_layout *l, const void *p0, 
             const uint8_t *pb = grp ? grp + blk * (size_t)j : NULL;
             /* the compact panels come from memory once per matmul, and
              * nothing else runs meanwhile: ask ahead, as decode does */
-            if (pb) het_pf(pb, (int)(blk / 64), HET_PF_AHEAD, false);
+            if (pb) het_pf(pb, (int)(blk / 64), HET_PF_AHEAD, false, false);
             float *f = (float *)(void *)(x + 1024) + 16 * h; /* scale vector i at f + 32 * i */
             if (kind == HET_PANEL_Q80) {
                 const __m512i bias = _mm512_set1_epi8(vnni ? (char)0x80 : 0);
@@ -660,9 +678,9 @@ HET_INLINE void het_wide_kq_t(int64_t nb, const uint8_t *xp, const uint8_t *cons
     }
 
 /* the calls HET_NC_CALL makes, with kind and vnni of the instance */
-#define HET_COMPACT_ONE(N, kind, vnni) het_compact_t(l, panel, a, out, 16, N, kind, vnni)
+#define HET_COMPACT_ONE(N, kind, vnni) het_compact_t(l, panel, a, out, 16, N, kind, vnni, false)
 #define HET_COMPACT_RUN(N, kind, vnni) \
-    for (int64_t i = 0; i < np; i++) het_compact_t(l, (const uint8_t *)panel + (size_t)i * stride, a, out + 16 * i, ldo, N, kind, vnni)
+    for (int64_t i = 0; i < np; i++) het_compact_t(l, (const uint8_t *)panel + (size_t)i * stride, a, out + 16 * i, ldo, N, kind, vnni, kind != HET_PANEL_Q80)
 #define HET_WIDE_ONE(N, kind, vnni)                                                 \
     do {                                                                            \
         if (het_x_kquant(kind)) het_wide_kq_t(nb, xp, a, out, ldo, accumulate, N, kind, vnni); \
