@@ -75,6 +75,7 @@ struct mmid_plan {
     int64_t        np;        /* panels per expert                               */
     struct het_panel_layout pl;
     het_panel_fn   panel;
+    het_panels_fn  panels;    /* the level's runs of panels (NULL: none), for full ones */
 };
 
 /* matmul.c's table per level; NULL for a level this file does not know, so
@@ -216,9 +217,13 @@ static void mmid_packed_init(struct mmid_plan *p, enum het_cpu_isa isa)
         h->K != p->K || h->N != p->N || h->R > 16 || p->E < 2 || p->as->ne[3] != 1)
         return;
     het_panel_fn fn = NULL;
+    het_panels_fn run = NULL;
     for (int lv = (int)isa; lv >= 0 && !fn; lv--) {
         const struct het_mm_kernels *k = mmid_level((enum het_cpu_isa)lv);
-        if (k && k->panel_rows == h->R) fn = k->panel[h->kind];
+        if (k && k->panel_rows == h->R) {
+            fn = k->panel[h->kind];
+            run = k->panels[h->kind];
+        }
     }
     if (!fn) return;
     het_panel_layout_init(&p->pl, h->kind, h->R, p->K);
@@ -227,6 +232,7 @@ static void mmid_packed_init(struct mmid_plan *p, enum het_cpu_isa isa)
     p->pstride = mmid_align(HET_CPU_PACKED_HEADER + h->panel_stride * (size_t)p->np);
     p->packed = (const uint8_t *)h;
     p->panel = fn;
+    p->panels = run;
 }
 
 static void mmid_plan_init(struct mmid_plan *p, struct het_tensor *dst, enum het_cpu_isa isa, int nth, bool f32_act)
@@ -389,7 +395,10 @@ static void mmid_few_panels(const struct mmid_plan *p, const struct het_compute_
                 const int64_t ip = u - j * p->np, n0 = ip * R;
                 const int rows = p->N - n0 < R ? (int)(p->N - n0) : R;
                 float out[4 * 16];
-                p->panel(&p->pl, panels + (size_t)ip * pbytes, a, (int)c, out);
+                /* a full panel as a run of one: the weight stream's prefetch
+                 * hints (panel_compact_avx512.c), out[q * R + r] either way */
+                if (p->panels && rows == R) p->panels(&p->pl, panels + (size_t)ip * pbytes, pbytes, 1, a, (int)c, out, (size_t)R);
+                else p->panel(&p->pl, panels + (size_t)ip * pbytes, a, (int)c, out);
                 for (int64_t q = 0; q < c; q++) {
                     if (p->dst->nb[0] == sizeof(float)) {
                         memcpy(d[q] + n0 * (int64_t)sizeof(float), &out[q * R], sizeof(float) * (size_t)rows);
