@@ -104,12 +104,26 @@ static inline __attribute__((always_inline)) void pv_block(const int F16, const 
  * alternate tokens of one process, each way round (128 tokens after a
  * prompt of 64, 512 and 2,048 tokens): Q4_0 0.98-0.99x the time, 0.92-0.98x,
  * 0.79-0.83x; Q4_K_M 0.99x, 0.91-0.99x, 0.74-0.85x; with AVX2 0.96-1.01x,
- * 0.97-0.99x, 0.93-0.97x. */
+ * 0.97-0.99x, 0.93-0.97x.
+ * A row the token reads once (QK's keys; AVX-512 PV's values, pv_keys) is
+ * asked for with NTA instead (attn_pf_once): like the weights' stream
+ * (panel_compact_avx512.c), it then does not push the cache's other rows
+ * and the activations out of L2 and L3 on its way through. Zen 5, 2
+ * threads, Q4_0, the hints switched every 8 tokens in one process, token
+ * time NTA / L2: after 0 tokens of context 0.983-0.998, 256 0.978-0.996,
+ * 1024 0.955-0.980 (Q4_K_M 0.978-0.982, beside two busy loops 0.961),
+ * 2048 0.961-0.981; AVX2 (keys only: its PV passes read a row again)
+ * 0.986-0.993 at 1024. */
 #define ATTN_PF_KEYS 24
 
 static inline __attribute__((always_inline)) void attn_pf_row(const char *row, size_t bytes)
 {
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(row + o, _MM_HINT_T1);
+}
+
+static inline __attribute__((always_inline)) void attn_pf_once(const char *row, size_t bytes)
+{
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(row + o, _MM_HINT_NTA);
 }
 
 /* NR rows (NR < QK_ROWS: the leftover rows, or decode's 1-2) against all
@@ -121,7 +135,7 @@ static inline __attribute__((always_inline)) void qk_rows(const int F16, const i
     int j = 0;
     for (; j + QK_KEYS <= nk; j += QK_KEYS) {
         if (F16)
-            for (int c = 0; c < QK_KEYS; c++) attn_pf_row(k + (j + ATTN_PF_KEYS + c) * ldk, (size_t)hdp * 2);
+            for (int c = 0; c < QK_KEYS; c++) attn_pf_once(k + (j + ATTN_PF_KEYS + c) * ldk, (size_t)hdp * 2);
         qk_block(F16, NR, QK_KEYS, hdp, q, k + j * ldk, ldk, s + j, lds);
     }
     for (; j < nk; j++) qk_block(F16, NR, 1, hdp, q, k + j * ldk, ldk, s + j, lds);

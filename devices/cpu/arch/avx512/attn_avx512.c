@@ -14,7 +14,7 @@
  *  - PV: 6 query rows x 32 output columns, 12 accumulators; per key, two V
  *    loads and six broadcasts of P feed 12 FMAs.
  * Decode's QK (attn_loops.h) and PV over an F16 cache ask for the rows
- * ATTN_PF_KEYS keys ahead, into L2.
+ * ATTN_PF_KEYS keys ahead, with NTA (each is read once).
  * The row counts are compile-time constants per instantiation.
  * The online softmax step works on 16 scores at a time (a block's 64 keys
  * are four vectors), with het_avx512_exp, the AVX2 exp on 16 lanes.
@@ -107,7 +107,7 @@ INLINE void pv_keys(const int F16, const int NR, const int NV, int nk, int hdp, 
         for (int c = 0; c < NV; c++) acc[r][c] = _mm512_loadu_ps(o + r * hdp + 16 * c);
     for (int j = 0; j < nk; j++) {
         const char *row = v + j * ldv;
-        if (F16) attn_pf_row(row + (size_t)ATTN_PF_KEYS * ldv, (size_t)NV * 32); /* attn_loops.h says why */
+        if (F16) attn_pf_once(row + (size_t)ATTN_PF_KEYS * ldv, (size_t)NV * 32); /* attn_loops.h says why */
         __m512 vv[8];
 #pragma GCC unroll 8
         for (int c = 0; c < NV; c++) vv[c] = attn_vload_kv(F16, row, 16 * c);
