@@ -45,10 +45,10 @@ HET_INLINE __m256i het_bc4(const void *p)
  * Zen 4 at this level, tokens then took 0.985-0.993x the time (Q4_0),
  * 0.992-0.997x (Q6_K), 0.981-0.992x (Q8_0), 1.000-1.003x (Q4_K_M) of
  * asking before them (see panel_compact_avx512.c). Runs of load-time
- * panels ask with NTA, except Q80's, as at the AVX-512 level (why there):
- * Zen 5 at this level, token time NTA / T0 hints in one process, medians of
- * 95 pairs of 8-token blocks, Q4_0 0.981-1.002 (six runs, median 0.986),
- * Q4_K_M 0.978-0.983, Q6_K 0.981-0.982, Q8_0 0.978 and 1.034. */
+ * panels ask with NTA, as at the AVX-512 level (why there): Zen 5 at this
+ * level, token time NTA / T0 hints in one process, medians of 95 pairs of
+ * 8-token blocks, Q4_0 0.981-1.002 (six runs, median 0.986), Q4_K_M
+ * 0.978-0.983, Q6_K 0.981-0.982, Q8_0 0.972-0.974. */
 #define HET_PF_AHEAD 4096
 
 /* Called once the block's loads are written: the compiler may not move
@@ -346,17 +346,17 @@ HET_INLINE void het_q4kc_t(const struct het_panel_layout *l, const uint8_t *pane
     }
 
 /* np consecutive panels in one call (decode: no per-panel call, the
- * results go straight to dst rows). */
-#define HET_COMPACT_RUN(name, body, nta)                                                             \
+ * results go straight to dst rows), asking ahead with NTA. */
+#define HET_COMPACT_RUN(name, body)                                                                  \
     void name(const struct het_panel_layout *l, const void *panel, size_t stride, int64_t np,        \
               const uint8_t *const *a, int nc, float *out, size_t ldo)                               \
     {                                                                                                \
         const uint8_t *pp = panel;                                                                   \
         switch (nc) {                                                                                \
-        case 1: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 1, nta); break; \
-        case 2: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 2, nta); break; \
-        case 3: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 3, nta); break; \
-        default: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 4, nta); break; \
+        case 1: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 1, true); break; \
+        case 2: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 2, true); break; \
+        case 3: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 3, true); break; \
+        default: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 4, true); break; \
         }                                                                                            \
     }
 
@@ -365,10 +365,10 @@ HET_COMPACT_DISPATCH(het_panel_q80_avx2, het_q80_t)
 HET_COMPACT_DISPATCH(het_panel_q6c_avx2, het_q6c_t)
 HET_COMPACT_DISPATCH(het_panel_q4kc_avx2, het_q4kc_t)
 HET_COMPACT_DISPATCH(het_panel_u4n_avx2, het_u4n_t)
-HET_COMPACT_RUN(het_panels_q40_avx2, het_q40_t, true)
-HET_COMPACT_RUN(het_panels_q80_avx2, het_q80_t, false)
-HET_COMPACT_RUN(het_panels_q6c_avx2, het_q6c_t, true)
-HET_COMPACT_RUN(het_panels_q4kc_avx2, het_q4kc_t, true)
+HET_COMPACT_RUN(het_panels_q40_avx2, het_q40_t)
+HET_COMPACT_RUN(het_panels_q80_avx2, het_q80_t)
+HET_COMPACT_RUN(het_panels_q6c_avx2, het_q6c_t)
+HET_COMPACT_RUN(het_panels_q4kc_avx2, het_q4kc_t)
 
 /* ---- expansion to wide panels ------------------------------------------------------ */
 

@@ -65,7 +65,7 @@
  * compiler mixes them into the loads (1.01-1.07x): a prefetch that waits
  * for a miss buffer holds up the demand loads behind it.
  * Runs of load-time panels (het_panels_*: decode, every weight byte read
- * once a token) ask with NTA instead, Q80's excepted. Lines asked for so
+ * once a token) ask with NTA instead. Lines asked for so
  * do not stay in L2 and L3 on their way out: a 12 MB buffer read again
  * after a 192 MB stream was still in L3 when the stream asked with NTA (71
  * against 45 GB/s), not with T0 hints. The stream then leaves the KV
@@ -74,10 +74,11 @@
  * first 2 of each 8 not counted), token time NTA / L2 hints, medians of
  * 47-95 pairs of 8-token blocks: Q4_0 0.967-0.981 (on one CCD and on two),
  * 0.967-0.971 after 1024 tokens of context, 0.966-0.991 beside two busy
- * loops; Q4_K_M 0.971-0.996; Q6_K 0.975-0.992; Q8_0 1.014-1.062 on one
- * CCD and 0.975-1.004 on two, so Q80 keeps its L2 hints. A panel packed
- * into scratch (het_panel_*) keeps them too: it is read again for every
- * chunk of M. */
+ * loops; Q4_K_M 0.971-0.996; Q6_K 0.975-0.992; Q8_0 0.968-0.980 (eight
+ * runs, both placements; a first build that read the hint from a
+ * thread-local flag at every block had Q8_0 at 1.014-1.062 on one CCD).
+ * A panel packed into scratch (het_panel_*) keeps the L2 hints: it is read
+ * again for every chunk of M. */
 #define HET_PF_AHEAD 4096
 #define HET_PF_AHEAD_DECODE 6144
 #define HET_PF_AHEAD_Q6C 8192
@@ -680,7 +681,7 @@ HET_INLINE void het_wide_kq_t(int64_t nb, const uint8_t *xp, const uint8_t *cons
 /* the calls HET_NC_CALL makes, with kind and vnni of the instance */
 #define HET_COMPACT_ONE(N, kind, vnni) het_compact_t(l, panel, a, out, 16, N, kind, vnni, false)
 #define HET_COMPACT_RUN(N, kind, vnni) \
-    for (int64_t i = 0; i < np; i++) het_compact_t(l, (const uint8_t *)panel + (size_t)i * stride, a, out + 16 * i, ldo, N, kind, vnni, kind != HET_PANEL_Q80)
+    for (int64_t i = 0; i < np; i++) het_compact_t(l, (const uint8_t *)panel + (size_t)i * stride, a, out + 16 * i, ldo, N, kind, vnni, true)
 #define HET_WIDE_ONE(N, kind, vnni)                                                 \
     do {                                                                            \
         if (het_x_kquant(kind)) het_wide_kq_t(nb, xp, a, out, ldo, accumulate, N, kind, vnni); \
