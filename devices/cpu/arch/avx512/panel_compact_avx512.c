@@ -72,13 +72,13 @@
  * cache, the activations and the small nodes' vectors where they were.
  * Zen 5, two threads, the hints switched every 8 tokens in one process (the
  * first 2 of each 8 not counted), token time NTA / L2 hints, medians of
- * 47-95 pairs of 8-token blocks: Q4_0 0.967-0.981 (on one CCD and on two),
- * 0.967-0.971 after 1024 tokens of context, 0.966-0.991 beside two busy
- * loops; Q4_K_M 0.971-0.996; Q6_K 0.975-0.992; Q8_0 0.968-0.980 (eight
- * runs, both placements; a first build that read the hint from a
- * thread-local flag at every block had Q8_0 at 1.014-1.062 on one CCD).
- * A panel packed into scratch (het_panel_*) keeps the L2 hints: it is read
- * again for every chunk of M. */
+ * 95 pairs of 8-token blocks: Q4_0 0.971 on one CCD, 0.975-0.996 on two
+ * (five runs); Q4_K_M 0.972 and 0.986; Q6_K 0.976 and 0.984; Q8_0
+ * 0.968-0.980 (eight runs, both placements). A first build that read the
+ * hint from a thread-local flag at every block had Q4_0 at 0.967-0.981
+ * (0.967-0.971 after 1024 tokens of context, 0.966-0.991 beside two busy
+ * loops) but Q8_0 at 1.014-1.062 on one CCD. A panel packed into scratch
+ * (het_panel_*) keeps the L2 hints: it is read again for every chunk of M. */
 #define HET_PF_AHEAD 4096
 #define HET_PF_AHEAD_DECODE 6144
 #define HET_PF_AHEAD_Q6C 8192
