@@ -105,15 +105,18 @@ static inline __attribute__((always_inline)) void pv_block(const int F16, const 
  * prompt of 64, 512 and 2,048 tokens): Q4_0 0.98-0.99x the time, 0.92-0.98x,
  * 0.79-0.83x; Q4_K_M 0.99x, 0.91-0.99x, 0.74-0.85x; with AVX2 0.96-1.01x,
  * 0.97-0.99x, 0.93-0.97x.
- * A row the token reads once (QK's keys; AVX-512 PV's values, pv_keys) is
- * asked for with NTA instead (attn_pf_once): like the weights' stream
- * (panel_compact_avx512.c), it then does not push the cache's other rows
- * and the activations out of L2 and L3 on its way through. Zen 5, 2
- * threads, Q4_0, the hints switched every 8 tokens in one process, token
- * time NTA / L2: after 0 tokens of context 0.983-0.998, 256 0.978-0.996,
- * 1024 0.955-0.980 (Q4_K_M 0.978-0.982, beside two busy loops 0.961),
- * 2048 0.961-0.981; AVX2 (keys only: its PV passes read a row again)
- * 0.986-0.993 at 1024. */
+ * The rows these two loops ask for (qk_rows' keys, AVX-512 pv_keys'
+ * values) are asked for with NTA instead (attn_pf_once). With a GQA group
+ * of 1-2 heads (pv_keys: 1-3) decode reads each such row once a token, and
+ * like the weights' stream (panel_compact_avx512.c) it then does not push
+ * the cache's other rows and the activations out of L2 and L3 on its way
+ * through. With larger groups qk_all's 3-row blocks have read the keys
+ * (with plain loads) before qk_rows asks for them again; only 2-head
+ * groups (Qwen3-0.6B's shape) were measured. Zen 5, 2 threads, the hints
+ * switched every 8 tokens in one process, Q4_0, token time NTA / L2: after
+ * 0 tokens of context 0.983-0.998, 256 0.978-0.996, 1024 0.955-0.980
+ * (Q4_K_M 0.978-0.982, beside two busy loops 0.961), 2048 0.961-0.981;
+ * AVX2 (keys only: its PV passes read a row again) 0.986-0.993 at 1024. */
 #define ATTN_PF_KEYS 24
 
 static inline __attribute__((always_inline)) void attn_pf_row(const char *row, size_t bytes)
