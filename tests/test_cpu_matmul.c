@@ -310,7 +310,8 @@ static void test_foreign_extra(void)
 
 /* het_cpu_mul_mat_ahead names exactly the bytes a decode streams: the
  * load-time panels after their header when a->extra holds them, else the
- * rows; nothing for a batch (M > 4) or another op. */
+ * rows, with several threads each its share of them in turn; nothing for a
+ * batch (M > 4) or another op. */
 static void test_ahead(enum het_cpu_isa isa)
 {
     for (int64_t M = 1; M <= 5; M += 4) {
@@ -318,17 +319,24 @@ static void test_ahead(enum het_cpu_isa isa)
         struct mm_data d;
         if (!make_case(&c, &d)) return;
         const uint8_t *base = NULL;
-        size_t n = het_cpu_mul_mat_ahead(&d.dst, &base);
+        size_t step = 1;
+        size_t n = het_cpu_mul_mat_ahead(&d.dst, 1, &base, &step);
         CHECK(M > 4 ? n == 0 : n == het_nbytes(&d.a) && base == d.a_buf, "M=%lld rows: %zu bytes at %p", (long long)M,
               n, (const void *)base);
+        n = het_cpu_mul_mat_ahead(&d.dst, 3, &base, &step);
+        CHECK(M > 4 || (n == step && step == het_nbytes(&d.a) / 3 / 64 * 64), "M=%lld rows, 3 threads: %zu a thread, "
+              "%zu apart", (long long)M, n, step);
         void *packed = attach_packed(&d.a, isa);
         const size_t size = het_cpu_mul_mat_repack_size(&d.a, isa);
         base = NULL;
-        n = het_cpu_mul_mat_ahead(&d.dst, &base);
+        n = het_cpu_mul_mat_ahead(&d.dst, 1, &base, &step);
         CHECK(M > 4 ? n == 0
                     : base == (const uint8_t *)packed + HET_CPU_PACKED_HEADER && n == size - HET_CPU_PACKED_HEADER,
               "M=%lld panels (%s): %zu of %zu bytes", (long long)M, het_cpu_isa_name(isa), n, size);
-        CHECK(het_cpu_mul_mat_ahead(&d.b, &base) == 0, "a leaf is no matmul");
+        n = het_cpu_mul_mat_ahead(&d.dst, 2, &base, &step);
+        CHECK(M > 4 || (n == step && step == (size - HET_CPU_PACKED_HEADER) / 2 / 64 * 64),
+              "M=%lld panels, 2 threads: %zu a thread, %zu apart", (long long)M, n, step);
+        CHECK(het_cpu_mul_mat_ahead(&d.b, 2, &base, &step) == 0, "a leaf is no matmul");
         d.a.extra = NULL;
         free(packed);
         free_case(&d);
@@ -391,7 +399,7 @@ static void test_repack_4d(enum het_cpu_isa best)
  * with several threads, quant_dot.h), made in pieces from the last panel
  * back: every M, from decode's 1 to a batch's, and every thread count and
  * way of sharing parts give the bytes the panels in one run give, and
- * het_cpu_mul_mat_ahead names segment 0. Panel counts that do not divide
+ * het_cpu_mul_mat_ahead names segment r for thread r. Panel counts that do not divide
  * into the segments included. */
 static void test_segments(enum het_cpu_isa best)
 {
@@ -433,11 +441,12 @@ static void test_segments(enum het_cpu_isa best)
                                       (long long)c.N, (long long)c.M, n_seg, nth, shared ? "shared" : "static");
                             }
                         const uint8_t *base = NULL;
-                        const size_t an = het_cpu_mul_mat_ahead(&d.dst, &base);
+                        size_t step = 0;
+                        const size_t an = het_cpu_mul_mat_ahead(&d.dst, n_seg, &base, &step);
                         const int64_t per = (items + n_seg - 1) / n_seg;
-                        CHECK(c.M > 4 || (base == seg + HET_CPU_PACKED_HEADER &&
+                        CHECK(c.M > 4 || (base == seg + HET_CPU_PACKED_HEADER && step == sb &&
                                           an == (size_t)per * ((const struct het_cpu_packed *)(void *)seg)->panel_stride),
-                              "ahead: segment 0");
+                              "ahead: segment r at r * %zu, not %zu", sb, step);
                         d.a.extra = NULL;
                         free(seg);
                         free(whole);

@@ -103,7 +103,8 @@ struct cpu_context {
     unsigned                node_key;   /* keys handed to gated nodes so far    */
     /* per node of the split being run, decided once by the caller (one block, node_buf): */
     const uint8_t         **ahead;      /* weights to fetch while waiting in its step,      */
-    size_t                 *ahead_len;  /* and their bytes (cpu_set_ahead; 0: none)         */
+    size_t                 *ahead_len;  /* their bytes a thread (cpu_set_ahead; 0: none),   */
+    size_t                 *ahead_step; /* and from one thread's to the next's              */
     uint8_t                *solo;       /* cpu_node_is_solo,                                */
     uint8_t                *solo_part;  /* its part of its run (het_cpu_solo_partition),    */
     uint8_t                *solo_np;    /* at a run's first node: the run's parts           */
@@ -215,7 +216,7 @@ struct cpu_split_job {
     struct cpu_context       *c;
     struct het_tensor *const *nodes;
     const uint8_t *const     *ahead;   /* cpu_context's per-node decisions      */
-    const size_t             *ahead_len;
+    const size_t             *ahead_len, *ahead_step;
     const uint8_t            *solo, *solo_part, *solo_np;
     int                       n;
     unsigned                  key0;    /* gate key of node i: key0 + i        */
@@ -281,20 +282,30 @@ static void cpu_run_solo(struct cpu_split_job *j, const struct het_compute_param
     }
 }
 
+/* The runs of a step, one per thread up to HET_CPU_SYNC_RUNS (cpu_sync.c):
+ * thread ith streams run ith % cpu_runs first. */
+static int cpu_runs(const struct cpu_context *c)
+{
+    return c->n_threads < HET_CPU_SYNC_RUNS ? c->n_threads : HET_CPU_SYNC_RUNS;
+}
+
 /* What a thread may fetch ahead while it waits in the step of each node
  * (see cpu_sync.c): the weights of the next decode matmul, skipping those
- * that read the node's input (a group of matmuls on one input is one step).
+ * that read the node's input (a group of matmuls on one input is one step),
+ * each thread the start of its own run of them (thread r: ahead + r *
+ * ahead_step), which it streams first once that matmul's step opens.
  * Found once per split by the caller; a matmul's weights are looked up once
  * however many nodes name them. */
 static void cpu_set_ahead(struct cpu_context *c, struct het_tensor *const *nodes, int n)
 {
     int last = -1;
     const uint8_t *base = NULL;
-    size_t len = 0;
+    size_t len = 0, step = 0;
     for (int i = 0; i < n; i++) {
         const struct het_tensor *t = nodes[i];
         c->ahead[i] = NULL;
         c->ahead_len[i] = 0;
+        c->ahead_step[i] = 0;
         /* a run fused into a matmul (a residual norm, a swiglu) is that
          * matmul's step; no other run ends in one (het_cpu_fused_len) */
         const int fused = t->op == HET_OP_ADD || t->op == HET_OP_SWIGLU ? het_cpu_fused_len(nodes + i, n - i) : 1;
@@ -304,10 +315,11 @@ static void cpu_set_ahead(struct cpu_context *c, struct het_tensor *const *nodes
             if (m->op != HET_OP_MUL_MAT || (t->op == HET_OP_MUL_MAT && m->src[1] == t->src[1])) continue;
             if (x != last) {
                 last = x;
-                len = het_cpu_mul_mat_ahead(m, &base);
+                len = het_cpu_mul_mat_ahead(m, cpu_runs(c), &base, &step);
             }
             c->ahead[i] = base;
             c->ahead_len[i] = len < HET_CPU_AHEAD_MAX ? len : HET_CPU_AHEAD_MAX;
+            c->ahead_step[i] = step;
             break;
         }
     }
@@ -317,14 +329,15 @@ static void cpu_set_ahead(struct cpu_context *c, struct het_tensor *const *nodes
 static enum het_status cpu_nodes_reserve(struct cpu_context *c, int n, het_error *err)
 {
     if (n <= c->cap_nodes) return HET_OK;
-    const size_t per = sizeof *c->ahead + sizeof *c->ahead_len + 3;
+    const size_t per = sizeof *c->ahead + sizeof *c->ahead_len + sizeof *c->ahead_step + 3;
     void *buf = realloc(c->node_buf, per * (size_t)n);
     if (!buf) return het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory for a split of %d nodes", n);
     c->node_buf = buf;
     c->cap_nodes = n;
     c->ahead = buf;
     c->ahead_len = (size_t *)(void *)(c->ahead + n);
-    c->solo = (uint8_t *)(c->ahead_len + n);
+    c->ahead_step = c->ahead_len + n;
+    c->solo = (uint8_t *)(c->ahead_step + n);
     c->solo_part = c->solo + n;
     c->solo_np = c->solo_part + n;
     return HET_OK;
@@ -357,7 +370,7 @@ static void cpu_split_run(void *arg, struct het_cpu_worker *w, int ith)
         if (ith == 0) atomic_store_explicit(&j->at, (uint64_t)i << 32 | w->step, memory_order_release);
         if (node_is_gated(t) && !het_cpu_node_enter(&p, j->key0 + (unsigned)i)) return;
         enum het_status s = HET_OK;
-        w->ahead = j->ahead[i];
+        w->ahead = j->ahead[i] ? j->ahead[i] + (size_t)(ith % cpu_runs(c)) * j->ahead_step[i] : NULL;
         w->ahead_left = j->ahead_len[i];
         if (j->solo[i]) {
             used = 1;
@@ -420,7 +433,7 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
     struct het_cpu_profile *prof = c->profile;
     const double t_split = prof ? het_cpu_profile_now_us(prof) : 0.0;
     struct cpu_split_job j = {
-        .c = c, .nodes = nodes, .ahead = c->ahead, .ahead_len = c->ahead_len, .solo = c->solo,
+        .c = c, .nodes = nodes, .ahead = c->ahead, .ahead_len = c->ahead_len, .ahead_step = c->ahead_step, .solo = c->solo,
         .solo_part = c->solo_part, .solo_np = c->solo_np, .n = n, .failed = -1,
     };
     atomic_init(&j.solo_failed, UINT64_MAX);

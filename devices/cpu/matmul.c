@@ -1218,19 +1218,28 @@ enum het_status het_cpu_mul_mat_repack(const struct het_tensor *a, enum het_cpu_
     return het_cpu_mul_mat_repack_range(a, isa, dst, size, 0, het_cpu_mul_mat_repack_items(a, isa));
 }
 
-size_t het_cpu_mul_mat_ahead(const struct het_tensor *t, const uint8_t **base)
+size_t het_cpu_mul_mat_ahead(const struct het_tensor *t, int nth, const uint8_t **base, size_t *stride)
 {
     const struct het_tensor *a = t->src[0], *b = t->src[1];
     if (t->op != HET_OP_MUL_MAT || !a || !b || b->ne[1] * b->ne[2] * b->ne[3] > 4) return 0;
+    if (nth < 1) nth = 1;
+    size_t total;
     const struct het_cpu_packed *h = a->extra;
     if (h && h->magic == HET_CPU_PACKED_MAGIC) {
         *base = (const uint8_t *)h + HET_CPU_PACKED_HEADER;
         size_t seg_bytes;
         const int64_t per = het_mm_segs(h, &seg_bytes);
-        if (per) return h->panel_stride * (size_t)per; /* segment 0: thread 0's */
-        return h->panel_stride * (size_t)((h->N + h->R - 1) / h->R) * (size_t)(h->ne2 * h->ne3);
+        if (per) { /* segment r: thread r's */
+            *stride = seg_bytes;
+            return h->panel_stride * (size_t)per;
+        }
+        total = h->panel_stride * (size_t)((h->N + h->R - 1) / h->R) * (size_t)(h->ne2 * h->ne3);
+    } else {
+        if (!a->data) return 0;
+        *base = a->data;
+        total = het_nbytes(a);
     }
-    if (!a->data) return 0;
-    *base = a->data;
-    return het_nbytes(a);
+    /* one run: thread r's parts begin about r / nth of the way in (cpu_sync.c) */
+    *stride = total / (size_t)nth & ~(size_t)63;
+    return nth > 1 ? *stride : total;
 }

@@ -273,10 +273,12 @@ struct het_cpu_packed {
 /* 0 when the tensor has no panel form at this level (or is not a plain
  * contiguous weight). */
 size_t het_cpu_mul_mat_repack_size(const struct het_tensor *a, enum het_cpu_isa isa);
-/* The weight bytes a decode (at most 4 rows of b) of matmul t streams, in
- * the order it streams them (its load-time panels, or its rows): *base and
- * their length; 0 for any other node. */
-size_t het_cpu_mul_mat_ahead(const struct het_tensor *t, const uint8_t **base);
+/* The weight bytes each of nth threads streams first in a decode (at most 4
+ * rows of b) of matmul t, in the order it streams them (its load-time
+ * panels, or its rows): thread r's run starts at *base + r * *stride (its
+ * segment, or its share of the one run) and is the returned length long; 0
+ * for any other node. */
+size_t het_cpu_mul_mat_ahead(const struct het_tensor *t, int nth, const uint8_t **base, size_t *stride);
 enum het_status het_cpu_mul_mat_repack(const struct het_tensor *a, enum het_cpu_isa isa, void *dst, size_t size);
 /* The same buffer made in pieces, so that threads can share the work: items
  * are the panels in buffer order (0 when there is no panel form); the piece
