@@ -62,11 +62,11 @@ enum het_cpu_isa {
  * threads (cpu_sync.c): each on a cache line of its own. */
 #define HET_CPU_SYNC_RUNS 16
 struct het_cpu_sync_run {
-    _Alignas(64) _Atomic uint64_t next; /* step << 32 | the run's next part to hand out */
+    _Alignas(64) _Atomic uint64_t next; /* step << 32 | parts done << 16 | next part to hand out */
 };
 struct het_cpu_sync {
     struct het_cpu_sync_run run[HET_CPU_SYNC_RUNS];
-    _Atomic uint64_t work;     /* step << 32 | parts done << 16                    */
+    _Atomic uint64_t work;     /* step << 32: the step open now                     */
     _Atomic unsigned epoch;    /* steps closed: the futex word sleepers wait on    */
     _Atomic int      sleepers;
     _Atomic uint64_t gate;     /* pooled: node key << 32 | closed | workers in the node */

@@ -19,12 +19,18 @@
  * would, and the hardware and software prefetches run on from one part into
  * the next; once its run is out it takes the next part of another run
  * (whichever thread is behind, or not running, loses those to it). A run's
- * state is one word on a cache line of its own, step << 32 | next part; a
- * word still tagged with an earlier step is this step's run untouched, and
- * the first taker starts it. The step's state is one 64-bit word, step << 32
- * | parts done << 16: counting a part done and, for the last, opening the
- * next step are one CAS, so a part costs two atomic operations, one of them
- * on a line only its owner usually touches. (Handing out parts from one
+ * state is one word on a cache line of its own, step << 32 | parts done <<
+ * 16 | next part; a word still tagged with an earlier step is this step's
+ * run untouched, and the first taker starts it. A part done is counted in
+ * its run's word, by the same CAS that takes the owner's next part, so on a
+ * quiet machine a part costs one atomic operation on a line no other thread
+ * touches until its own run is out. The step is over when every run's
+ * parts are done; the thread whose count completes a run looks at the
+ * others', and the one that finds them all complete opens the next step in
+ * the step word (step << 32), the only line every step writes once. (A
+ * part done counted in the step word instead, one shared line, cost a
+ * cross-CCD transfer a part: this way took 0.993-0.999 of its token time on two
+ * CCDs, Zen 5, in-process A/B.) (Handing out parts from one
  * shared counter in turn, as before, gave each thread a new stream whenever
  * the threads did not alternate: with memory at ~90 GB/s, layer-sized q4_0
  * matmuls ran at 0.72-0.79 of the read that way against 0.80 with the
@@ -92,7 +98,8 @@ static inline void het_sync_relax(void)
 }
 
 static inline unsigned work_step(uint64_t v) { return (unsigned)(v >> 32); }
-static inline unsigned work_done(uint64_t v) { return (unsigned)(v >> 16) & 0xffffu; }
+static inline unsigned run_done(uint64_t v) { return (unsigned)(v >> 16) & 0xffffu; }
+static inline unsigned run_next(uint64_t v) { return (unsigned)v & 0xffffu; }
 
 void het_cpu_sync_init(struct het_cpu_sync *s)
 {
@@ -176,51 +183,75 @@ static int64_t run_take(struct het_cpu_sync *s, int r, unsigned step, int64_t le
     for (;;) {
         const unsigned tag = work_step(v);
         if ((int)(tag - step) > 0) return -1;
-        const int64_t at = tag == step ? (int64_t)(uint32_t)v : 0; /* an earlier tag: untouched this step */
-        if (at >= len) return -1;
-        if (atomic_compare_exchange_weak_explicit(word, &v, (uint64_t)step << 32 | (uint64_t)(at + 1),
-                                                  memory_order_relaxed, memory_order_relaxed))
-            return (int64_t)r * len + at;
+        const uint64_t at = tag == step ? v & 0xffffffffu : 0; /* done << 16 | next; an earlier tag: untouched */
+        if ((at & 0xffffu) >= (uint64_t)len) return -1;
+        if (atomic_compare_exchange_weak_explicit(word, &v, (uint64_t)step << 32 | (at + 1u), memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return (int64_t)r * len + (int64_t)(at & 0xffffu);
     }
 }
 
-/* Count the part this thread held done (held), take the next part of the
- * step if one is left and `more` (its own run's first, see the file
- * comment); returns it, or n after the step is over (this thread closed it,
- * or waited for that). */
-static int64_t het_sync_take(struct het_cpu_worker *w, int ith, int nth, int64_t n, bool held, bool more)
+/* The step is over when every run's parts are done (a word tagged with the
+ * step, done == its length). Sequentially consistent loads: see
+ * het_sync_take. */
+static bool runs_done(struct het_cpu_sync *s, int runs, unsigned step, int64_t len)
+{
+    for (int r = 0; r < runs; r++) {
+        const uint64_t v = atomic_load(&s->run[r].next);
+        if (work_step(v) != step || run_done(v) < (unsigned)len) return false;
+    }
+    return true;
+}
+
+/* Open the step after `step` (whoever saw its parts all done first) and
+ * wake the threads that sleep on it. */
+static void het_sync_close(struct het_cpu_sync *s, unsigned step)
+{
+    uint64_t v = (uint64_t)step << 32;
+    if (!atomic_compare_exchange_strong(&s->work, &v, (uint64_t)(step + 1u) << 32)) return; /* closed already */
+    atomic_fetch_add(&s->epoch, 1u);
+    if (atomic_load(&s->sleepers) > 0)
+        syscall(SYS_futex, (unsigned *)&s->epoch, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Count part `held` done (held >= 0), take the next part of the step if
+ * one is left and `more` (its own run's first, see the file comment);
+ * returns it, or n after the step is over (this thread closed it, or
+ * waited for that). A part done is counted in its run's word: for a part
+ * of the thread's own run, the same compare-and-swap that takes the next
+ * one, on a line no other thread touches until its own run is out. The
+ * increment that completes a run looks at every run; the last increment
+ * of the step (all of them and these loads sequentially consistent) sees
+ * them all complete, so some thread closes the step. */
+static int64_t het_sync_take(struct het_cpu_worker *w, int ith, int nth, int64_t n, int64_t held, bool more)
 {
     struct het_cpu_sync *s = w->sync;
     const unsigned step = w->step;
-    uint64_t v = atomic_load_explicit(&s->work, memory_order_acquire);
-    if (held) {
+    const int runs = sync_runs(n, nth);
+    const int64_t len = n / runs;
+    const int own = ith % runs;
+    if (held >= 0) {
+        const int r = (int)(held / len);
+        _Atomic uint64_t *word = &s->run[r].next;
+        uint64_t v = atomic_load_explicit(word, memory_order_relaxed);
         for (;;) {
-            if (work_step(v) != step) break; /* cannot be: this thread's part was not counted */
-            const unsigned done = work_done(v) + 1u;
-            const bool close = done == (unsigned)n;
-            const uint64_t nv = close ? (uint64_t)(step + 1u) << 32 : (uint64_t)step << 32 | (uint64_t)done << 16;
-            if (!atomic_compare_exchange_weak_explicit(&s->work, &v, nv, memory_order_acq_rel, memory_order_acquire))
-                continue;
-            if (close) {
-                atomic_fetch_add(&s->epoch, 1u);
-                if (atomic_load(&s->sleepers) > 0)
-                    syscall(SYS_futex, (unsigned *)&s->epoch, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+            const bool take = more && r == own && run_next(v) < (unsigned)len;
+            const uint64_t nv = v + ((uint64_t)1 << 16) + (take ? 1u : 0u);
+            if (!atomic_compare_exchange_weak(word, &v, nv)) continue;
+            if (take) return (int64_t)r * len + run_next(v);
+            if (run_done(nv) == (unsigned)len && runs_done(s, runs, step, len)) {
+                het_sync_close(s, step);
                 w->step = step + 1;
                 return n;
             }
-            v = nv;
             break;
         }
     }
-    if (more && work_step(v) == step) {
-        const int runs = sync_runs(n, nth);
-        const int64_t len = n / runs;
-        const int own = ith % runs;
+    if (more)
         for (int i = 0; i < runs; i++) {
             const int64_t k = run_take(s, (own + i) % runs, step, len);
             if (k >= 0) return k;
         }
-    }
     het_sync_wait_step(w, step);
     w->step = step + 1;
     return n;
@@ -246,7 +277,7 @@ static int64_t turn_of(int64_t part, int64_t n, int nth)
 int64_t het_cpu_part_first(const struct het_compute_params *p, int64_t n)
 {
     if (n <= 0) return 0; /* no step: every thread agrees there is nothing to do */
-    if (p->worker) return het_sync_take(p->worker, p->ith, p->nth, n, false, true);
+    if (p->worker) return het_sync_take(p->worker, p->ith, p->nth, n, -1, true);
     if (p->ith < n) return part_of(p->ith, n, p->nth);
     if (p->nth > 1) {
 #pragma omp barrier
@@ -256,7 +287,7 @@ int64_t het_cpu_part_first(const struct het_compute_params *p, int64_t n)
 
 int64_t het_cpu_part_next(const struct het_compute_params *p, int64_t n, int64_t part)
 {
-    if (p->worker) return het_sync_take(p->worker, p->ith, p->nth, n, true, true);
+    if (p->worker) return het_sync_take(p->worker, p->ith, p->nth, n, part, true);
     const int64_t k = turn_of(part, n, p->nth) + p->nth;
     if (k < n) return part_of(k, n, p->nth);
     if (p->nth > 1) {
@@ -304,8 +335,8 @@ void het_cpu_sync_all(const struct het_compute_params *p)
         while (!(g & GATE_CLOSED) && !atomic_compare_exchange_weak(&s->gate, &g, g | GATE_CLOSED)) {}
         n = (int64_t)(g & GATE_MEMBERS) + 1;
     }
-    if (het_sync_take(p->worker, p->ith, p->nth, n, false, true) < n)
-        het_sync_take(p->worker, p->ith, p->nth, n, true, false);
+    const int64_t k = het_sync_take(p->worker, p->ith, p->nth, n, -1, true);
+    if (k < n) het_sync_take(p->worker, p->ith, p->nth, n, k, false);
 }
 
 int64_t het_cpu_n_parts(const struct het_compute_params *p, int64_t units, int64_t min_units)
