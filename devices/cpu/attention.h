@@ -19,6 +19,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Decode's kernels ask for each F16 cache row this many keys ahead of the
+ * one they read (arch/attn_loops.h says why and how far); attention.c asks
+ * for a tile's first rows of K and V, which no earlier row asked for. */
+#define HET_ATTN_PF_KEYS 24
+
 /* s[r*lds + j] = dot(q[r*hdp ..], row j of k) for r < nr, j < nk. */
 typedef void (*het_attn_qk_fn)(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s,
                                int lds);

@@ -117,7 +117,7 @@ static inline __attribute__((always_inline)) void pv_block(const int F16, const 
  * 0 tokens of context 0.983-0.998, 256 0.978-0.996, 1024 0.955-0.980
  * (Q4_K_M 0.978-0.982, beside two busy loops 0.961), 2048 0.961-0.981;
  * AVX2 (keys only: its PV passes read a row again) 0.986-0.993 at 1024. */
-#define ATTN_PF_KEYS 24
+#define ATTN_PF_KEYS HET_ATTN_PF_KEYS
 
 static inline __attribute__((always_inline)) void attn_pf_row(const char *row, size_t bytes)
 {
