@@ -498,7 +498,7 @@ static void attn_pick_kernels(struct attn_ctx *c)
  * are loaded, instead of arriving one miss after another (NTA, as the
  * kernels ask). bench_attn -t 2 (16/8 heads of 128, F16 cache, Zen 5, the
  * rounds alternating with and without): 0.79-0.80x the time at 16 keys,
- * 0.84-0.86x at 64, 0.92-0.93x at 256, 0.96-0.97x at 1024, 0.99x at 2048;
+ * 0.84-0.88x at 64, 0.91-0.93x at 256, 0.96-0.97x at 1024, 0.99x at 2048;
  * 16 or 32 rows did less, T1 hints less still. In a decode token, whose
  * cache rows the NTA weight stream leaves partly in L3, it is within the
  * noise: 0.998-1.000x the token time from an empty cache, 0.999-1.004x
