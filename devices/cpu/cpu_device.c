@@ -294,6 +294,10 @@ static int cpu_runs(const struct cpu_context *c)
  * that read the node's input (a group of matmuls on one input is one step),
  * each thread the start of its own run of them (thread r: ahead + r *
  * ahead_step), which it streams first once that matmul's step opens.
+ * (Every thread asking for thread 0's start measured faster before the
+ * weights streamed with NTA hints; since, each its own took 0.990-1.002x
+ * the token time on two CCDs, 0.990-1.001x on one: bench/README.md,
+ * session 28.)
  * Found once per split by the caller; a matmul's weights are looked up once
  * however many nodes name them. */
 static void cpu_set_ahead(struct cpu_context *c, struct het_tensor *const *nodes, int n)
