@@ -490,7 +490,6 @@ static void attn_pick_kernels(struct attn_ctx *c)
 
 /* ---- entry point ------------------------------------------------------------ */
 
-/* Work item w (tile * n_split + split): its tile, its keys [ka, kb). */
 /* A decode tile (a GQA group of query rows, read in place from an F16 or
  * F32 cache) reads each K and V row once, from memory: the kernels ask for
  * the row HET_ATTN_PF_KEYS keys ahead of the one they read, so a tile's
@@ -516,6 +515,7 @@ static void attn_ask_first_rows(const struct attn_ctx *c, const struct attn_tile
     }
 }
 
+/* Work item w (tile * n_split + split): its tile, its keys [ka, kb). */
 static void attn_run_item(const struct attn_ctx *c, char *base, int nth, struct attn_scratch *sc, int64_t w)
 {
     struct attn_tile t;
