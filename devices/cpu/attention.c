@@ -261,7 +261,7 @@ static void attn_prefetch(const struct attn_ctx *c, const struct het_tensor *a, 
 {
     const size_t row = (size_t)c->pl.hd * a->nb[0];
     if (!c->qk_cache || a->nb[2] == row) return;
-    het_vec_prefetch_rows(het_vec_row(a, t->hk, j0, t->b % a->ne[3]), nk, a->nb[2], row);
+    het_vec_prefetch_rows(het_vec_row(a, t->hk, j0, t->b % a->ne[3]), nk, a->nb[2], row, false);
 }
 
 /* Queries of the tile times scale into sc->q; reset O, m, l; row limits. */
@@ -508,10 +508,8 @@ static void attn_ask_first_rows(const struct attn_ctx *c, const struct attn_tile
     const int64_t n = kb - ka < HET_ATTN_PF_KEYS ? kb - ka : HET_ATTN_PF_KEYS;
     for (int kv = 0; kv < 2; kv++) {
         const struct het_tensor *a = kv ? c->v : c->k;
-        const size_t row = (size_t)c->pl.hd * a->nb[0];
-        const char *p = het_vec_row(a, t->hk, ka, t->b % a->ne[3]);
-        for (int64_t j = 0; j < n; j++)
-            for (size_t o = 0; o < row; o += 64) __builtin_prefetch(p + (size_t)j * a->nb[2] + o, 0, 0);
+        het_vec_prefetch_rows(het_vec_row(a, t->hk, ka, t->b % a->ne[3]), n, a->nb[2], (size_t)c->pl.hd * a->nb[0],
+                              true);
     }
 }
 

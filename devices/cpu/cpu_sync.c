@@ -184,10 +184,10 @@ static int64_t run_take(struct het_cpu_sync *s, int r, unsigned step, int64_t le
         const unsigned tag = work_step(v);
         if ((int)(tag - step) > 0) return -1;
         const uint64_t at = tag == step ? v & 0xffffffffu : 0; /* done << 16 | next; an earlier tag: untouched */
-        if ((at & 0xffffu) >= (uint64_t)len) return -1;
+        if (run_next(at) >= (uint64_t)len) return -1;
         if (atomic_compare_exchange_weak_explicit(word, &v, (uint64_t)step << 32 | (at + 1u), memory_order_relaxed,
                                                   memory_order_relaxed))
-            return (int64_t)r * len + (int64_t)(at & 0xffffu);
+            return (int64_t)r * len + run_next(at);
     }
 }
 

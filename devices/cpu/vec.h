@@ -192,11 +192,15 @@ static inline char *het_vec_row(const struct het_tensor *t, int64_t i1, int64_t 
 }
 
 /* Ask for n rows of row_bytes, stride bytes apart from the one at p, into
- * the core's caches (a cache line at a time). */
-static inline void het_vec_prefetch_rows(const char *p, int64_t n, size_t stride, size_t row_bytes)
+ * the core's caches (a cache line at a time); once: rows read once, asked
+ * for non-temporally (NTA on x86), so they do not push other data out. */
+static inline void het_vec_prefetch_rows(const char *p, int64_t n, size_t stride, size_t row_bytes, bool once)
 {
     for (int64_t j = 0; j < n; j++)
-        for (size_t o = 0; o < row_bytes; o += 64) __builtin_prefetch(p + (size_t)j * stride + o);
+        for (size_t o = 0; o < row_bytes; o += 64) {
+            if (once) __builtin_prefetch(p + (size_t)j * stride + o, 0, 0);
+            else __builtin_prefetch(p + (size_t)j * stride + o);
+        }
 }
 
 /* Do the storage extents of a and b (het_nbytes bytes from each data
