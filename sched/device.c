@@ -113,8 +113,16 @@ double het_device_build_estimate_us(const het_device *dev)
 
 enum het_status het_device_run_split(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err)
 {
+    return het_device_run_split_in(dev, nodes, n, 0, err);
+}
+
+enum het_status het_device_run_split_in(het_device *dev, struct het_tensor *const *nodes, int n, uint64_t layout,
+                                        het_error *err)
+{
     double t0 = het_now_us();
+    dev->layout = layout;
     enum het_status st = dev->iface.run_split(dev, nodes, n, err);
+    dev->layout = 0;
     dev->stats.busy_us += het_now_us() - t0;
     forward_copies(dev);
     if (st == HET_OK) {

@@ -106,6 +106,15 @@ struct het_device {
     uint64_t                pool_copied;  /* stats.copied_bytes already forwarded to the pool       */
     char                    pool_import[96]; /* how it reaches the pool (register_pool may set it)   */
     uint64_t                ran[HET_OP_COUNT]; /* kinds of node run: bit 2*type + (several rows)    */
+    /* During run_split: the storage layout the nodes run under, as the
+     * scheduler names it (het_device_run_split_in), or 0 when unknown. Two
+     * run_split calls with the same nodes and n under the same nonzero
+     * layout run the same graph, of which only views may have moved or
+     * changed extent (het_sched_realloc_graph's contract), with them the
+     * nodes that are views or read or write one; every other node is the
+     * node it was, at the same storage. A device may keep what it decided
+     * about those nodes (the CPU device: its per-node decisions). */
+    uint64_t                layout;
 };
 
 /* Dispatchers (apply the optional-slot defaults, keep stats). */
@@ -118,6 +127,10 @@ void            het_device_expect_run(het_device *dev);
 enum het_status het_device_prepare_weights(het_device *dev, struct het_tensor *const *weights, int n,
                                            het_error *err);
 enum het_status het_device_run_split(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err);
+/* The same under a storage layout (het_device.layout; 0: unknown, as
+ * het_device_run_split runs). */
+enum het_status het_device_run_split_in(het_device *dev, struct het_tensor *const *nodes, int n, uint64_t layout,
+                                        het_error *err);
 enum het_status het_device_sync(het_device *dev, het_error *err);
 /* Has a node of node's kind (op, first operand's type, one row or several)
  * run on dev? Recorded only where caps.builds_kernels (elsewhere always

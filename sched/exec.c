@@ -122,7 +122,7 @@ static enum het_status run(het_sched *s, int d, struct het_tensor *const *nodes,
 {
     enum het_status st = het_sched_host_window(s, het_device_uses_host_mapping(s->devices[d]), err);
     if (st != HET_OK) return st;
-    st = het_device_run_split(s->devices[d], nodes, n, err);
+    st = het_device_run_split_in(s->devices[d], nodes, n, s->run_layout, err);
     if (st != HET_OK) *failed = d;
     s->pending[d] = true;
     return st;

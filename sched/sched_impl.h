@@ -69,6 +69,16 @@ struct het_sched {
     const het_graph     *alloc_graph;
     struct het_scratch_plan alloc_plan;
     const void          *alloc_base;
+    /* alloc_graph's storage layout, as the devices are told it
+     * (het_device.layout): a new value at every het_sched_alloc_graph, kept
+     * by het_sched_realloc_graph; 0 while there is none. run_layout: what
+     * the splits of the graph being computed run under (0 for any graph
+     * but alloc_graph). */
+    uint64_t             layout;
+    uint64_t             layout_last;    /* the last value layout took */
+    uint64_t             run_layout;
+    uint64_t             key_layout;     /* the layout key_graph was found under (0: none) */
+    uint64_t             key_graph;      /* graph_key of alloc_graph under it              */
 
     struct het_plan_cache_entry cache[HET_PLAN_CACHE];
     int                  cache_next;

@@ -80,6 +80,8 @@ struct het_device_stats {
     uint64_t dropped_bytes;  /* weight pages of the file mapping given back after repacking */
     uint64_t n_builds;       /* kernels built on first use (caps.builds_kernels)          */
     double   build_us;       /* wall time those builds took, microseconds                 */
+    uint64_t n_splits_kept;  /* splits that ran on what the device decided about their nodes
+                                the last time (the same nodes, storage moved on only for views) */
 };
 void het_device_get_stats(const het_device *dev, struct het_device_stats *out);
 /* How the device reaches the memory pool it holds: "dma-buf import",
