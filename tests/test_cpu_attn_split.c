@@ -5,8 +5,10 @@
  * 4 MB, so that the split is shared between threads: the small nodes as the
  * solo step of their chains (cpu_solo.c), the attention as a step of its
  * own. Run 200 times with 2 and 3 threads, a short cache and a long one:
- * every output bit for bit that of the nodes run one by one on one thread.
- * Checked for results only, never time.
+ * every output bit for bit that of the nodes run one by one on one thread;
+ * then moved on step by step under one storage layout, the device keeping
+ * its decisions where the nodes did not change. Checked for results and
+ * for which runs kept their decisions, never time.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -227,11 +229,110 @@ static void test_device(int threads, int64_t n_past)
     block_free(&b);
 }
 
+/* The block moved on to position p as het_arch_llama_advance moves a
+ * decode graph: the cache writes' views to row p, the attention's cache
+ * views to p + 1 rows, its n_past and the rope's position. */
+static void block_move(struct block *b, int64_t p)
+{
+    const size_t row = b->kc->nb[1];
+    for (int i = 0; i < b->n; i++) {
+        struct het_tensor *t = b->nodes[i];
+        if (t->op == HET_OP_CPY) {
+            t->view_offs = (size_t)p * row;
+            t->src[1]->view_offs = t->view_offs;
+            t->data = (char *)t->view_src->data + t->view_offs;
+            t->src[1]->data = t->data;
+        } else if (t->op == HET_OP_ATTN) {
+            t->op_params[1] = (int32_t)p;
+            for (int s = 1; s <= 2; s++) {
+                t->src[s]->ne[2] = p + 1;
+                t->src[s]->nb[3] = t->src[s]->nb[2] * (size_t)(p + 1);
+            }
+        }
+    }
+    *(int32_t *)b->pos->data = (int32_t)p;
+}
+
+/* The device runs a split again under one storage layout
+ * (het_device.layout) as the block moves on, keeping its decisions about
+ * the nodes that did not change: every step's outputs bit for bit those of
+ * the nodes one by one, the decisions kept at every step but the first and
+ * the one where the attention's cache grows past a small node's size
+ * (HET_CPU_SOLO_MAX_BYTES: 16 KB of q and output + 4 KB a position, so
+ * between positions 10 and 12), where they are made anew. */
+static void test_kept(int threads)
+{
+    het_error err = { 0 };
+    het_device *dev = het_cpu_device_init(threads, &err);
+    CHECK(dev != NULL, "cpu device: %s", err.msg);
+    if (!dev) return;
+    const struct block_case c = { 128, 16, 8, 40, 4 };
+    struct block b;
+    if (!block_build(&b, &c)) {
+        CHECK(false, "kept: graph");
+        het_device_free(dev);
+        return;
+    }
+    const int64_t wne[2] = { 1024, 4096 }, xne[2] = { 1024, 1 }, mne[2] = { 4096, 1 };
+    struct het_tensor w, x, mm;
+    het_tensor_init(&w, HET_TYPE_Q8_0, 2, wne);
+    w.data = block_alloc(&b, het_nbytes(&w));
+    for (size_t i = 0; i < het_nbytes(&w); i += 34) {
+        const uint16_t d = het_fp32_to_fp16(0.01f);
+        memcpy((uint8_t *)w.data + i, &d, 2);
+        for (int k = 0; k < 32; k++) ((int8_t *)w.data)[i + 2 + k] = (int8_t)(het_test_rand_u64() % 255 - 127);
+    }
+    het_tensor_init(&x, HET_TYPE_F32, 2, xne);
+    x.data = block_alloc(&b, het_nbytes(&x));
+    het_test_fill_normal(x.data, 1024, 1.0f);
+    het_tensor_init(&mm, HET_TYPE_F32, 2, mne);
+    mm.data = block_alloc(&b, het_nbytes(&mm));
+    mm.op = HET_OP_MUL_MAT;
+    mm.src[0] = &w;
+    mm.src[1] = &x;
+    struct het_tensor *wl[1] = { &w };
+    CHECK(het_device_prepare_weights(dev, wl, 1, &err) == HET_OK, "prepare weights: %s", err.msg);
+    struct het_tensor *nodes[17];
+    nodes[0] = &mm;
+    for (int i = 0; i < b.n; i++) nodes[1 + i] = b.nodes[i];
+    struct het_cpu_features f;
+    het_cpu_features_detect(&f);
+    uint8_t *kc0 = malloc(het_nbytes(b.kc)), *vc0 = malloc(het_nbytes(b.vc));
+    int wrong = 0, failed = 0, steps = 0;
+    for (int64_t p = 4; p <= 18; p += 2, steps++) {
+        block_move(&b, p);
+        memcpy(kc0, b.kc->data, het_nbytes(b.kc));
+        memcpy(vc0, b.vc->data, het_nbytes(b.vc));
+        block_reset(&b, kc0, vc0);
+        run_alone(&b, het_cpu_isa_select(&f));
+        struct outputs want, got;
+        outputs_take(&b, &want);
+        block_reset(&b, kc0, vc0);
+        if (het_device_run_split_in(dev, nodes, b.n + 1, 7, &err) != HET_OK) failed++;
+        outputs_take(&b, &got);
+        wrong += got.n != want.n || memcmp(got.bytes, want.bytes, want.n);
+        free(want.bytes);
+        free(got.bytes);
+    }
+    struct het_device_stats st;
+    het_device_get_stats(dev, &st);
+    CHECK(failed == 0 && wrong == 0, "kept, %d threads: %d of %d steps failed, %d differ from the nodes one by one",
+          threads, failed, steps, wrong);
+    CHECK(st.n_splits_kept == (uint64_t)steps - 2, "kept, %d threads: %llu of %d steps ran on kept decisions, not %d",
+          threads, (unsigned long long)st.n_splits_kept, steps, steps - 2);
+    free(kc0);
+    free(vc0);
+    het_device_free(dev);
+    block_free(&b);
+}
+
 int main(void)
 {
     het_test_seed(777);
     test_device(2, 20);
     test_device(3, 20);
     test_device(2, 600);
+    test_kept(2);
+    test_kept(3);
     return het_test_finish();
 }

@@ -192,6 +192,15 @@ static void check_decode(const char *what, het_model *m)
         if (na != 1 || nb != 1 || memcmp(la, lb, sizeof(float) * (size_t)V)) bad++;
     }
     CHECK(bad == 0, "%s: %d of 24 decode steps differ between a reused and a rebuilt graph", what, bad);
+    /* the CPU device ran the moved graph on what it had decided the step
+     * before (het_device.layout), the rebuilt one never */
+    struct het_device_stats sa, sb;
+    het_device_get_stats(a.cpu, &sa);
+    het_device_get_stats(b.cpu, &sb);
+    CHECK(sa.n_splits_kept >= 20 && sa.n_splits_kept < sa.n_splits, "%s: %llu of %llu splits of a moved graph ran on kept decisions",
+          what, (unsigned long long)sa.n_splits_kept, (unsigned long long)sa.n_splits);
+    CHECK(sb.n_splits_kept == 0, "%s: %llu splits of graphs rebuilt every step ran on kept decisions", what,
+          (unsigned long long)sb.n_splits_kept);
     rig_close(&a);
     rig_close(&b);
 }

@@ -85,6 +85,42 @@ struct cpu_ws_memo {
     size_t                   need;
 };
 
+/* A moving node as kept: its index, what of it may move (cpu_node_geometry)
+ * and what was decided from that (scratch bytes, work, its small-run flag
+ * after the fused runs were made whole). */
+struct cpu_kept_node {
+    int      i;
+    uint64_t geometry;
+    size_t   need, work;
+    uint8_t  solo;
+};
+
+/* The split whose decisions node_buf holds, for the next run of the same
+ * nodes under the same storage layout (het_device.layout). Under one layout
+ * only views move or change extent, so only a node that is a view or reads
+ * or writes one can change ("moving": a decode graph's reshapes, its
+ * attention and cache writes); of those, the ones whose views or op params
+ * did change since (cpu_node_geometry: the attention and the cache writes,
+ * 84 of a Qwen3-0.6B token's 648 nodes) are decided again, with the fused
+ * runs that look at them and the runs of small nodes that hold them. A
+ * decode token's decisions took 45-90 us of host time made anew, most of it
+ * misses on metadata the weights' stream had pushed out; kept, 19-33 us
+ * (Zen 5, two threads; bench/README.md, session 29). */
+struct cpu_kept {
+    struct het_tensor *const *nodes;
+    int                       n;
+    uint64_t                  layout;     /* 0: nothing kept                          */
+    size_t                    need, work; /* over the nodes that do not move           */
+    struct cpu_kept_node     *moved;      /* the moving nodes, in order                */
+    int                       n_moved;
+    int                      *fused;      /* start, length of each fused run that holds */
+    int                       n_fused;    /* or looks at a moving node                 */
+    int                      *runs;       /* [start, end) of each run of small nodes   */
+    int                       n_runs;     /* holding one                               */
+    int                      *changed;    /* scratch: the moving nodes that changed    */
+    int                       cap;        /* of each array (pairs for fused and runs)  */
+};
+
 struct cpu_context {
     int                     n_threads;
     struct het_cpu_features features;
@@ -110,6 +146,7 @@ struct cpu_context {
     uint8_t                *solo_np;    /* at a run's first node: the run's parts           */
     void                   *node_buf;
     int                     cap_nodes;
+    struct cpu_kept         kept;       /* whose decisions node_buf holds       */
     struct cpu_ws_memo      ws_memo[CPU_WS_SLOTS];
 };
 
@@ -333,6 +370,7 @@ static void cpu_set_ahead(struct cpu_context *c, struct het_tensor *const *nodes
 static enum het_status cpu_nodes_reserve(struct cpu_context *c, int n, het_error *err)
 {
     if (n <= c->cap_nodes) return HET_OK;
+    c->kept.layout = 0;
     const size_t per = sizeof *c->ahead + sizeof *c->ahead_len + sizeof *c->ahead_step + 3;
     void *buf = realloc(c->node_buf, per * (size_t)n);
     if (!buf) return het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory for a split of %d nodes", n);
@@ -397,40 +435,226 @@ static void cpu_split_run(void *arg, struct het_cpu_worker *w, int ith)
     }
 }
 
-static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err)
+/* Does node t move with the views (a view itself, or reading or writing
+ * one: het_device.layout)? */
+static bool cpu_node_moves(const struct het_tensor *t)
 {
-    struct cpu_context *c = dev->context;
-    enum het_status st = cpu_nodes_reserve(c, n, err);
-    if (st != HET_OK) return st;
-    size_t need = 0, work = 0;
+    if (t->view_src) return true;
+    for (int k = 0; k < HET_MAX_SRC; k++)
+        if (t->src[k] && t->src[k]->view_src) return true;
+    return false;
+}
+
+/* Parts of the run of small nodes [i, e). */
+static void cpu_part_run(struct cpu_context *c, struct het_tensor *const *nodes, int i, int e)
+{
+    c->solo_np[i] = (uint8_t)het_cpu_solo_partition(nodes + i, e - i, c->n_threads, c->solo_part + i);
+    /* the same parts hold for any tail of the run, where a group of nodes
+     * run together before it may leave the walk */
+    for (int x = i + 1; x < e; x++) c->solo_np[x] = c->solo_np[i];
+}
+
+/* How many nodes from its first het_cpu_fused_len looks at (a residual
+ * norm's first node: the norm and the matmuls that read it); kept in step
+ * with it (cpu_dispatch.c). */
+static int cpu_fuse_look(const struct het_tensor *t)
+{
+    switch (t->op) {
+    case HET_OP_ADD:      return 3 + HET_CPU_MM_GROUP_MAX;
+    case HET_OP_RMS_NORM: return 3;
+    case HET_OP_SWIGLU:   return 2;
+    default:              return 1;
+    }
+}
+
+/* One word into a running hash, every bit of it reaching every bit of the
+ * hash (a multiply carries upwards only; the shift brings it back down), so
+ * that two changes cannot cancel but by chance (1 in 2^64). */
+static uint64_t cpu_mix(uint64_t h, uint64_t v)
+{
+    h = (h ^ v) * 0x9E3779B97F4A7C15ull;
+    return h ^ (h >> 29);
+}
+
+/* What of a moving node may change under one layout: its op params, and
+ * the place and shape of it and of its sources where they are views. */
+static uint64_t cpu_node_geometry(const struct het_tensor *t)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < HET_MAX_OP_PARAMS; i++) h = cpu_mix(h, (uint32_t)t->op_params[i]);
+    for (int k = -1; k < HET_MAX_SRC; k++) {
+        const struct het_tensor *x = k < 0 ? t : t->src[k];
+        if (!x || !x->view_src) continue;
+        for (int d = 0; d < HET_MAX_DIMS; d++) h = cpu_mix(cpu_mix(h, (uint64_t)x->ne[d]), (uint64_t)x->nb[d]);
+        h = cpu_mix(cpu_mix(h, (uint64_t)x->view_offs), (uint64_t)(uintptr_t)x->data);
+    }
+    return h;
+}
+
+static bool cpu_kept_room(struct cpu_kept *k, int n)
+{
+    if (n <= k->cap) return true;
+    const size_t un = (size_t)n;
+    struct cpu_kept_node *moved = realloc(k->moved, sizeof *moved * un);
+    if (moved) k->moved = moved;
+    int *runs = realloc(k->runs, sizeof *runs * 2 * un);
+    if (runs) k->runs = runs;
+    int *fused = realloc(k->fused, sizeof *fused * 2 * un);
+    if (fused) k->fused = fused;
+    int *changed = realloc(k->changed, sizeof *changed * un);
+    if (changed) k->changed = changed;
+    if (!moved || !runs || !fused || !changed) return false;
+    k->cap = n;
+    return true;
+}
+
+/* Every decision about nodes[0..n) made anew (*need: scratch bytes, *work:
+ * the nodes' work), and kept under a nonzero layout for the next run, with
+ * what may have to be decided again then: the moving nodes (cpu_node_moves;
+ * every node fused with one is counted with them), the fused runs whose
+ * first node looks at a moving one (cpu_fuse_look), and the runs of small
+ * nodes that hold one. Not kept where a moving node is a matmul of weights
+ * that are a view (the nodes before it fetch them ahead: cpu_set_ahead).
+ * solo_part and solo_np are scratch here until the small runs are parted. */
+static void cpu_decide(struct cpu_context *c, uint64_t layout, struct het_tensor *const *nodes, int n, size_t *need,
+                       size_t *work)
+{
+    struct cpu_kept *k = &c->kept;
+    bool keep = layout && cpu_kept_room(k, n);
+    k->layout = 0;
+    k->n_moved = k->n_runs = k->n_fused = 0;
+    k->need = k->work = 0;
+    *need = *work = 0;
+    uint8_t *moves = c->solo_part, *len = c->solo_np;
+    for (int i = 0; i < n; i++) moves[i] = keep && cpu_node_moves(nodes[i]);
+    for (int i = 0, l; i < n; i += l) {
+        l = het_cpu_fused_len(nodes + i, n - i);
+        len[i] = (uint8_t)l;
+        if (!keep) continue;
+        bool any = false, near = false;
+        for (int x = i; x < i + l; x++) any = any || moves[x];
+        for (int x = i; x < n && x < i + cpu_fuse_look(nodes[i]); x++) near = near || moves[x];
+        for (int x = i; x < i + l && any; x++) moves[x] = 1;
+        if (!near && !any) continue;
+        k->fused[2 * k->n_fused] = i;
+        k->fused[2 * k->n_fused + 1] = l;
+        k->n_fused++;
+    }
     for (int i = 0; i < CPU_WS_ASK_AHEAD && i < n; i++) cpu_ws_ask(c, nodes[i]);
     for (int i = 0; i < n; i++) {
         if (i + CPU_WS_ASK_AHEAD < n) cpu_ws_ask(c, nodes[i + CPU_WS_ASK_AHEAD]);
-        size_t w = cpu_work_size(c, nodes[i]);
-        if (w > need) need = w;
-        work += het_cpu_node_work(nodes[i]);
+        const size_t w = cpu_work_size(c, nodes[i]), nw = het_cpu_node_work(nodes[i]);
+        if (w > *need) *need = w;
+        *work += nw;
         c->solo[i] = cpu_node_is_solo(nodes[i]);
+        if (!keep) continue;
+        if (!moves[i]) {
+            if (w > k->need) k->need = w;
+            k->work += nw;
+            continue;
+        }
+        if (nodes[i]->op == HET_OP_MUL_MAT && nodes[i]->src[0]->view_src) keep = false;
+        k->moved[k->n_moved++] = (struct cpu_kept_node){ i, cpu_node_geometry(nodes[i]), w, nw, 0 };
     }
     /* nodes that run as one fused pass are all in a small run or all not
      * (a run's parts are found from its first node) */
-    for (int i = 0, len; i < n; i += len) {
-        len = het_cpu_fused_len(nodes + i, n - i);
+    for (int i = 0, l; i < n; i += l) {
+        l = len[i];
         bool all = true;
-        for (int x = i; x < i + len; x++) all = all && c->solo[x];
-        for (int x = i; x < i + len && !all; x++) c->solo[x] = 0;
+        for (int x = i; x < i + l; x++) all = all && c->solo[x];
+        for (int x = i; x < i + l && !all; x++) c->solo[x] = 0;
     }
+    for (int m = 0; keep && m < k->n_moved; m++) k->moved[m].solo = c->solo[k->moved[m].i];
     /* each run of small nodes: its parts */
-    for (int i = 0, e; i < n; i = e) {
+    for (int i = 0, e, m = 0; i < n; i = e) {
         for (e = i + 1; c->solo[i] && e < n && c->solo[e]; e++) {}
         if (!c->solo[i]) {
             c->solo_np[i] = 1;
             continue;
         }
-        c->solo_np[i] = (uint8_t)het_cpu_solo_partition(nodes + i, e - i, c->n_threads, c->solo_part + i);
-        /* the same parts hold for any tail of the run, where a group of
-         * nodes run together before it may leave the walk */
-        for (int x = i + 1; x < e; x++) c->solo_np[x] = c->solo_np[i];
+        while (keep && m < k->n_moved && k->moved[m].i < i) m++;
+        if (keep && m < k->n_moved && k->moved[m].i < e) {
+            k->runs[2 * k->n_runs] = i;
+            k->runs[2 * k->n_runs + 1] = e;
+            k->n_runs++;
+        }
+        cpu_part_run(c, nodes, i, e);
     }
+    cpu_set_ahead(c, nodes, n);
+    if (!keep) return;
+    k->nodes = nodes;
+    k->n = n;
+    k->layout = layout;
+}
+
+/* Is one of the sorted indices ch[0..nc) in [lo, hi)? */
+static bool cpu_any_in(const int *ch, int nc, int lo, int hi)
+{
+    int a = 0, b = nc;
+    while (a < b) { /* first >= lo */
+        const int mid = (a + b) / 2;
+        if (ch[mid] < lo) a = mid + 1;
+        else b = mid;
+    }
+    return a < nc && ch[a] < hi;
+}
+
+/* The kept decisions for nodes[0..n) under layout, those about the moving
+ * nodes whose views changed made again (with the fused runs that look at
+ * them and the small runs that hold them); false where none are kept, or
+ * where what was found again differs in what the kept ones rest on (a fused
+ * run's length, a changed node's size class): then all is decided anew. */
+static bool cpu_decide_kept(struct cpu_context *c, uint64_t layout, struct het_tensor *const *nodes, int n,
+                            size_t *need, size_t *work)
+{
+    struct cpu_kept *k = &c->kept;
+    if (!layout || k->layout != layout || k->nodes != nodes || k->n != n) return false;
+    size_t nd = k->need, wk = k->work;
+    int nc = 0;
+    for (int m = 0; m < k->n_moved; m++) {
+        struct cpu_kept_node *kn = &k->moved[m];
+        const struct het_tensor *t = nodes[kn->i];
+        const uint64_t g = cpu_node_geometry(t);
+        if (g != kn->geometry) {
+            kn->geometry = g;
+            kn->need = cpu_work_size(c, t);
+            kn->work = het_cpu_node_work(t);
+            c->solo[kn->i] = cpu_node_is_solo(t);
+            k->changed[nc++] = kn->i;
+        }
+        if (kn->need > nd) nd = kn->need;
+        wk += kn->work;
+    }
+    if (nc) {
+        for (int f = 0; f < k->n_fused; f++) {
+            const int i = k->fused[2 * f], l = k->fused[2 * f + 1];
+            const int look = cpu_fuse_look(nodes[i]);
+            if (!cpu_any_in(k->changed, nc, i, i + (l > look ? l : look))) continue;
+            if (het_cpu_fused_len(nodes + i, n - i) != l) return false;
+            if (l == 1) continue;
+            bool all = true; /* a fused run with a moving node has only moving ones */
+            for (int x = i; x < i + l; x++) all = all && cpu_node_is_solo(nodes[x]);
+            for (int x = i; x < i + l; x++) c->solo[x] = all;
+        }
+        for (int m = 0; m < k->n_moved; m++)
+            if (c->solo[k->moved[m].i] != k->moved[m].solo) return false;
+        for (int r = 0; r < k->n_runs; r++)
+            if (cpu_any_in(k->changed, nc, k->runs[2 * r], k->runs[2 * r + 1]))
+                cpu_part_run(c, nodes, k->runs[2 * r], k->runs[2 * r + 1]);
+    }
+    *need = nd;
+    *work = wk;
+    return true;
+}
+
+static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err)
+{
+    struct cpu_context *c = dev->context;
+    enum het_status st = cpu_nodes_reserve(c, n, err);
+    if (st != HET_OK) return st;
+    size_t need, work;
+    if (cpu_decide_kept(c, dev->layout, nodes, n, &need, &work)) dev->stats.n_splits_kept++;
+    else cpu_decide(c, dev->layout, nodes, n, &need, &work);
     st = ensure_wdata(c, need, err);
     if (st != HET_OK) return st;
 
@@ -469,7 +693,6 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         atomic_init(&j.at, step);
         j.key0 = c->node_key + 1;
         c->node_key += (unsigned)n;
-        cpu_set_ahead(c, nodes, n); /* only shared steps wait */
         het_cpu_pool_run(c->threads, cpu_split_run, &j);
         c->last_split_us = het_now_us();
     }
@@ -611,6 +834,7 @@ static enum het_status cpu_prepare_weights(het_device *dev, struct het_tensor *c
 {
     struct cpu_context *c = dev->context;
     memset(c->ws_memo, 0, sizeof c->ws_memo); /* weights get panels: new keys */
+    c->kept.layout = 0; /* and the decisions kept (sizes, weights fetched ahead) */
     const bool lean = cpu_lean_weights(c, w, n);
     /* first the bytes of every panel to make, for one arena of them all */
     size_t total = 0, *sizes = calloc(n > 0 ? (size_t)n : 1, sizeof *sizes);
@@ -706,6 +930,7 @@ static void cpu_release_weights(het_device *dev, struct het_tensor *const *w, in
 {
     struct cpu_context *c = dev->context;
     memset(c->ws_memo, 0, sizeof c->ws_memo); /* the weights' panels, part of its keys, go */
+    c->kept.layout = 0; /* and the decisions kept (sizes, weights fetched ahead) */
     for (int k = 0; k < n; k++)
         for (int i = 0; i < c->n_packed; i++) {
             if (c->packed_t[i] != w[k]) continue;
@@ -734,6 +959,10 @@ static void cpu_free(het_device *dev)
     free(c->packed_in);
     free(c->wdata);
     free(c->node_buf);
+    free(c->kept.moved);
+    free(c->kept.runs);
+    free(c->kept.fused);
+    free(c->kept.changed);
     het_cpu_pool_free(c->threads);
     het_cpu_profile_free(c->profile);
     free(c);
@@ -825,6 +1054,7 @@ enum het_status het_cpu_device_set_f32_activations(het_device *dev, bool on, het
         return het_error_set(err, HET_ERR_INVALID, "cpu: f32 activations must be chosen before weights are prepared");
     c->f32_act = on;
     memset(c->ws_memo, 0, sizeof c->ws_memo); /* the sizes it holds were for the other activations */
+    c->kept.layout = 0; /* and the decisions kept (sizes, weights fetched ahead) */
     cpu_describe(dev);
     return HET_OK;
 }

@@ -155,7 +155,10 @@ int             het_cpu_compute_nodes(const struct het_compute_params *p, struct
                                       enum het_status *st);
 /* How many nodes from nodes[0] run as one pass of fused kernels (a SWIGLU
  * into its matmul, a residual norm and the first matmul it feeds, a norm
- * chain), 1 when none: the device keeps them together in one kind of step. */
+ * chain), 1 when none: the device keeps them together in one kind of step.
+ * What it looks at depends on nodes[0]'s op alone (ADD: up to 3 +
+ * HET_CPU_MM_GROUP_MAX nodes, RMS_NORM 3, SWIGLU 2, else nodes[0] only), as
+ * the device's kept decisions rely on (cpu_device.c, cpu_fuse_look). */
 int             het_cpu_fused_len(struct het_tensor *const *nodes, int n);
 
 /* ---- op entry points (one file per op family) ---------------------------- */
