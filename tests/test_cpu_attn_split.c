@@ -150,73 +150,104 @@ static void run_alone(struct block *b, enum het_cpu_isa isa)
     }
 }
 
+/* A matmul of 4 MB of weights (prepared by dev) to run before the block:
+ * the split is then shared between threads. */
+static void block_matmul(struct block *b, het_device *dev, struct het_tensor *w, struct het_tensor *x,
+                         struct het_tensor *mm)
+{
+    het_error err = { 0 };
+    const int64_t wne[2] = { 1024, 4096 }, xne[2] = { 1024, 1 }, mne[2] = { 4096, 1 };
+    het_tensor_init(w, HET_TYPE_Q8_0, 2, wne);
+    w->data = block_alloc(b, het_nbytes(w));
+    snprintf(w->name, sizeof w->name, "w");
+    for (size_t i = 0; i < het_nbytes(w); i += 34) { /* q8_0 blocks: a small scale, random quants */
+        const uint16_t d = het_fp32_to_fp16(0.01f);
+        memcpy((uint8_t *)w->data + i, &d, 2);
+        for (int k = 0; k < 32; k++) ((int8_t *)w->data)[i + 2 + k] = (int8_t)(het_test_rand_u64() % 255 - 127);
+    }
+    het_tensor_init(x, HET_TYPE_F32, 2, xne);
+    x->data = block_alloc(b, het_nbytes(x));
+    het_test_fill_normal(x->data, 1024, 1.0f);
+    het_tensor_init(mm, HET_TYPE_F32, 2, mne);
+    mm->data = block_alloc(b, het_nbytes(mm));
+    mm->op = HET_OP_MUL_MAT;
+    mm->src[0] = w;
+    mm->src[1] = x;
+    snprintf(mm->name, sizeof mm->name, "mm");
+    struct het_tensor *wl[1] = { w };
+    CHECK(het_device_prepare_weights(dev, wl, 1, &err) == HET_OK, "prepare weights: %s", err.msg);
+}
+
+/* A device of `threads` threads and the block of c after the matmul:
+ * nodes[0..n). */
+struct rig {
+    het_device        *dev;
+    struct block       b;
+    struct het_tensor  w, x, mm;
+    struct het_tensor *nodes[17];
+    int                n;
+};
+
+static bool rig_open(struct rig *r, int threads, const struct block_case *c)
+{
+    het_error err = { 0 };
+    r->dev = het_cpu_device_init(threads, &err);
+    CHECK(r->dev != NULL, "cpu device: %s", err.msg);
+    if (!r->dev) return false;
+    if (!block_build(&r->b, c)) {
+        CHECK(false, "device: graph");
+        het_device_free(r->dev);
+        return false;
+    }
+    block_matmul(&r->b, r->dev, &r->w, &r->x, &r->mm);
+    r->nodes[0] = &r->mm;
+    for (int i = 0; i < r->b.n; i++) r->nodes[1 + i] = r->b.nodes[i];
+    r->n = r->b.n + 1;
+    return true;
+}
+
+static void rig_close(struct rig *r)
+{
+    het_device_free(r->dev);
+    block_free(&r->b);
+}
+
 /* The device on a large matmul and the block (shared between threads),
  * with a short cache and a long one. */
 static void test_device(int threads, int64_t n_past)
 {
-    het_error err = { 0 };
-    het_device *dev = het_cpu_device_init(threads, &err);
-    CHECK(dev != NULL, "cpu device: %s", err.msg);
-    if (!dev) return;
     const struct block_case c = { 128, 16, 8, n_past + 44, n_past };
-    struct block b;
-    if (!block_build(&b, &c)) {
-        CHECK(false, "device: graph");
-        het_device_free(dev);
-        return;
-    }
-    /* a matmul of 4 MB of weights first: the split is shared */
-    const int64_t wne[2] = { 1024, 4096 }, xne[2] = { 1024, 1 };
-    struct het_tensor w, x, mm;
-    het_tensor_init(&w, HET_TYPE_Q8_0, 2, wne);
-    w.data = block_alloc(&b, het_nbytes(&w));
-    snprintf(w.name, sizeof w.name, "w");
-    for (size_t i = 0; i < het_nbytes(&w); i += 34) { /* q8_0 blocks: a small scale, random quants */
-        const uint16_t d = het_fp32_to_fp16(0.01f);
-        memcpy((uint8_t *)w.data + i, &d, 2);
-        for (int k = 0; k < 32; k++) ((int8_t *)w.data)[i + 2 + k] = (int8_t)(het_test_rand_u64() % 255 - 127);
-    }
-    het_tensor_init(&x, HET_TYPE_F32, 2, xne);
-    x.data = block_alloc(&b, het_nbytes(&x));
-    het_test_fill_normal(x.data, 1024, 1.0f);
-    const int64_t mne[2] = { 4096, 1 };
-    het_tensor_init(&mm, HET_TYPE_F32, 2, mne);
-    mm.data = block_alloc(&b, het_nbytes(&mm));
-    mm.op = HET_OP_MUL_MAT;
-    mm.src[0] = &w;
-    mm.src[1] = &x;
-    snprintf(mm.name, sizeof mm.name, "mm");
-    struct het_tensor *wl[1] = { &w };
-    CHECK(het_device_prepare_weights(dev, wl, 1, &err) == HET_OK, "prepare weights: %s", err.msg);
-
-    struct het_tensor *nodes[17];
-    nodes[0] = &mm;
-    for (int i = 0; i < b.n; i++) nodes[1 + i] = b.nodes[i];
-    const int n = b.n + 1;
-    uint8_t *kc0 = malloc(het_nbytes(b.kc)), *vc0 = malloc(het_nbytes(b.vc));
-    memcpy(kc0, b.kc->data, het_nbytes(b.kc));
-    memcpy(vc0, b.vc->data, het_nbytes(b.vc));
-    block_reset(&b, kc0, vc0);
+    struct rig r;
+    if (!rig_open(&r, threads, &c)) return;
+    het_error err = { 0 };
+    het_device *dev = r.dev;
+    struct block *b = &r.b;
+    struct het_tensor *const *nodes = r.nodes, *mm = &r.mm;
+    const int n = r.n;
+    uint8_t *kc0 = malloc(het_nbytes(b->kc)), *vc0 = malloc(het_nbytes(b->vc));
+    memcpy(kc0, b->kc->data, het_nbytes(b->kc));
+    memcpy(vc0, b->vc->data, het_nbytes(b->vc));
+    block_reset(b, kc0, vc0);
     CHECK(het_device_run_split(dev, nodes, 1, &err) == HET_OK, "device: the matmul: %s", err.msg);
-    float *mm_want = malloc(het_nbytes(&mm));
-    memcpy(mm_want, mm.data, het_nbytes(&mm));
+    float *mm_want = malloc(het_nbytes(mm));
+    memcpy(mm_want, mm->data, het_nbytes(mm));
     struct het_cpu_features f;
     het_cpu_features_detect(&f);
-    block_reset(&b, kc0, vc0);
-    run_alone(&b, het_cpu_isa_select(&f));
+    block_reset(b, kc0, vc0);
+    run_alone(b, het_cpu_isa_select(&f));
     struct outputs want;
-    outputs_take(&b, &want);
+    outputs_take(b, &want);
     int failed = 0, wrong = 0;
     for (int rep = 0; rep < 200; rep++) {
-        block_reset(&b, kc0, vc0);
-        memset(mm.data, 0xff, het_nbytes(&mm));
+        block_reset(b, kc0, vc0);
+        memset(mm->data, 0xff, het_nbytes(mm));
         if (het_device_run_split(dev, nodes, n, &err) != HET_OK) {
             failed++;
             continue;
         }
         struct outputs got;
-        outputs_take(&b, &got);
-        wrong += got.n != want.n || memcmp(got.bytes, want.bytes, want.n) || memcmp(mm.data, mm_want, het_nbytes(&mm));
+        outputs_take(b, &got);
+        wrong += got.n != want.n || memcmp(got.bytes, want.bytes, want.n) || memcmp(mm->data, mm_want, het_nbytes(mm));
         free(got.bytes);
     }
     CHECK(failed == 0, "device, %d threads: %d of 200 runs failed: %s", threads, failed, err.msg);
@@ -225,8 +256,7 @@ static void test_device(int threads, int64_t n_past)
     free(mm_want);
     free(kc0);
     free(vc0);
-    het_device_free(dev);
-    block_free(&b);
+    rig_close(&r);
 }
 
 /* The block moved on to position p as het_arch_llama_advance moves a
@@ -262,54 +292,27 @@ static void block_move(struct block *b, int64_t p)
  * between positions 10 and 12), where they are made anew. */
 static void test_kept(int threads)
 {
-    het_error err = { 0 };
-    het_device *dev = het_cpu_device_init(threads, &err);
-    CHECK(dev != NULL, "cpu device: %s", err.msg);
-    if (!dev) return;
     const struct block_case c = { 128, 16, 8, 40, 4 };
-    struct block b;
-    if (!block_build(&b, &c)) {
-        CHECK(false, "kept: graph");
-        het_device_free(dev);
-        return;
-    }
-    const int64_t wne[2] = { 1024, 4096 }, xne[2] = { 1024, 1 }, mne[2] = { 4096, 1 };
-    struct het_tensor w, x, mm;
-    het_tensor_init(&w, HET_TYPE_Q8_0, 2, wne);
-    w.data = block_alloc(&b, het_nbytes(&w));
-    for (size_t i = 0; i < het_nbytes(&w); i += 34) {
-        const uint16_t d = het_fp32_to_fp16(0.01f);
-        memcpy((uint8_t *)w.data + i, &d, 2);
-        for (int k = 0; k < 32; k++) ((int8_t *)w.data)[i + 2 + k] = (int8_t)(het_test_rand_u64() % 255 - 127);
-    }
-    het_tensor_init(&x, HET_TYPE_F32, 2, xne);
-    x.data = block_alloc(&b, het_nbytes(&x));
-    het_test_fill_normal(x.data, 1024, 1.0f);
-    het_tensor_init(&mm, HET_TYPE_F32, 2, mne);
-    mm.data = block_alloc(&b, het_nbytes(&mm));
-    mm.op = HET_OP_MUL_MAT;
-    mm.src[0] = &w;
-    mm.src[1] = &x;
-    struct het_tensor *wl[1] = { &w };
-    CHECK(het_device_prepare_weights(dev, wl, 1, &err) == HET_OK, "prepare weights: %s", err.msg);
-    struct het_tensor *nodes[17];
-    nodes[0] = &mm;
-    for (int i = 0; i < b.n; i++) nodes[1 + i] = b.nodes[i];
+    struct rig r;
+    if (!rig_open(&r, threads, &c)) return;
+    het_error err = { 0 };
+    het_device *dev = r.dev;
+    struct block *b = &r.b;
     struct het_cpu_features f;
     het_cpu_features_detect(&f);
-    uint8_t *kc0 = malloc(het_nbytes(b.kc)), *vc0 = malloc(het_nbytes(b.vc));
+    uint8_t *kc0 = malloc(het_nbytes(b->kc)), *vc0 = malloc(het_nbytes(b->vc));
     int wrong = 0, failed = 0, steps = 0;
     for (int64_t p = 4; p <= 18; p += 2, steps++) {
-        block_move(&b, p);
-        memcpy(kc0, b.kc->data, het_nbytes(b.kc));
-        memcpy(vc0, b.vc->data, het_nbytes(b.vc));
-        block_reset(&b, kc0, vc0);
-        run_alone(&b, het_cpu_isa_select(&f));
+        block_move(b, p);
+        memcpy(kc0, b->kc->data, het_nbytes(b->kc));
+        memcpy(vc0, b->vc->data, het_nbytes(b->vc));
+        block_reset(b, kc0, vc0);
+        run_alone(b, het_cpu_isa_select(&f));
         struct outputs want, got;
-        outputs_take(&b, &want);
-        block_reset(&b, kc0, vc0);
-        if (het_device_run_split_in(dev, nodes, b.n + 1, 7, &err) != HET_OK) failed++;
-        outputs_take(&b, &got);
+        outputs_take(b, &want);
+        block_reset(b, kc0, vc0);
+        if (het_device_run_split_in(dev, r.nodes, r.n, 7, &err) != HET_OK) failed++;
+        outputs_take(b, &got);
         wrong += got.n != want.n || memcmp(got.bytes, want.bytes, want.n);
         free(want.bytes);
         free(got.bytes);
@@ -322,8 +325,7 @@ static void test_kept(int threads)
           threads, (unsigned long long)st.n_splits_kept, steps, steps - 2);
     free(kc0);
     free(vc0);
-    het_device_free(dev);
-    block_free(&b);
+    rig_close(&r);
 }
 
 int main(void)
