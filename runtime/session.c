@@ -290,4 +290,5 @@ void het_session_device_stats(const het_session *s, int i, struct het_device_sta
     ds->n_nodes -= b->n_nodes;
     ds->copied_bytes -= b->copied_bytes;
     ds->busy_us -= b->busy_us;
+    ds->n_splits_kept -= b->n_splits_kept;
 }
