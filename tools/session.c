@@ -217,11 +217,11 @@ void hr_print_stats(const struct hr_session *s, const struct hr_opts *o)
             struct het_device_stats ds;
             het_session_device_stats(s->hs, i, &ds);
             fprintf(stderr,
-                    "%s{\"name\":\"%s\",\"splits\":%llu,\"splits_kept\":%llu,\"nodes\":%llu,\"busy_us\":%.0f,"
-                    "\"copied_bytes\":%llu,\"pool_import\":\"%s\"}",
+                    "%s{\"name\":\"%s\",\"splits\":%llu,\"nodes\":%llu,\"busy_us\":%.0f,\"copied_bytes\":%llu,"
+                    "\"splits_kept\":%llu,\"pool_import\":\"%s\"}",
                     i ? "," : "", het_device_name(s->devices[i]), (unsigned long long)ds.n_splits,
-                    (unsigned long long)ds.n_splits_kept, (unsigned long long)ds.n_nodes, ds.busy_us,
-                    (unsigned long long)ds.copied_bytes, het_device_pool_import(s->devices[i]));
+                    (unsigned long long)ds.n_nodes, ds.busy_us, (unsigned long long)ds.copied_bytes,
+                    (unsigned long long)ds.n_splits_kept, het_device_pool_import(s->devices[i]));
         }
         fprintf(stderr, "]}\n");
         return;
