@@ -394,7 +394,6 @@ void het_sched_set_accuracy(het_sched *s, const struct het_plan_accuracy *accura
     for (int i = 0; i < HET_PLAN_CACHE; i++) s->cache[i].key = 0; /* arrays kept for reuse */
 }
 
-/* The cached plan for g on the current device set, building it if needed. */
 /* graph_key of g, found once per storage layout of the allocated graph:
  * what het_sched_realloc_graph lets change (views' offsets and extents) is
  * not in it, views being no nodes (a decode token saved 13-19 us of a
@@ -411,6 +410,7 @@ static uint64_t graph_key_of(het_sched *s, const het_graph *g)
     return k;
 }
 
+/* The cached plan for g on the current device set, building it if needed. */
 static enum het_status get_plan(het_sched *s, const het_graph *g, const struct het_plan **out, het_error *err)
 {
     uint64_t key = mix(graph_key_of(s, g), accuracy_key(s->params.accuracy));

@@ -146,6 +146,7 @@ struct cpu_context {
     uint8_t                *solo_np;    /* at a run's first node: the run's parts           */
     void                   *node_buf;
     int                     cap_nodes;
+    bool                    ahead_set;  /* ahead* found for the split decided last */
     struct cpu_kept         kept;       /* whose decisions node_buf holds       */
     struct cpu_ws_memo      ws_memo[CPU_WS_SLOTS];
 };
@@ -454,6 +455,15 @@ static void cpu_part_run(struct cpu_context *c, struct het_tensor *const *nodes,
     for (int x = i + 1; x < e; x++) c->solo_np[x] = c->solo_np[i];
 }
 
+/* Nodes that run as one fused pass, [i, i + len), are all in a small run
+ * or all not (a run's parts are found from its first node). */
+static void cpu_whole_run(struct cpu_context *c, int i, int len)
+{
+    bool all = true;
+    for (int x = i; x < i + len; x++) all = all && c->solo[x];
+    for (int x = i; x < i + len && !all; x++) c->solo[x] = 0;
+}
+
 /* How many nodes from its first het_cpu_fused_len looks at (a residual
  * norm's first node: the norm and the matmuls that read it); kept in step
  * with it (cpu_dispatch.c). */
@@ -556,14 +566,7 @@ static void cpu_decide(struct cpu_context *c, uint64_t layout, struct het_tensor
         if (nodes[i]->op == HET_OP_MUL_MAT && nodes[i]->src[0]->view_src) keep = false;
         k->moved[k->n_moved++] = (struct cpu_kept_node){ i, cpu_node_geometry(nodes[i]), w, nw, 0 };
     }
-    /* nodes that run as one fused pass are all in a small run or all not
-     * (a run's parts are found from its first node) */
-    for (int i = 0, l; i < n; i += l) {
-        l = len[i];
-        bool all = true;
-        for (int x = i; x < i + l; x++) all = all && c->solo[x];
-        for (int x = i; x < i + l && !all; x++) c->solo[x] = 0;
-    }
+    for (int i = 0; i < n; i += len[i]) cpu_whole_run(c, i, len[i]);
     for (int m = 0; keep && m < k->n_moved; m++) k->moved[m].solo = c->solo[k->moved[m].i];
     /* each run of small nodes: its parts */
     for (int i = 0, e, m = 0; i < n; i = e) {
@@ -580,7 +583,7 @@ static void cpu_decide(struct cpu_context *c, uint64_t layout, struct het_tensor
         }
         cpu_part_run(c, nodes, i, e);
     }
-    cpu_set_ahead(c, nodes, n);
+    c->ahead_set = false; /* found when a shared split first needs it (cpu_run_split) */
     if (!keep) return;
     k->nodes = nodes;
     k->n = n;
@@ -632,9 +635,8 @@ static bool cpu_decide_kept(struct cpu_context *c, uint64_t layout, struct het_t
             if (!cpu_any_in(k->changed, nc, i, i + (l > look ? l : look))) continue;
             if (het_cpu_fused_len(nodes + i, n - i) != l) return false;
             if (l == 1) continue;
-            bool all = true; /* a fused run with a moving node has only moving ones */
-            for (int x = i; x < i + l; x++) all = all && cpu_node_is_solo(nodes[x]);
-            for (int x = i; x < i + l; x++) c->solo[x] = all;
+            for (int x = i; x < i + l; x++) c->solo[x] = cpu_node_is_solo(nodes[x]);
+            cpu_whole_run(c, i, l);
         }
         for (int m = 0; m < k->n_moved; m++)
             if (c->solo[k->moved[m].i] != k->moved[m].solo) return false;
@@ -693,6 +695,8 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         atomic_init(&j.at, step);
         j.key0 = c->node_key + 1;
         c->node_key += (unsigned)n;
+        if (!c->ahead_set) cpu_set_ahead(c, nodes, n); /* only shared steps wait */
+        c->ahead_set = true;
         het_cpu_pool_run(c->threads, cpu_split_run, &j);
         c->last_split_us = het_now_us();
     }
