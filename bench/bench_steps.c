@@ -1,6 +1,6 @@
 /*
  * bench_steps.c — what do the ends of a decode layer's matmul steps cost
- * against memory? Three schedules of the same bytes, one process, the same
+ * against memory? Seven schedules of the same bytes, one process, the same
  * rounds.
  *
  * A decode token streams each layer's weights once, in steps that end when
@@ -8,12 +8,15 @@
  * down (the CPU device's matmul groups). Every step end stops both
  * threads' streams and starts new ones. Each round here streams Qwen3-0.6B's
  * 28 layers of these matrices (random weights of one type, packed as the
- * CPU device packs them, every layer at its own addresses) five ways:
+ * CPU device packs them, every layer at its own addresses) seven ways:
  *   steps          as the device runs them: het_cpu_mul_mat_group for q/k/v
  *                  and gate/up, het_cpu_mul_mat for o and down, parts taken
  *                  from the shared counter (cpu_sync.c), each step over when
- *                  its parts are done; nothing else of the layer (norms,
- *                  attention) runs;
+ *                  its parts are done, the weights laid out as the device
+ *                  lays them out (each matrix in one segment a thread, the
+ *                  segments of every layer's matrices in thread t's region
+ *                  in the order a decode reads them); nothing else of the
+ *                  layer (norms, attention) runs;
  *   halves, ends   each thread its own half of every matrix (packed apart,
  *                  the two halves side by side as in one matrix), an OpenMP
  *                  barrier where the device's steps end;
@@ -24,6 +27,13 @@
  *                  then thread 1's), the barriers at the step ends: what a
  *                  layout of the weights in the order the threads stream
  *                  them would give the device;
+ *   one range, 3 ends  that layout with no barrier after q/k/v: what the
+ *                  layer would stream if its q/k/v step ran on into the
+ *                  attention (a layer's per-head nodes cut by heads, tried
+ *                  in sessions 25 and 30: bench/README.md);
+ *   one range, 2 ends  barriers after o and down only: the stream of a
+ *                  layer split by heads and FFN columns (o and down cut
+ *                  along K, each thread a partial sum: Megatron style);
  *   one range      that layout without the barriers: one stream per thread;
  * and then a plain read of 256 MiB by the same threads (the loop `hetrun
  * bench` measures its decode bound with). Printed per schedule: the median
@@ -52,7 +62,7 @@
 #define BS_LAYERS_MAX 64
 #define BS_MATS       7 /* q k v | o | gate up | down */
 #define BS_THREADS    2 /* the other schedules halve each matrix */
-#define BS_SCHEDULES  5
+#define BS_SCHEDULES  7
 #define BS_LATE_S     100e-6 /* a round whose threads left a barrier further apart is not counted */
 
 /* Qwen3-0.6B: hidden 1024, 16 query heads and 8 kv heads of 128, FFN 3072 */
@@ -124,6 +134,23 @@ static int bs_pack(struct bs_model *md, struct bs_mat *m, enum het_type type, en
     return 0;
 }
 
+/* m's weights: all of matrix i in BS_THREADS segments, segment 0 after the
+ * header at *at (advanced), segment t `region` bytes on (as the CPU device
+ * packs them, cpu_device.c). */
+static int bs_pack_seg(struct bs_model *md, struct bs_mat *m, enum het_type type, enum het_cpu_isa isa, int i,
+                       size_t region, uint8_t **at)
+{
+    const int64_t K = bs_shape[i][0], N = bs_shape[i][1];
+    bench_mm_node(&m->a, &md->b[bs_input[i]], &m->d, type, K, N, 1, md->rows[i], md->b_data[bs_input[i]],
+                  md->out[i][0]);
+    const size_t sb = het_cpu_mul_mat_seg_bytes(&m->a, isa, BS_THREADS);
+    const int64_t items = het_cpu_mul_mat_repack_items(&m->a, isa);
+    if (!sb || het_cpu_mul_mat_repack_seg(&m->a, isa, *at, BS_THREADS, region, 0, items) != HET_OK) return 1;
+    m->a.extra = *at;
+    *at += bs_align(HET_CPU_PACKED_HEADER + sb);
+    return 0;
+}
+
 static int bs_build(struct bs_model *md, enum het_type type, enum het_cpu_isa isa, int layers)
 {
     uint64_t r = 0x9e3779b97f4a7c15ull;
@@ -142,6 +169,7 @@ static int bs_build(struct bs_model *md, enum het_type type, enum het_cpu_isa is
             if (!md->out[i][o]) return 1;
         }
     md->full_bytes = md->half_bytes = 0;
+    size_t region = 0; /* one thread's segments of every layer */
     for (int i = 0; i < BS_MATS; i++) {
         md->rows[i] = bs_rows(type, bs_shape[i][0], bs_shape[i][1], &r);
         if (!md->rows[i]) return 1;
@@ -154,17 +182,23 @@ static int bs_build(struct bs_model *md, enum het_type type, enum het_cpu_isa is
             return 1;
         }
         md->full_bytes += bs_align(size) * (size_t)layers;
+        const size_t sb = het_cpu_mul_mat_seg_bytes(&probe.a, isa, BS_THREADS);
+        if (!sb) {
+            fprintf(stderr, "bench_steps: %s has no segmented form at this level\n", het_type_name(type));
+            return 1;
+        }
+        region += bs_align(HET_CPU_PACKED_HEADER + sb) * (size_t)layers;
         probe.a.ne[1] = bs_shape[i][1] / BS_THREADS;
         md->half_bytes += bs_align(het_cpu_mul_mat_repack_size(&probe.a, isa)) * BS_THREADS * (size_t)layers;
     }
-    if (!bench_alloc(&md->full_mem, md->full_bytes, 0) || !bench_alloc(&md->half_mem, md->half_bytes, 0) ||
+    if (!bench_alloc(&md->full_mem, region * BS_THREADS, 0) || !bench_alloc(&md->half_mem, md->half_bytes, 0) ||
         !bench_alloc(&md->line_mem, md->half_bytes, 0))
         return 1;
     uint8_t *fa = md->full_mem.p, *ha = md->half_mem.p, *la = md->line_mem.p;
     for (int l = 0; l < layers; l++)
         for (int i = 0; i < BS_MATS; i++) {
             const int64_t n = bs_shape[i][1] / BS_THREADS;
-            if (bs_pack(md, &md->full[l][i], type, isa, i, 0, bs_shape[i][1], md->out[i][0], &fa)) return 1;
+            if (bs_pack_seg(md, &md->full[l][i], type, isa, i, region, &fa)) return 1;
             for (int t = 0; t < BS_THREADS; t++)
                 if (bs_pack(md, &md->half[l][i][t], type, isa, i, t * n, n, md->out[i][1 + t], &ha)) return 1;
         }
@@ -203,17 +237,22 @@ static enum het_status bs_steps(const struct het_compute_params *p, struct bs_mo
     return st;
 }
 
-/* One token's layers, this thread's half of every matrix, alone; with
- * ends, a barrier after the matrices where the device's steps end (v, o,
- * up, down). Called by every thread of the parallel region. */
+/* Where a layer's steps end: a barrier after matrix i when bit i is set. */
+#define BS_ENDS_DEVICE ((1u << 2) | (1u << 3) | (1u << 5) | (1u << 6)) /* v, o, up, down */
+#define BS_ENDS_3      ((1u << 3) | (1u << 5) | (1u << 6))              /* o, up, down    */
+#define BS_ENDS_2      ((1u << 3) | (1u << 6))                          /* o, down        */
+
+/* One token's layers, this thread's half of every matrix, alone, a barrier
+ * after the matrices in `ends`. Called by every thread of the parallel
+ * region. */
 static enum het_status bs_halves(const struct het_compute_params *alone, struct bs_mat (*m)[BS_MATS][BS_THREADS],
-                                 int layers, int ith, bool ends)
+                                 int layers, int ith, unsigned ends)
 {
     enum het_status st = HET_OK;
     for (int l = 0; l < layers; l++)
         for (int i = 0; i < BS_MATS; i++) {
             if (st == HET_OK) st = het_cpu_mul_mat(alone, &m[l][i][ith].d);
-            if (ends && (i == 2 || i == 3 || i == 5 || i == 6)) {
+            if (ends & (1u << i)) {
 #pragma omp barrier
             }
         }
@@ -269,10 +308,12 @@ static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa
             enum het_status s = HET_OK;
             switch (what) {
             case 0:  s = bs_steps(&p, md, layers); break;
-            case 1:  s = bs_halves(&alone, md->half, layers, p.ith, true); break;
-            case 2:  s = bs_halves(&alone, md->half, layers, p.ith, false); break;
-            case 3:  s = bs_halves(&alone, md->line, layers, p.ith, true); break;
-            case 4:  s = bs_halves(&alone, md->line, layers, p.ith, false); break;
+            case 1:  s = bs_halves(&alone, md->half, layers, p.ith, BS_ENDS_DEVICE); break;
+            case 2:  s = bs_halves(&alone, md->half, layers, p.ith, 0); break;
+            case 3:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_DEVICE); break;
+            case 4:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_3); break;
+            case 5:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_2); break;
+            case 6:  s = bs_halves(&alone, md->line, layers, p.ith, 0); break;
             default: sink += hr_read_widest(rbuf + (size_t)p.ith * share, share); break;
             }
             stop[p.ith] = bench_now_s();
@@ -314,16 +355,17 @@ static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa
         printf("%-6s %d layers of %.2f MB, %d of %d rounds\n", het_type_name(type), layers, bytes / layers / 1e6, n,
                rounds);
         if (n == 0) printf("  no round in which the threads started within %.0f us of each other\n", BS_LATE_S * 1e6);
-        const char *names[BS_SCHEDULES] = { "steps", "halves, ends", "halves", "one range, ends", "one range" };
+        const char *names[BS_SCHEDULES] = { "steps",           "halves, ends",      "halves",   "one range, ends",
+                                            "one range, 3 ends", "one range, 2 ends", "one range" };
         for (int s = 0; s < BS_SCHEDULES && n > 0; s++) {
             const double us = bench_median(t[s], n) / layers * 1e6, r = bench_median(rate[s], n);
             const double q = bench_median(ratio[s], n);
-            printf("  %-16s %7.1f us/layer  %5.1f GB/s   of the read %.2f (%.2f-%.2f)\n", names[s], us, r, q,
+            printf("  %-18s %7.1f us/layer  %5.1f GB/s   of the read %.2f (%.2f-%.2f)\n", names[s], us, r, q,
                    ratio[s][0], ratio[s][n - 1]);
         }
         if (n > 0) {
             const double rr = bench_median(rate[BS_SCHEDULES], n);
-            printf("  %-16s %7.1f us/layer  %5.1f GB/s   (the layer's bytes at the read's rate: the bound)\n", "read",
+            printf("  %-18s %7.1f us/layer  %5.1f GB/s   (the layer's bytes at the read's rate: the bound)\n", "read",
                    bytes / layers / (rr * 1e9) * 1e6, rr);
         }
     }
@@ -367,7 +409,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_steps: needs AVX2\n");
         return 2;
     }
-    printf("threads %d, isa %s, %d rounds (the five schedules and the read in turn, one process); medians, ratio "
+    printf("threads %d, isa %s, %d rounds (the seven schedules and the read in turn, one process); medians, ratio "
            "min-max\n",
            BS_THREADS, het_cpu_isa_name(isa), rounds);
     char buf[256];
