@@ -10,6 +10,7 @@
  * exactly the logits of a context that builds every step's graph.
  */
 #include "het/model.h"
+#include "het/npu.h"
 #include "model/model_impl.h"
 #include "testutil.h"
 
@@ -106,13 +107,27 @@ static void check_moves(const char *what, const het_model *m)
     free(c.k.data); free(c.v.data);
 }
 
-struct rig { het_device *cpu; het_sched *sched; het_context *ctx; };
+struct rig { het_device *dev[2]; het_device *cpu; het_sched *sched; het_context *ctx; };
 
-static void rig_open(struct rig *r, het_model *m)
+/* The CPU alone, or (npu) beside the emulated NPU with every layer's
+ * output projection pinned to it: the CPU then runs a split before and
+ * after each of those, several a token. */
+static void rig_open(struct rig *r, het_model *m, bool npu)
 {
     het_error err = { 0 };
-    r->cpu = het_cpu_device_init(0, &err);
-    struct het_sched_params sp = { .devices = &r->cpu, .n_devices = 1 };
+    memset(r, 0, sizeof *r);
+    r->cpu = r->dev[0] = het_cpu_device_init(0, &err);
+    if (npu && r->cpu) {
+        struct het_npu_params np;
+        het_npu_params_default(&np, HET_NPU_EMULATE);
+        np.no_cache = true;
+        r->dev[1] = het_npu_device_init_params(&np, &err);
+        CHECK(r->dev[1], "npu: %s", err.msg);
+        if (!r->dev[1]) return;
+    }
+    const struct het_plan_pin pin = { "attn_output*", 1 };
+    struct het_sched_params sp = { .devices = r->dev, .n_devices = npu ? 2 : 1, .policy = &het_policy_single,
+                                   .policy_device = 0, .pins = &pin, .n_pins = npu };
     r->sched = r->cpu ? het_sched_init(&sp, &err) : NULL;
     struct het_context_params cp = { .n_ctx = N_CTX, .sched = r->sched };
     r->ctx = r->sched ? het_context_init(m, &cp, &err) : NULL;
@@ -123,6 +138,7 @@ static void rig_close(struct rig *r)
 {
     het_context_free(r->ctx);
     het_sched_free(r->sched);
+    het_device_free(r->dev[1]);
     het_device_free(r->cpu);
 }
 
@@ -133,7 +149,7 @@ static void rig_close(struct rig *r)
 static void check_realloc(const char *what, het_model *m)
 {
     struct rig r;
-    rig_open(&r, m);
+    rig_open(&r, m, false);
     if (!r.ctx) return;
     struct cache c;
     cache_init(&c, het_model_get_config(m));
@@ -167,14 +183,20 @@ static void check_realloc(const char *what, het_model *m)
 /* Decode in one context (its graph reused step after step) and in another
  * whose graph is rebuilt every step (a one-token eval of all logits in
  * between changes the batch shape twice): the logits are bit for bit the
- * same, steps after a reset and a seq_keep included. */
-static void check_decode(const char *what, het_model *m)
+ * same, steps after a reset and a seq_keep included. npu: beside the
+ * emulated NPU (rig_open), the CPU running several splits a token; returns
+ * whether the NPU ran any. */
+static bool check_decode(const char *what, het_model *m, bool npu)
 {
     const int V = het_model_get_config(m)->n_vocab;
     struct rig a, b;
-    rig_open(&a, m);
-    rig_open(&b, m);
-    if (!a.ctx || !b.ctx) return;
+    rig_open(&a, m, npu);
+    rig_open(&b, m, npu);
+    if (!a.ctx || !b.ctx) {
+        rig_close(&a);
+        rig_close(&b);
+        return false;
+    }
     het_error err = { 0 };
     const int32_t prompt[] = { 1, 403, 407, 261, 378 };
     CHECK(het_context_eval(a.ctx, prompt, 5, false, &err) == HET_OK, "%s: %s", what, err.msg);
@@ -193,16 +215,27 @@ static void check_decode(const char *what, het_model *m)
     }
     CHECK(bad == 0, "%s: %d of 24 decode steps differ between a reused and a rebuilt graph", what, bad);
     /* the CPU device ran the moved graph on what it had decided the step
-     * before (het_device.layout), the rebuilt one never */
-    struct het_device_stats sa, sb;
+     * before (het_device.layout), each of its splits on its own, the rebuilt
+     * one never: 24 steps, the first after the prompt's graph and the two
+     * after the seq_keep and the reset on new storage; a step's every split
+     * kept or none */
+    struct het_device_stats sa, sb, na = { 0 };
     het_device_get_stats(a.cpu, &sa);
     het_device_get_stats(b.cpu, &sb);
-    CHECK(sa.n_splits_kept >= 20 && sa.n_splits_kept < sa.n_splits, "%s: %llu of %llu splits of a moved graph ran on kept decisions",
-          what, (unsigned long long)sa.n_splits_kept, (unsigned long long)sa.n_splits);
+    if (npu) het_device_get_stats(a.dev[1], &na);
+    /* where the emulated NPU runs the projections (it refuses shapes off its
+     * tiles: stories260K's), the CPU runs a split a layer and one more */
+    const unsigned long long per = na.n_splits ? (unsigned long long)het_model_get_config(m)->n_layer + 1 : 1;
+    CHECK(!na.n_splits || na.n_splits >= 24 * (per - 1), "%s: %llu NPU splits in 24 steps of %llu layers", what,
+          (unsigned long long)na.n_splits, per - 1);
+    CHECK(sa.n_splits_kept >= 20 * per && sa.n_splits_kept < sa.n_splits,
+          "%s%s: %llu of %llu splits of a moved graph ran on kept decisions (%llu a step)", what,
+          npu ? " beside the NPU" : "", (unsigned long long)sa.n_splits_kept, (unsigned long long)sa.n_splits, per);
     CHECK(sb.n_splits_kept == 0, "%s: %llu splits of graphs rebuilt every step ran on kept decisions", what,
           (unsigned long long)sb.n_splits_kept);
     rig_close(&a);
     rig_close(&b);
+    return na.n_splits > 0;
 }
 
 int main(void)
@@ -218,7 +251,9 @@ int main(void)
         if (!m) continue;
         check_moves(path, m);
         check_realloc(path, m);
-        check_decode(path, m);
+        check_decode(path, m, false);
+        const bool split = check_decode(path, m, true);
+        CHECK(split || i == 0, "%s: the emulated NPU ran none of the pinned projections", path);
         het_model_free(m);
         ran++;
     }

@@ -95,8 +95,9 @@ struct cpu_kept_node {
     uint8_t  solo;
 };
 
-/* The split whose decisions node_buf holds, for the next run of the same
- * nodes under the same storage layout (het_device.layout). Under one layout
+/* The split whose decisions a cpu_split_state's node_buf holds, for the
+ * next run of the same nodes under the same storage layout
+ * (het_device.layout). Under one layout
  * only views move or change extent, so only a node that is a view or reads
  * or writes one can change ("moving": a decode graph's reshapes, its
  * attention and cache writes); of those, the ones whose views or op params
@@ -121,6 +122,32 @@ struct cpu_kept {
     int                       cap;        /* of each array (pairs for fused and runs)  */
 };
 
+/* One split's decisions, per node, made by the caller before its threads
+ * start (one block, node_buf), and what of them is kept for the split's
+ * next run. The device keeps up to CPU_SPLITS_KEPT splits' (a plan that
+ * gives the CPU several splits a token, beside another device, runs them
+ * in turn: ~30-80 a token for a layer's node or an MoE's experts pinned
+ * elsewhere): a split is found again by its node list, looked for first
+ * after the one run last (the splits of a token come in the same order
+ * every token); past that many, the least recently run gives way. */
+struct cpu_split_state {
+    const uint8_t **ahead;      /* weights to fetch while waiting in its step,      */
+    size_t         *ahead_len;  /* their bytes a thread (cpu_set_ahead; 0: none),   */
+    size_t         *ahead_step; /* and from one thread's to the next's              */
+    uint8_t        *solo;       /* cpu_node_is_solo,                                */
+    uint8_t        *solo_part;  /* its part of its run (het_cpu_solo_partition),    */
+    uint8_t        *solo_np;    /* at a run's first node: the run's parts           */
+    void           *node_buf;
+    int             cap_nodes;
+    bool            ahead_set;  /* ahead* found for the nodes decided last              */
+    struct cpu_kept kept;       /* what of node_buf holds for the next run              */
+    struct het_tensor *const *nodes; /* the split whose state this is (its node list),  */
+    int             n;               /* and its length                                  */
+    uint64_t        last_run;   /* the device's split count when it last ran            */
+};
+
+#define CPU_SPLITS_KEPT 256
+
 struct cpu_context {
     int                     n_threads;
     struct het_cpu_features features;
@@ -137,17 +164,10 @@ struct cpu_context {
     struct het_cpu_profile *profile;    /* HET_CPU_PROFILE set: per-node times */
     het_cpu_pool           *threads;    /* n_threads - 1 workers                */
     unsigned                node_key;   /* keys handed to gated nodes so far    */
-    /* per node of the split being run, decided once by the caller (one block, node_buf): */
-    const uint8_t         **ahead;      /* weights to fetch while waiting in its step,      */
-    size_t                 *ahead_len;  /* their bytes a thread (cpu_set_ahead; 0: none),   */
-    size_t                 *ahead_step; /* and from one thread's to the next's              */
-    uint8_t                *solo;       /* cpu_node_is_solo,                                */
-    uint8_t                *solo_part;  /* its part of its run (het_cpu_solo_partition),    */
-    uint8_t                *solo_np;    /* at a run's first node: the run's parts           */
-    void                   *node_buf;
-    int                     cap_nodes;
-    bool                    ahead_set;  /* ahead* found for the split decided last */
-    struct cpu_kept         kept;       /* whose decisions node_buf holds       */
+    struct cpu_split_state *splits;     /* n_splits of them, room for cap_splits */
+    int                     n_splits, cap_splits;
+    int                     split_next; /* where to look first: after the one run last */
+    uint64_t                n_runs;     /* splits run so far (cpu_split_state.last_run) */
     struct cpu_ws_memo      ws_memo[CPU_WS_SLOTS];
 };
 
@@ -338,16 +358,16 @@ static int cpu_runs(const struct cpu_context *c)
  * session 28.)
  * Found once per split by the caller; a matmul's weights are looked up once
  * however many nodes name them. */
-static void cpu_set_ahead(struct cpu_context *c, struct het_tensor *const *nodes, int n)
+static void cpu_set_ahead(const struct cpu_context *c, struct cpu_split_state *s, struct het_tensor *const *nodes, int n)
 {
     int last = -1;
     const uint8_t *base = NULL;
     size_t len = 0, step = 0;
     for (int i = 0; i < n; i++) {
         const struct het_tensor *t = nodes[i];
-        c->ahead[i] = NULL;
-        c->ahead_len[i] = 0;
-        c->ahead_step[i] = 0;
+        s->ahead[i] = NULL;
+        s->ahead_len[i] = 0;
+        s->ahead_step[i] = 0;
         /* a run fused into a matmul (a residual norm, a swiglu) is that
          * matmul's step; no other run ends in one (het_cpu_fused_len) */
         const int fused = t->op == HET_OP_ADD || t->op == HET_OP_SWIGLU ? het_cpu_fused_len(nodes + i, n - i) : 1;
@@ -359,30 +379,30 @@ static void cpu_set_ahead(struct cpu_context *c, struct het_tensor *const *nodes
                 last = x;
                 len = het_cpu_mul_mat_ahead(m, cpu_runs(c), &base, &step);
             }
-            c->ahead[i] = base;
-            c->ahead_len[i] = len < HET_CPU_AHEAD_MAX ? len : HET_CPU_AHEAD_MAX;
-            c->ahead_step[i] = step;
+            s->ahead[i] = base;
+            s->ahead_len[i] = len < HET_CPU_AHEAD_MAX ? len : HET_CPU_AHEAD_MAX;
+            s->ahead_step[i] = step;
             break;
         }
     }
 }
 
 /* Room for n nodes' decisions (their values are made anew each split). */
-static enum het_status cpu_nodes_reserve(struct cpu_context *c, int n, het_error *err)
+static enum het_status cpu_nodes_reserve(struct cpu_split_state *s, int n, het_error *err)
 {
-    if (n <= c->cap_nodes) return HET_OK;
-    c->kept.layout = 0;
-    const size_t per = sizeof *c->ahead + sizeof *c->ahead_len + sizeof *c->ahead_step + 3;
-    void *buf = realloc(c->node_buf, per * (size_t)n);
+    if (n <= s->cap_nodes) return HET_OK;
+    s->kept.layout = 0;
+    const size_t per = sizeof *s->ahead + sizeof *s->ahead_len + sizeof *s->ahead_step + 3;
+    void *buf = realloc(s->node_buf, per * (size_t)n);
     if (!buf) return het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory for a split of %d nodes", n);
-    c->node_buf = buf;
-    c->cap_nodes = n;
-    c->ahead = buf;
-    c->ahead_len = (size_t *)(void *)(c->ahead + n);
-    c->ahead_step = c->ahead_len + n;
-    c->solo = (uint8_t *)(c->ahead_step + n);
-    c->solo_part = c->solo + n;
-    c->solo_np = c->solo_part + n;
+    s->node_buf = buf;
+    s->cap_nodes = n;
+    s->ahead = buf;
+    s->ahead_len = (size_t *)(void *)(s->ahead + n);
+    s->ahead_step = s->ahead_len + n;
+    s->solo = (uint8_t *)(s->ahead_step + n);
+    s->solo_part = s->solo + n;
+    s->solo_np = s->solo_part + n;
     return HET_OK;
 }
 
@@ -447,21 +467,22 @@ static bool cpu_node_moves(const struct het_tensor *t)
 }
 
 /* Parts of the run of small nodes [i, e). */
-static void cpu_part_run(struct cpu_context *c, struct het_tensor *const *nodes, int i, int e)
+static void cpu_part_run(const struct cpu_context *c, struct cpu_split_state *s, struct het_tensor *const *nodes, int i,
+                         int e)
 {
-    c->solo_np[i] = (uint8_t)het_cpu_solo_partition(nodes + i, e - i, c->n_threads, c->solo_part + i);
+    s->solo_np[i] = (uint8_t)het_cpu_solo_partition(nodes + i, e - i, c->n_threads, s->solo_part + i);
     /* the same parts hold for any tail of the run, where a group of nodes
      * run together before it may leave the walk */
-    for (int x = i + 1; x < e; x++) c->solo_np[x] = c->solo_np[i];
+    for (int x = i + 1; x < e; x++) s->solo_np[x] = s->solo_np[i];
 }
 
 /* Nodes that run as one fused pass, [i, i + len), are all in a small run
  * or all not (a run's parts are found from its first node). */
-static void cpu_whole_run(struct cpu_context *c, int i, int len)
+static void cpu_whole_run(struct cpu_split_state *s, int i, int len)
 {
     bool all = true;
-    for (int x = i; x < i + len; x++) all = all && c->solo[x];
-    for (int x = i; x < i + len && !all; x++) c->solo[x] = 0;
+    for (int x = i; x < i + len; x++) all = all && s->solo[x];
+    for (int x = i; x < i + len && !all; x++) s->solo[x] = 0;
 }
 
 /* How many nodes from its first het_cpu_fused_len looks at (a residual
@@ -526,16 +547,16 @@ static bool cpu_kept_room(struct cpu_kept *k, int n)
  * nodes that hold one. Not kept where a moving node is a matmul of weights
  * that are a view (the nodes before it fetch them ahead: cpu_set_ahead).
  * solo_part and solo_np are scratch here until the small runs are parted. */
-static void cpu_decide(struct cpu_context *c, uint64_t layout, struct het_tensor *const *nodes, int n, size_t *need,
+static void cpu_decide(struct cpu_context *c, struct cpu_split_state *s, uint64_t layout, struct het_tensor *const *nodes, int n, size_t *need,
                        size_t *work)
 {
-    struct cpu_kept *k = &c->kept;
+    struct cpu_kept *k = &s->kept;
     bool keep = layout && cpu_kept_room(k, n);
     k->layout = 0;
     k->n_moved = k->n_runs = k->n_fused = 0;
     k->need = k->work = 0;
     *need = *work = 0;
-    uint8_t *moves = c->solo_part, *len = c->solo_np;
+    uint8_t *moves = s->solo_part, *len = s->solo_np;
     for (int i = 0; i < n; i++) moves[i] = keep && cpu_node_moves(nodes[i]);
     for (int i = 0, l; i < n; i += l) {
         l = het_cpu_fused_len(nodes + i, n - i);
@@ -556,7 +577,7 @@ static void cpu_decide(struct cpu_context *c, uint64_t layout, struct het_tensor
         const size_t w = cpu_work_size(c, nodes[i]), nw = het_cpu_node_work(nodes[i]);
         if (w > *need) *need = w;
         *work += nw;
-        c->solo[i] = cpu_node_is_solo(nodes[i]);
+        s->solo[i] = cpu_node_is_solo(nodes[i]);
         if (!keep) continue;
         if (!moves[i]) {
             if (w > k->need) k->need = w;
@@ -566,13 +587,13 @@ static void cpu_decide(struct cpu_context *c, uint64_t layout, struct het_tensor
         if (nodes[i]->op == HET_OP_MUL_MAT && nodes[i]->src[0]->view_src) keep = false;
         k->moved[k->n_moved++] = (struct cpu_kept_node){ i, cpu_node_geometry(nodes[i]), w, nw, 0 };
     }
-    for (int i = 0; i < n; i += len[i]) cpu_whole_run(c, i, len[i]);
-    for (int m = 0; keep && m < k->n_moved; m++) k->moved[m].solo = c->solo[k->moved[m].i];
+    for (int i = 0; i < n; i += len[i]) cpu_whole_run(s, i, len[i]);
+    for (int m = 0; keep && m < k->n_moved; m++) k->moved[m].solo = s->solo[k->moved[m].i];
     /* each run of small nodes: its parts */
     for (int i = 0, e, m = 0; i < n; i = e) {
-        for (e = i + 1; c->solo[i] && e < n && c->solo[e]; e++) {}
-        if (!c->solo[i]) {
-            c->solo_np[i] = 1;
+        for (e = i + 1; s->solo[i] && e < n && s->solo[e]; e++) {}
+        if (!s->solo[i]) {
+            s->solo_np[i] = 1;
             continue;
         }
         while (keep && m < k->n_moved && k->moved[m].i < i) m++;
@@ -581,9 +602,9 @@ static void cpu_decide(struct cpu_context *c, uint64_t layout, struct het_tensor
             k->runs[2 * k->n_runs + 1] = e;
             k->n_runs++;
         }
-        cpu_part_run(c, nodes, i, e);
+        cpu_part_run(c, s, nodes, i, e);
     }
-    c->ahead_set = false; /* found when a shared split first needs it (cpu_run_split) */
+    s->ahead_set = false; /* found when a shared split first needs it (cpu_run_split) */
     if (!keep) return;
     k->nodes = nodes;
     k->n = n;
@@ -607,10 +628,10 @@ static bool cpu_any_in(const int *ch, int nc, int lo, int hi)
  * them and the small runs that hold them); false where none are kept, or
  * where what was found again differs in what the kept ones rest on (a fused
  * run's length, a changed node's size class): then all is decided anew. */
-static bool cpu_decide_kept(struct cpu_context *c, uint64_t layout, struct het_tensor *const *nodes, int n,
+static bool cpu_decide_kept(struct cpu_context *c, struct cpu_split_state *s, uint64_t layout, struct het_tensor *const *nodes, int n,
                             size_t *need, size_t *work)
 {
-    struct cpu_kept *k = &c->kept;
+    struct cpu_kept *k = &s->kept;
     if (!layout || k->layout != layout || k->nodes != nodes || k->n != n) return false;
     size_t nd = k->need, wk = k->work;
     int nc = 0;
@@ -622,7 +643,7 @@ static bool cpu_decide_kept(struct cpu_context *c, uint64_t layout, struct het_t
             kn->geometry = g;
             kn->need = cpu_work_size(c, t);
             kn->work = het_cpu_node_work(t);
-            c->solo[kn->i] = cpu_node_is_solo(t);
+            s->solo[kn->i] = cpu_node_is_solo(t);
             k->changed[nc++] = kn->i;
         }
         if (kn->need > nd) nd = kn->need;
@@ -635,36 +656,79 @@ static bool cpu_decide_kept(struct cpu_context *c, uint64_t layout, struct het_t
             if (!cpu_any_in(k->changed, nc, i, i + (l > look ? l : look))) continue;
             if (het_cpu_fused_len(nodes + i, n - i) != l) return false;
             if (l == 1) continue;
-            for (int x = i; x < i + l; x++) c->solo[x] = cpu_node_is_solo(nodes[x]);
-            cpu_whole_run(c, i, l);
+            for (int x = i; x < i + l; x++) s->solo[x] = cpu_node_is_solo(nodes[x]);
+            cpu_whole_run(s, i, l);
         }
         for (int m = 0; m < k->n_moved; m++)
-            if (c->solo[k->moved[m].i] != k->moved[m].solo) return false;
+            if (s->solo[k->moved[m].i] != k->moved[m].solo) return false;
         for (int r = 0; r < k->n_runs; r++)
             if (cpu_any_in(k->changed, nc, k->runs[2 * r], k->runs[2 * r + 1]))
-                cpu_part_run(c, nodes, k->runs[2 * r], k->runs[2 * r + 1]);
+                cpu_part_run(c, s, nodes, k->runs[2 * r], k->runs[2 * r + 1]);
     }
     *need = nd;
     *work = wk;
     return true;
 }
 
+/* Where the split of these nodes keeps its decisions: the state it had, or
+ * the least recently run one's, given over to it. */
+static struct cpu_split_state *cpu_split_state_of(struct cpu_context *c, struct het_tensor *const *nodes, int n)
+{
+    int lru = -1;
+    for (int k = 0; k < c->n_splits; k++) {
+        const int i = (c->split_next + k) % c->n_splits;
+        struct cpu_split_state *s = &c->splits[i];
+        if (s->nodes == nodes && s->n == n) {
+            c->split_next = i + 1;
+            return s;
+        }
+        if (lru < 0 || s->last_run < c->splits[lru].last_run) lru = i;
+    }
+    if (c->n_splits < CPU_SPLITS_KEPT) {
+        if (c->n_splits == c->cap_splits) {
+            const int cap = c->cap_splits ? 2 * c->cap_splits : 4;
+            struct cpu_split_state *ns = realloc(c->splits, sizeof *ns * (size_t)cap);
+            if (!ns) return NULL;
+            c->splits = ns;
+            c->cap_splits = cap;
+        }
+        lru = c->n_splits++;
+        memset(&c->splits[lru], 0, sizeof c->splits[lru]);
+    }
+    struct cpu_split_state *s = &c->splits[lru];
+    s->kept.layout = 0;
+    s->nodes = nodes;
+    s->n = n;
+    c->split_next = lru + 1;
+    return s;
+}
+
+/* Every split's kept decisions forgotten (the weights or the kernels they
+ * rest on changed). */
+static void cpu_forget_splits(struct cpu_context *c)
+{
+    for (int i = 0; i < c->n_splits; i++) c->splits[i].kept.layout = 0;
+}
+
 static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err)
 {
     struct cpu_context *c = dev->context;
-    enum het_status st = cpu_nodes_reserve(c, n, err);
+    struct cpu_split_state *s = cpu_split_state_of(c, nodes, n);
+    if (!s) return het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory for the decisions of a split");
+    s->last_run = ++c->n_runs;
+    enum het_status st = cpu_nodes_reserve(s, n, err);
     if (st != HET_OK) return st;
     size_t need, work;
-    if (cpu_decide_kept(c, dev->layout, nodes, n, &need, &work)) dev->stats.n_splits_kept++;
-    else cpu_decide(c, dev->layout, nodes, n, &need, &work);
+    if (cpu_decide_kept(c, s, dev->layout, nodes, n, &need, &work)) dev->stats.n_splits_kept++;
+    else cpu_decide(c, s, dev->layout, nodes, n, &need, &work);
     st = ensure_wdata(c, need, err);
     if (st != HET_OK) return st;
 
     struct het_cpu_profile *prof = c->profile;
     const double t_split = prof ? het_cpu_profile_now_us(prof) : 0.0;
     struct cpu_split_job j = {
-        .c = c, .nodes = nodes, .ahead = c->ahead, .ahead_len = c->ahead_len, .ahead_step = c->ahead_step, .solo = c->solo,
-        .solo_part = c->solo_part, .solo_np = c->solo_np, .n = n, .failed = -1,
+        .c = c, .nodes = nodes, .ahead = s->ahead, .ahead_len = s->ahead_len, .ahead_step = s->ahead_step, .solo = s->solo,
+        .solo_part = s->solo_part, .solo_np = s->solo_np, .n = n, .failed = -1,
     };
     atomic_init(&j.solo_failed, UINT64_MAX);
     /* one thread, or nodes too small to share: the calling thread alone,
@@ -695,8 +759,8 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         atomic_init(&j.at, step);
         j.key0 = c->node_key + 1;
         c->node_key += (unsigned)n;
-        if (!c->ahead_set) cpu_set_ahead(c, nodes, n); /* only shared steps wait */
-        c->ahead_set = true;
+        if (!s->ahead_set) cpu_set_ahead(c, s, nodes, n); /* only shared steps wait */
+        s->ahead_set = true;
         het_cpu_pool_run(c->threads, cpu_split_run, &j);
         c->last_split_us = het_now_us();
     }
@@ -838,7 +902,7 @@ static enum het_status cpu_prepare_weights(het_device *dev, struct het_tensor *c
 {
     struct cpu_context *c = dev->context;
     memset(c->ws_memo, 0, sizeof c->ws_memo); /* weights get panels: new keys */
-    c->kept.layout = 0; /* and the decisions kept (sizes, weights fetched ahead) */
+    cpu_forget_splits(c); /* and the decisions kept (sizes, weights fetched ahead) */
     const bool lean = cpu_lean_weights(c, w, n);
     /* first the bytes of every panel to make, for one arena of them all */
     size_t total = 0, *sizes = calloc(n > 0 ? (size_t)n : 1, sizeof *sizes);
@@ -934,7 +998,7 @@ static void cpu_release_weights(het_device *dev, struct het_tensor *const *w, in
 {
     struct cpu_context *c = dev->context;
     memset(c->ws_memo, 0, sizeof c->ws_memo); /* the weights' panels, part of its keys, go */
-    c->kept.layout = 0; /* and the decisions kept (sizes, weights fetched ahead) */
+    cpu_forget_splits(c); /* and the decisions kept (sizes, weights fetched ahead) */
     for (int k = 0; k < n; k++)
         for (int i = 0; i < c->n_packed; i++) {
             if (c->packed_t[i] != w[k]) continue;
@@ -962,11 +1026,15 @@ static void cpu_free(het_device *dev)
     free(c->packed_t);
     free(c->packed_in);
     free(c->wdata);
-    free(c->node_buf);
-    free(c->kept.moved);
-    free(c->kept.runs);
-    free(c->kept.fused);
-    free(c->kept.changed);
+    for (int i = 0; i < c->n_splits; i++) {
+        struct cpu_split_state *s = &c->splits[i];
+        free(s->node_buf);
+        free(s->kept.moved);
+        free(s->kept.runs);
+        free(s->kept.fused);
+        free(s->kept.changed);
+    }
+    free(c->splits);
     het_cpu_pool_free(c->threads);
     het_cpu_profile_free(c->profile);
     free(c);
@@ -1058,7 +1126,7 @@ enum het_status het_cpu_device_set_f32_activations(het_device *dev, bool on, het
         return het_error_set(err, HET_ERR_INVALID, "cpu: f32 activations must be chosen before weights are prepared");
     c->f32_act = on;
     memset(c->ws_memo, 0, sizeof c->ws_memo); /* the sizes it holds were for the other activations */
-    c->kept.layout = 0; /* and the decisions kept (sizes, weights fetched ahead) */
+    cpu_forget_splits(c); /* and the decisions kept (sizes, weights fetched ahead) */
     cpu_describe(dev);
     return HET_OK;
 }
