@@ -95,11 +95,10 @@ struct cpu_kept_node {
     uint8_t  solo;
 };
 
-/* The split whose decisions a cpu_split_state's node_buf holds, for the
- * next run of the same nodes under the same storage layout
- * (het_device.layout). Under one layout
- * only views move or change extent, so only a node that is a view or reads
- * or writes one can change ("moving": a decode graph's reshapes, its
+/* What of a split's decisions (its cpu_split_state's node_buf) holds for
+ * the split's next run under the same storage layout (het_device.layout).
+ * Under one layout only views move or change extent, so only a node that
+ * is a view or reads or writes one can change ("moving": a decode graph's reshapes, its
  * attention and cache writes); of those, the ones whose views or op params
  * did change since (cpu_node_geometry: the attention and the cache writes,
  * 84 of a Qwen3-0.6B token's 648 nodes) are decided again, with the fused
@@ -108,8 +107,6 @@ struct cpu_kept_node {
  * misses on metadata the weights' stream had pushed out; kept, 19-33 us
  * (Zen 5, two threads; bench/README.md, session 29). */
 struct cpu_kept {
-    struct het_tensor *const *nodes;
-    int                       n;
     uint64_t                  layout;     /* 0: nothing kept                          */
     size_t                    need, work; /* over the nodes that do not move           */
     struct cpu_kept_node     *moved;      /* the moving nodes, in order                */
@@ -605,10 +602,7 @@ static void cpu_decide(struct cpu_context *c, struct cpu_split_state *s, uint64_
         cpu_part_run(c, s, nodes, i, e);
     }
     s->ahead_set = false; /* found when a shared split first needs it (cpu_run_split) */
-    if (!keep) return;
-    k->nodes = nodes;
-    k->n = n;
-    k->layout = layout;
+    if (keep) k->layout = layout;
 }
 
 /* Is one of the sorted indices ch[0..nc) in [lo, hi)? */
@@ -632,7 +626,7 @@ static bool cpu_decide_kept(struct cpu_context *c, struct cpu_split_state *s, ui
                             size_t *need, size_t *work)
 {
     struct cpu_kept *k = &s->kept;
-    if (!layout || k->layout != layout || k->nodes != nodes || k->n != n) return false;
+    if (!layout || k->layout != layout) return false; /* the state is this split's (cpu_split_state_of) */
     size_t nd = k->need, wk = k->work;
     int nc = 0;
     for (int m = 0; m < k->n_moved; m++) {
@@ -696,7 +690,7 @@ static struct cpu_split_state *cpu_split_state_of(struct cpu_context *c, struct 
         memset(&c->splits[lru], 0, sizeof c->splits[lru]);
     }
     struct cpu_split_state *s = &c->splits[lru];
-    s->kept.layout = 0;
+    s->kept.layout = 0; /* what it kept was another split's */
     s->nodes = nodes;
     s->n = n;
     c->split_next = lru + 1;
