@@ -38,7 +38,10 @@
  * and then a plain read of 256 MiB by the same threads (the loop `hetrun
  * bench` measures its decode bound with). Printed per schedule: the median
  * time per layer, its rate, and the median (min-max) of the rounds' ratios
- * to the read of the same round. A decode's `tg / bound` cannot go above
+ * to the read of the same round; for the halves' schedules also each
+ * thread's time a layer in the kernels and outside them (at the barriers),
+ * threads 0 / 1, from the TSC: what a step end costs split into the wait
+ * and the slower stream after it. A decode's `tg / bound` cannot go above
  * steps/read while it runs the steps this way; the schedules after it
  * take away, one at a time, what a step end and a new stream cost. A round
  * in which a thread started a schedule more than 100 us after the other
@@ -47,9 +50,11 @@
  *   bench_steps [-t 2] [-T types] [-r rounds] [-l layers]
  */
 #include <omp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <x86intrin.h>
 
 #include "devices/cpu/cpu_ops.h"
 #include "devices/cpu/quant_dot.h"
@@ -244,18 +249,26 @@ static enum het_status bs_steps(const struct het_compute_params *p, struct bs_mo
 
 /* One token's layers, this thread's half of every matrix, alone, a barrier
  * after the matrices in `ends`. Called by every thread of the parallel
- * region. */
+ * region. kern and wait: the TSC cycles this thread spent in the kernels
+ * and outside them (the barriers, mostly). */
 static enum het_status bs_halves(const struct het_compute_params *alone, struct bs_mat (*m)[BS_MATS][BS_THREADS],
-                                 int layers, int ith, unsigned ends)
+                                 int layers, int ith, unsigned ends, double *kern, double *wait)
 {
     enum het_status st = HET_OK;
+    uint64_t in = 0, out = 0, t = __rdtsc();
     for (int l = 0; l < layers; l++)
         for (int i = 0; i < BS_MATS; i++) {
             if (st == HET_OK) st = het_cpu_mul_mat(alone, &m[l][i][ith].d);
+            const uint64_t k = __rdtsc();
+            in += k - t;
             if (ends & (1u << i)) {
 #pragma omp barrier
             }
+            t = __rdtsc();
+            out += t - k;
         }
+    *kern = (double)in;
+    *wait = (double)out;
     return st;
 }
 
@@ -286,6 +299,10 @@ static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa
     }
     const uint8_t *rbuf = rmem.p;
     double t[BS_SCHEDULES + 1][BS_ROUNDS_MAX], start[BS_THREADS], stop[BS_THREADS];
+    /* the halves' schedules: each thread's TSC cycles in kernels [0] and outside them [1] */
+    static double split[BS_SCHEDULES][2][BS_THREADS][BS_ROUNDS_MAX];
+    const double w0 = bench_now_s();
+    const uint64_t c0 = __rdtsc();
     bool late[BS_ROUNDS_MAX] = { false };
     enum het_status fail[BS_THREADS] = { HET_OK, HET_OK };
     volatile unsigned long long sink = 0;
@@ -306,18 +323,23 @@ static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa
 #pragma omp barrier
             start[p.ith] = bench_now_s();
             enum het_status s = HET_OK;
+            double kern = 0.0, wait = 0.0, *kw[2] = { &kern, &wait };
             switch (what) {
             case 0:  s = bs_steps(&p, md, layers); break;
-            case 1:  s = bs_halves(&alone, md->half, layers, p.ith, BS_ENDS_DEVICE); break;
-            case 2:  s = bs_halves(&alone, md->half, layers, p.ith, 0); break;
-            case 3:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_DEVICE); break;
-            case 4:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_3); break;
-            case 5:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_2); break;
-            case 6:  s = bs_halves(&alone, md->line, layers, p.ith, 0); break;
+            case 1:  s = bs_halves(&alone, md->half, layers, p.ith, BS_ENDS_DEVICE, kw[0], kw[1]); break;
+            case 2:  s = bs_halves(&alone, md->half, layers, p.ith, 0, kw[0], kw[1]); break;
+            case 3:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_DEVICE, kw[0], kw[1]); break;
+            case 4:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_3, kw[0], kw[1]); break;
+            case 5:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_2, kw[0], kw[1]); break;
+            case 6:  s = bs_halves(&alone, md->line, layers, p.ith, 0, kw[0], kw[1]); break;
             default: sink += hr_read_widest(rbuf + (size_t)p.ith * share, share); break;
             }
             stop[p.ith] = bench_now_s();
             if (s != HET_OK) fail[p.ith] = s;
+            if (k >= 0 && what < BS_SCHEDULES) {
+                split[what][0][p.ith][k / nw] = kern;
+                split[what][1][p.ith][k / nw] = wait;
+            }
 #pragma omp barrier
 #pragma omp single
             if (k >= 0) {
@@ -328,6 +350,7 @@ static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa
             }
         }
     }
+    const double tsc_us = (double)(__rdtsc() - c0) / ((bench_now_s() - w0) * 1e6); /* cycles a microsecond */
     if (got != BS_THREADS) {
         fprintf(stderr, "bench_steps: got fewer than %d threads\n", BS_THREADS);
         rc = 1;
@@ -360,8 +383,21 @@ static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa
         for (int s = 0; s < BS_SCHEDULES && n > 0; s++) {
             const double us = bench_median(t[s], n) / layers * 1e6, r = bench_median(rate[s], n);
             const double q = bench_median(ratio[s], n);
-            printf("  %-18s %7.1f us/layer  %5.1f GB/s   of the read %.2f (%.2f-%.2f)\n", names[s], us, r, q,
+            printf("  %-18s %7.1f us/layer  %5.1f GB/s   of the read %.2f (%.2f-%.2f)", names[s], us, r, q,
                    ratio[s][0], ratio[s][n - 1]);
+            if (s > 0) { /* each thread's kernels and waits, medians over the counted rounds */
+                double v[2][BS_THREADS];
+                for (int x = 0; x < 2; x++)
+                    for (int th = 0; th < BS_THREADS; th++) {
+                        double c[BS_ROUNDS_MAX];
+                        int m = 0;
+                        for (int i = 0; i < rounds; i++)
+                            if (!late[i]) c[m++] = split[s][x][th][i];
+                        v[x][th] = bench_median(c, m) / tsc_us / layers;
+                    }
+                printf("   kernels %.1f / %.1f us, waits %.1f / %.1f", v[0][0], v[0][1], v[1][0], v[1][1]);
+            }
+            printf("\n");
         }
         if (n > 0) {
             const double rr = bench_median(rate[BS_SCHEDULES], n);
