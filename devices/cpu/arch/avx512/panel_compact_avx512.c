@@ -78,15 +78,7 @@
  * hint from a thread-local flag at every block had Q4_0 at 0.967-0.981
  * (0.967-0.971 after 1024 tokens of context, 0.966-0.991 beside two busy
  * loops) but Q8_0 at 1.014-1.062 on one CCD. A panel packed into scratch
- * (het_panel_*) keeps the L2 hints: it is read again for every chunk of M.
- * Except Q80's runs, which ask into L1 (T0): on two CCDs (each thread its
- * own link to memory, ~42 GB/s) a Q8_0 stream asked for with NTA reached
- * 0.79-0.81 of the read in bench_steps' device steps and 0.85-0.86 as one
- * range a thread, with T0 0.87-0.89 and 0.90-0.93; Q8_0 decode tokens took
- * 0.916-0.962 the time (in-process, 8-token blocks, five runs on two CCDs;
- * 0.986 in a run mostly on one). The other kinds measured the same either
- * way on two CCDs (Q4_0 0.998-1.006, Q4_K_M 0.990-1.001, Q6_K 1.004-1.007)
- * and keep NTA (bench/README.md, session 31). */
+ * (het_panel_*) keeps the L2 hints: it is read again for every chunk of M. */
 #define HET_PF_AHEAD 4096
 #define HET_PF_AHEAD_DECODE 6144
 #define HET_PF_AHEAD_Q6C 8192
@@ -343,8 +335,6 @@ HET_INLINE void het_compact_t(const struct het_panel_layout *lp, const uint8_t *
         het_compact_kq_t(lp, panel, ap, out, ldo, NC, kind, vnni, nta);
         return;
     }
-    /* a Q80 run asks into L1 (T0), the other kinds' runs with NTA (the comment above HET_PF_AHEAD) */
-    const bool t0 = nta && kind == HET_PANEL_Q80, ask_nta = nta && !t0;
     const int64_t G = 4; /* == l->grp */
     const size_t blk = het_cblk_bytes(kind);
     const struct het_panel_layout l = { .kind = kind, .R = 16, .nb = lp->nb, .blk_bytes = blk, .grp = G,
@@ -365,15 +355,15 @@ HET_INLINE void het_compact_t(const struct het_panel_layout *lp, const uint8_t *
             het_cblk(&l, grp, j, G, a, gi * G + j, acc, NC, kind, vnni);
             /* the block's own loads first: the compiler may not move them past this */
             __asm__ volatile("" ::: "memory");
-            het_pf(grp + blk * (size_t)j, pf, HET_PF_AHEAD_DECODE, !t0, ask_nta);
+            het_pf(grp + blk * (size_t)j, pf, HET_PF_AHEAD_DECODE, true, nta);
         }
-        het_pf(grp + blk * (size_t)G, pf_sc, HET_PF_AHEAD_DECODE, !t0, ask_nta);
+        het_pf(grp + blk * (size_t)G, pf_sc, HET_PF_AHEAD_DECODE, true, nta);
     }
     const int64_t len = l.nb - full * G; /* a last group of fewer blocks */
     for (int64_t j = 0; j < len; j++) {
         het_cblk(&l, grp, j, len, a, full * G + j, acc, NC, kind, vnni);
         __asm__ volatile("" ::: "memory");
-        het_pf(grp + blk * (size_t)j, pf, HET_PF_AHEAD_DECODE, !t0, ask_nta);
+        het_pf(grp + blk * (size_t)j, pf, HET_PF_AHEAD_DECODE, true, nta);
     }
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + ldo * (size_t)c, acc[c]);
