@@ -300,7 +300,7 @@ static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa
     const uint8_t *rbuf = rmem.p;
     double t[BS_SCHEDULES + 1][BS_ROUNDS_MAX], start[BS_THREADS], stop[BS_THREADS];
     /* the halves' schedules: each thread's TSC cycles in kernels [0] and outside them [1] */
-    static double split[BS_SCHEDULES][2][BS_THREADS][BS_ROUNDS_MAX];
+    double split[BS_SCHEDULES][2][BS_THREADS][BS_ROUNDS_MAX];
     const double w0 = bench_now_s();
     const uint64_t c0 = __rdtsc();
     bool late[BS_ROUNDS_MAX] = { false };
@@ -323,15 +323,15 @@ static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa
 #pragma omp barrier
             start[p.ith] = bench_now_s();
             enum het_status s = HET_OK;
-            double kern = 0.0, wait = 0.0, *kw[2] = { &kern, &wait };
+            double kern = 0.0, wait = 0.0;
             switch (what) {
             case 0:  s = bs_steps(&p, md, layers); break;
-            case 1:  s = bs_halves(&alone, md->half, layers, p.ith, BS_ENDS_DEVICE, kw[0], kw[1]); break;
-            case 2:  s = bs_halves(&alone, md->half, layers, p.ith, 0, kw[0], kw[1]); break;
-            case 3:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_DEVICE, kw[0], kw[1]); break;
-            case 4:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_3, kw[0], kw[1]); break;
-            case 5:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_2, kw[0], kw[1]); break;
-            case 6:  s = bs_halves(&alone, md->line, layers, p.ith, 0, kw[0], kw[1]); break;
+            case 1:  s = bs_halves(&alone, md->half, layers, p.ith, BS_ENDS_DEVICE, &kern, &wait); break;
+            case 2:  s = bs_halves(&alone, md->half, layers, p.ith, 0, &kern, &wait); break;
+            case 3:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_DEVICE, &kern, &wait); break;
+            case 4:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_3, &kern, &wait); break;
+            case 5:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_2, &kern, &wait); break;
+            case 6:  s = bs_halves(&alone, md->line, layers, p.ith, 0, &kern, &wait); break;
             default: sink += hr_read_widest(rbuf + (size_t)p.ith * share, share); break;
             }
             stop[p.ith] = bench_now_s();
@@ -370,6 +370,8 @@ static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa
             rate[BS_SCHEDULES][n] = rd_bytes / t[BS_SCHEDULES][i] / 1e9;
             for (int s = 0; s < BS_SCHEDULES; s++) {
                 t[s][n] = t[s][i];
+                for (int x = 0; x < 2; x++)
+                    for (int th = 0; th < BS_THREADS; th++) split[s][x][th][n] = split[s][x][th][i];
                 rate[s][n] = bytes / t[s][i] / 1e9;
                 ratio[s][n] = rate[s][n] / rate[BS_SCHEDULES][n];
             }
@@ -388,13 +390,7 @@ static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa
             if (s > 0) { /* each thread's kernels and waits, medians over the counted rounds */
                 double v[2][BS_THREADS];
                 for (int x = 0; x < 2; x++)
-                    for (int th = 0; th < BS_THREADS; th++) {
-                        double c[BS_ROUNDS_MAX];
-                        int m = 0;
-                        for (int i = 0; i < rounds; i++)
-                            if (!late[i]) c[m++] = split[s][x][th][i];
-                        v[x][th] = bench_median(c, m) / tsc_us / layers;
-                    }
+                    for (int th = 0; th < BS_THREADS; th++) v[x][th] = bench_median(split[s][x][th], n) / tsc_us / layers;
                 printf("   kernels %.1f / %.1f us, waits %.1f / %.1f", v[0][0], v[0][1], v[1][0], v[1][1]);
             }
             printf("\n");
