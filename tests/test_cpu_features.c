@@ -7,6 +7,8 @@
  * give the documented design for family / model pairs at the edges of its
  * ranges (and nothing for Intel or for models outside them). The device's
  * description, which keys calibration profiles, must carry the identity.
+ * A device asked for an unknown stream hint (HET_CPU_STREAM) is refused
+ * with a message naming the value, not run with a hint it chose instead.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -65,6 +67,28 @@ static void check_table(void)
     }
 }
 
+/* var=value refused by the device's init, the message naming it; var as it was after. */
+static void refused(const char *var, const char *value)
+{
+    const char *was = getenv(var);
+    char *keep = was ? strdup(was) : NULL;
+    setenv(var, value, 1);
+    het_error err = { 0 };
+    het_device *dev = het_cpu_device_init(1, &err);
+    char want[96];
+    snprintf(want, sizeof want, "%s='%s'", var, value);
+    CHECK(!dev && strstr(err.msg, want), "%s=%s: %s", var, value, dev ? "accepted" : err.msg);
+    if (dev) het_device_free(dev);
+    if (keep) setenv(var, keep, 1);
+    else unsetenv(var);
+    free(keep);
+}
+
+static void refused_env(void)
+{
+    refused("HET_CPU_STREAM", "t1");
+}
+
 int main(void)
 {
     check_table();
@@ -94,5 +118,6 @@ int main(void)
               het_device_description(dev), fm);
         het_device_free(dev);
     }
+    refused_env();
     return het_test_finish();
 }

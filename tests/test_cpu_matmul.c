@@ -141,8 +141,8 @@ static void free_case(struct mm_data *d)
  * which part differs from run to run); else each takes a static share. */
 typedef enum het_status (*mm_fn)(const struct het_compute_params *, struct het_tensor *);
 
-static enum het_status run_mm_fn(mm_fn fn, struct het_tensor *dst, int nth, enum het_cpu_isa isa, bool f32_act,
-                                 bool shared)
+static enum het_status run_mm_fn_stream(mm_fn fn, struct het_tensor *dst, int nth, enum het_cpu_isa isa,
+                                        bool f32_act, bool shared, enum het_cpu_stream stream)
 {
     size_t ws = het_cpu_mul_mat_work_size(dst, nth, f32_act);
     void *wdata = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
@@ -156,6 +156,7 @@ static enum het_status run_mm_fn(mm_fn fn, struct het_tensor *dst, int nth, enum
         struct het_compute_params p = {
             .ith = omp_get_thread_num(), .nth = omp_get_num_threads(),
             .wdata = wdata, .wsize = ws, .isa = isa, .f32_act = f32_act, .worker = shared ? &w : NULL,
+            .stream = stream,
         };
         enum het_status s = fn(&p, dst);
         if (s != HET_OK) {
@@ -165,6 +166,12 @@ static enum het_status run_mm_fn(mm_fn fn, struct het_tensor *dst, int nth, enum
     }
     free(wdata);
     return st;
+}
+
+static enum het_status run_mm_fn(mm_fn fn, struct het_tensor *dst, int nth, enum het_cpu_isa isa, bool f32_act,
+                                 bool shared)
+{
+    return run_mm_fn_stream(fn, dst, nth, isa, f32_act, shared, HET_CPU_STREAM_NTA);
 }
 
 static enum het_status run_mm_mode(struct het_tensor *dst, int nth, enum het_cpu_isa isa, bool f32_act, bool shared)
@@ -397,8 +404,9 @@ static void test_repack_4d(enum het_cpu_isa best)
 
 /* A 2-D weight's panels in segments a gap apart (the CPU device's layout
  * with several threads, quant_dot.h), made in pieces from the last panel
- * back: every M, from decode's 1 to a batch's, and every thread count and
- * way of sharing parts give the bytes the panels in one run give, and
+ * back: every M, from decode's 1 to a batch's, every thread count and way
+ * of sharing parts, and decode's runs asking ahead with NTA or T0
+ * (het_cpu_stream) give the bytes the panels in one run give, and
  * het_cpu_mul_mat_ahead names segment r for thread r. Panel counts that do not divide
  * into the segments included. */
 static void test_segments(enum het_cpu_isa best)
@@ -433,13 +441,16 @@ static void test_segments(enum het_cpu_isa best)
                               "segments closer than their panels");
                         d.a.extra = seg;
                         for (int nth = 1; nth <= 3; nth++)
-                            for (int shared = 0; shared < 2; shared++) {
-                                memset(d.d_buf, 0, out);
-                                CHECK(run_mm_mode(&d.dst, nth, isa, false, shared) == HET_OK, "segments run");
-                                CHECK(!memcmp(d.d_buf, ref, out), "%s (%s) N=%lld M=%lld in %d segments, %d threads (%s): "
-                                      "not the one run's result", het_type_name(c.type), het_cpu_isa_name(isa),
-                                      (long long)c.N, (long long)c.M, n_seg, nth, shared ? "shared" : "static");
-                            }
+                            for (int shared = 0; shared < 2; shared++)
+                                for (int sh = 0; sh < HET_CPU_STREAM_COUNT; sh++) {
+                                    memset(d.d_buf, 0, out);
+                                    CHECK(run_mm_fn_stream(het_cpu_mul_mat, &d.dst, nth, isa, false, shared,
+                                                           (enum het_cpu_stream)sh) == HET_OK, "segments run");
+                                    CHECK(!memcmp(d.d_buf, ref, out), "%s (%s) N=%lld M=%lld in %d segments, %d threads "
+                                          "(%s, decode runs asking with %s): not the one run's result",
+                                          het_type_name(c.type), het_cpu_isa_name(isa), (long long)c.N, (long long)c.M,
+                                          n_seg, nth, shared ? "shared" : "static", sh ? "T0" : "NTA");
+                                }
                         const uint8_t *base = NULL;
                         size_t step = 0;
                         const size_t an = het_cpu_mul_mat_ahead(&d.dst, n_seg, &base, &step);

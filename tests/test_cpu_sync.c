@@ -14,9 +14,15 @@
  *     every step, and when it finally walks the same steps it runs no part
  *     and ends in the same step;
  *   - the static split (no worker: tests' own parallel regions) runs every
- *     part once as well.
+ *     part once as well;
+ *   - a thread that spins until another closes a step takes the time from
+ *     the close's stamp to seeing it (the hand-off the device chooses its
+ *     stream hints by, cpu_stream.c): some were taken, each under the
+ *     bound a wait's measure must stay under, and the stamp names the
+ *     last step closed.
  */
 #include <omp.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
@@ -165,10 +171,66 @@ static void absent_thread(void)
           steps_with_parts());
 }
 
+/* Two threads, steps of one part that takes ~20 us: the thread without the
+ * part spins (50 us before it would sleep) until the other closes the step,
+ * when both run at once. On a machine too busy for that (the suite beside
+ * other tests on two cores) a round may have no wait that ended while
+ * spinning: rounds go on until 10 such waits or 2 s; with fewer, the check
+ * that they were measured says so on stderr and does not count (the others
+ * in this file still run). */
+static void handoff_measured(void)
+{
+    const int steps = 400;
+    long spun_all = 0;
+    int seen_all = 0;
+    const double t_end = het_test_now_ms() + 2000.0;
+    while (spun_all < 10 && het_test_now_ms() < t_end) {
+        long spun = 0;
+        int seen = 0, bad = 0, ran = 0;
+        struct het_cpu_sync sync;
+        het_cpu_sync_init(&sync);
+#pragma omp parallel num_threads(2) reduction(+ : spun, seen, bad, ran)
+        {
+            struct het_cpu_worker w;
+            het_cpu_worker_init(&w, &sync);
+            const struct het_compute_params p = { .ith = omp_get_thread_num(), .nth = omp_get_num_threads(),
+                                                  .worker = &w };
+            ran = 1;
+            for (int s = 0; s < steps; s++)
+                for (int64_t k = het_cpu_part_first(&p, 1); k < 1; k = het_cpu_part_next(&p, 1, k)) {
+                    struct timespec t0, t1;
+                    clock_gettime(CLOCK_MONOTONIC, &t0);
+                    do clock_gettime(CLOCK_MONOTONIC, &t1);
+                    while ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) < 20000);
+                }
+            spun = w.waits - w.sleeps;
+            seen = w.handoff_n;
+            bad = (w.handoff_n && (w.handoff_ns <= 0 || w.handoff_ns > 100000)) ||
+                  (!w.handoff_n && w.handoff_ns != INT64_MAX) || w.handoff_n > w.waits - w.sleeps;
+        }
+        if (ran != 2) {
+            het_test_skip("OpenMP gave fewer than 2 threads");
+        }
+        const unsigned stamp_step = (unsigned)(atomic_load(&sync.closed) & 0xffffu);
+        CHECK(stamp_step == (unsigned)(steps - 1), "hand-off: the stamp names step %u, not the last one closed (%d)",
+              stamp_step, steps - 1);
+        CHECK(!bad, "hand-off: a least close-to-seen time out of (0, 100 us], set without a wait, or more measures "
+              "than waits that ended spinning");
+        spun_all += spun;
+        seen_all += seen;
+    }
+    if (spun_all < 10)
+        fprintf(stderr, "hand-off: not checked: %ld waits ended spinning in 2 s (a busy machine)\n", spun_all);
+    else
+        CHECK(seen_all * 2 >= spun_all, "hand-off: %d measured of %ld waits that ended spinning", seen_all, spun_all);
+}
+
 int main(void)
 {
     CHECK(parts_of(5) <= MAXP, "MAXP too small");
     omp_set_dynamic(0);
+    /* first: the teams of NTH threads below leave threads spinning a while */
+    handoff_measured();
     shared_steps(false, true, NTH);
     shared_steps(true, true, NTH);
     shared_steps(false, false, NTH);

@@ -25,6 +25,7 @@
 #include "devices/cpu/cpu_pool.h"
 #include "devices/cpu/cpu_profile.h"
 #include "devices/cpu/cpu_solo.h"
+#include "devices/cpu/cpu_stream.h"
 #include "devices/cpu/panel_arena.h"
 #include "devices/cpu/quant_dot.h"
 #include "het/pool.h"
@@ -165,6 +166,7 @@ struct cpu_context {
     int                     n_splits, cap_splits;
     int                     split_next; /* where to look first: after the one run last */
     uint64_t                n_runs;     /* splits run so far (cpu_split_state.last_run) */
+    struct het_cpu_stream_choice stream; /* how decode's weight stream asks ahead (cpu_stream.c) */
     struct cpu_ws_memo      ws_memo[CPU_WS_SLOTS];
 };
 
@@ -281,6 +283,9 @@ struct cpu_split_job {
     _Atomic uint64_t          solo_failed; /* first failed node of a solo run << 32 | its
                                               status (any thread), or UINT64_MAX */
     double                    t_nodes; /* caller only: profiled node time     */
+    enum het_cpu_stream       stream;  /* how the split's decode runs ask ahead */
+    int64_t                   handoff_ns; /* caller only: its waits' hand-off   */
+    int                       handoff_n;  /* (het_cpu_worker)                   */
 };
 
 /* Bytes a node's tensors hold (elements, not strides: a view of the KV
@@ -421,8 +426,9 @@ static void cpu_split_run(void *arg, struct het_cpu_worker *w, int ith)
     }
     const struct het_compute_params p = {
         .ith = ith, .nth = c->n_threads, .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa,
-        .f32_act = c->f32_act, .worker = w,
+        .f32_act = c->f32_act, .worker = w, .stream = j->stream,
     };
+    if (ith == 0) w->handoff_ns = INT64_MAX, w->handoff_n = 0;
     struct het_cpu_profile *prof = ith == 0 ? c->profile : NULL;
     double t0 = prof ? het_cpu_profile_now_us(prof) : 0.0;
     for (int used; i < j->n; i += used) {
@@ -450,6 +456,10 @@ static void cpu_split_run(void *arg, struct het_cpu_worker *w, int ith)
             j->t_nodes += t1 - t0;
             t0 = t1;
         }
+    }
+    if (ith == 0) {
+        j->handoff_ns = w->handoff_ns;
+        j->handoff_n = w->handoff_n;
     }
 }
 
@@ -722,7 +732,7 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
     const double t_split = prof ? het_cpu_profile_now_us(prof) : 0.0;
     struct cpu_split_job j = {
         .c = c, .nodes = nodes, .ahead = s->ahead, .ahead_len = s->ahead_len, .ahead_step = s->ahead_step, .solo = s->solo,
-        .solo_part = s->solo_part, .solo_np = s->solo_np, .n = n, .failed = -1,
+        .solo_part = s->solo_part, .solo_np = s->solo_np, .n = n, .failed = -1, .stream = c->stream.hint,
     };
     atomic_init(&j.solo_failed, UINT64_MAX);
     /* one thread, or nodes too small to share: the calling thread alone,
@@ -730,6 +740,7 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
     if (c->n_threads == 1 || (n > 0 && work / (size_t)n < HET_CPU_SHARE_MIN_BYTES)) {
         const struct het_compute_params p = {
             .ith = 0, .nth = 1, .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa, .f32_act = c->f32_act,
+            .stream = c->stream.hint,
         };
         double t0 = prof ? het_cpu_profile_now_us(prof) : 0.0;
         for (int i = 0, used; i < n; i += used) {
@@ -757,6 +768,7 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         s->ahead_set = true;
         het_cpu_pool_run(c->threads, cpu_split_run, &j);
         c->last_split_us = het_now_us();
+        het_cpu_stream_update(&c->stream, j.handoff_ns, j.handoff_n);
     }
     if (prof) het_cpu_profile_add_split(prof, het_cpu_profile_now_us(prof) - t_split - j.t_nodes);
     const uint64_t sf = atomic_load(&j.solo_failed);
@@ -1088,6 +1100,10 @@ het_device *het_cpu_device_init(int n_threads, het_error *err)
     c->n_threads = n_threads > 0 ? n_threads : physical_cores();
     het_cpu_features_detect(&c->features);
     c->isa = het_cpu_isa_select(&c->features);
+    if (het_cpu_stream_init(&c->stream, getenv("HET_CPU_STREAM"), err) != HET_OK) {
+        free(c);
+        return NULL;
+    }
     c->threads = het_cpu_pool_new(c->n_threads, err);
     if (!c->threads) {
         free(c);
@@ -1122,6 +1138,19 @@ enum het_status het_cpu_device_set_f32_activations(het_device *dev, bool on, het
     memset(c->ws_memo, 0, sizeof c->ws_memo); /* the sizes it holds were for the other activations */
     cpu_forget_splits(c); /* and the decisions kept (sizes, weights fetched ahead) */
     cpu_describe(dev);
+    return HET_OK;
+}
+
+enum het_status het_cpu_device_stream_stats(const het_device *dev, struct het_cpu_stream_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!dev || dev->iface.run_split != cpu_run_split) return HET_ERR_INVALID;
+    const struct cpu_context *c = dev->context;
+    out->splits_nta = c->stream.splits[HET_CPU_STREAM_NTA];
+    out->splits_t0 = c->stream.splits[HET_CPU_STREAM_T0];
+    out->handoff_ns = c->stream.handoff_ns;
+    out->far_ns = het_cpu_stream_far_ns();
+    out->fixed = c->stream.mode == HET_CPU_STREAM_FIXED;
     return HET_OK;
 }
 

@@ -67,6 +67,8 @@ struct het_cpu_sync_run {
 struct het_cpu_sync {
     struct het_cpu_sync_run run[HET_CPU_SYNC_RUNS];
     _Atomic uint64_t work;     /* step << 32: the step open now                     */
+    _Atomic uint64_t closed;   /* when the last step closed: ns << 16 | its step's
+                                  low 16 bits (the threads' hand-off, cpu_sync.c) */
     _Atomic unsigned epoch;    /* steps closed: the futex word sleepers wait on    */
     _Atomic int      sleepers;
     _Atomic uint64_t gate;     /* pooled: node key << 32 | closed | workers in the node */
@@ -77,15 +79,26 @@ struct het_cpu_seat;
 struct het_cpu_worker {
     struct het_cpu_sync *sync;
     unsigned             step;   /* the step this thread is in                    */
-    long                 sleeps; /* waits that outlasted the spin (futex sleeps)  */
+    long                 waits;  /* waits for a step still open                   */
+    long                 sleeps; /* of them, those that outlasted the spin (futex) */
     struct het_cpu_seat *seat;   /* a pool worker's place in its job (cpu_pool.c);
                                     NULL: the job's caller, or an OpenMP thread   */
     const uint8_t       *ahead;  /* weights the next decode matmul streams first: */
     size_t               ahead_left; /* bytes of them still to ask for while this
                                         thread waits for a step (cpu_sync.c)      */
+    int64_t              handoff_ns;  /* the least time from a step's close to this
+                                         thread seeing it, over handoff_n waits   */
+    int                  handoff_n;   /* (cpu_sync.c; the device resets both)     */
 };
 void het_cpu_sync_init(struct het_cpu_sync *s);
 void het_cpu_worker_init(struct het_cpu_worker *w, struct het_cpu_sync *s);
+
+/* How decode's runs of load-time panels (every weight byte read once a
+ * token) ask for the lines ahead of them. NTA keeps the lines out of L2 and
+ * L3 on their way out (the KV cache and the small nodes' vectors stay);
+ * T0 asks for them as plain lines. Which streams faster depends on where
+ * the device's threads run (cpu_stream.c); the arithmetic is the same. */
+enum het_cpu_stream { HET_CPU_STREAM_NTA, HET_CPU_STREAM_T0, HET_CPU_STREAM_COUNT };
 
 struct het_compute_params {
     int              ith;    /* this thread's index, 0 <= ith < nth     */
@@ -98,6 +111,7 @@ struct het_compute_params {
                                       thread ith takes parts ith, ith + nth, ... and
                                       steps end at an OpenMP barrier (tests)       */
     bool             f32_act; /* matmul: F32 activations x dequantised weights */
+    enum het_cpu_stream stream; /* how decode's panel runs ask ahead (NTA: 0)      */
 };
 
 void het_cpu_features_detect(struct het_cpu_features *f);
@@ -109,6 +123,7 @@ const char *het_cpu_core_name(const struct het_cpu_features *f);
 void het_cpu_identity(const struct het_cpu_features *f, char *buf, size_t size);
 /* Best ISA level for f, capped by the HET_CPU_ISA environment variable. */
 enum het_cpu_isa het_cpu_isa_select(const struct het_cpu_features *f);
+
 const char *het_cpu_isa_name(enum het_cpu_isa isa);
 
 /* A step of n parts (n <= HET_CPU_PARTS_MAX; n <= 0: no step at all):

@@ -105,6 +105,7 @@ void het_cpu_sync_init(struct het_cpu_sync *s)
 {
     for (int r = 0; r < HET_CPU_SYNC_RUNS; r++) atomic_init(&s->run[r].next, (uint64_t)UINT32_MAX << 32); /* step -1 */
     atomic_init(&s->work, 0);
+    atomic_init(&s->closed, 0);
     atomic_init(&s->epoch, 0u);
     atomic_init(&s->sleepers, 0);
     atomic_init(&s->gate, GATE_CLOSED); /* key 0: no node; node keys start at 1 */
@@ -115,10 +116,13 @@ void het_cpu_worker_init(struct het_cpu_worker *w, struct het_cpu_sync *s)
 {
     w->sync = s;
     w->step = 0;
+    w->waits = 0;
     w->sleeps = 0;
     w->seat = NULL;
     w->ahead = NULL;
     w->ahead_left = 0;
+    w->handoff_ns = INT64_MAX;
+    w->handoff_n = 0;
 }
 
 static int64_t now_ns(void)
@@ -128,6 +132,21 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+#define CLOSED_NS_MASK (((uint64_t)1 << 48) - 1)
+
+/* The close of `step` seen while spinning: the time since its closer
+ * stamped it, if the stamp is that step's (a later close may have
+ * stamped over it), kept when it is the least yet. */
+static void het_sync_saw_close(struct het_cpu_worker *w, unsigned step)
+{
+    const uint64_t c = atomic_load_explicit(&w->sync->closed, memory_order_relaxed);
+    if ((c & 0xffffu) != (step & 0xffffu)) return;
+    const int64_t d = (int64_t)(((uint64_t)now_ns() - (c >> 16)) & CLOSED_NS_MASK);
+    if (d > 100000) return; /* not this wait's close (a clock step, a wrap) */
+    if (d < w->handoff_ns) w->handoff_ns = d;
+    w->handoff_n++;
+}
+
 /* Until the step `step` is over: spin, then sleep. A pool worker is out of
  * its job meanwhile (the caller does not wait for it), and back in after;
  * if the job ended, het_cpu_seat_in does not return. */
@@ -135,9 +154,16 @@ static void het_sync_wait_step(struct het_cpu_worker *w, unsigned step)
 {
     struct het_cpu_sync *s = w->sync;
     if (work_step(atomic_load_explicit(&s->work, memory_order_acquire)) != step) return;
+    w->waits++;
     if (w->seat) het_cpu_seat_out(w->seat);
     int64_t t0 = 0;
-    for (int i = 1; work_step(atomic_load_explicit(&s->work, memory_order_acquire)) == step; i++) {
+    bool spun = true;
+    for (int i = 1;; i++) {
+        if (work_step(atomic_load_explicit(&s->work, memory_order_acquire)) != step) {
+            het_sync_saw_close(w, step);
+            spun = false;
+            break;
+        }
         if (w->ahead_left) { /* memory is idle meanwhile: ask for what comes next */
             const size_t n = w->ahead_left < HET_SYNC_AHEAD_CHUNK ? w->ahead_left : HET_SYNC_AHEAD_CHUNK;
             for (size_t o = 0; o < n; o += 64) _mm_prefetch((const char *)w->ahead + o, _MM_HINT_T1);
@@ -151,7 +177,7 @@ static void het_sync_wait_step(struct het_cpu_worker *w, unsigned step)
         if (!t0) t0 = t;
         else if (t - t0 > HET_SYNC_SPIN_NS) break;
     }
-    for (;;) {
+    for (; spun;) {
         const unsigned e = atomic_load(&s->epoch);
         atomic_fetch_add(&s->sleepers, 1);
         const bool open = work_step(atomic_load(&s->work)) == step;
@@ -208,6 +234,10 @@ static bool runs_done(struct het_cpu_sync *s, int runs, unsigned step, int64_t l
 static void het_sync_close(struct het_cpu_sync *s, unsigned step)
 {
     uint64_t v = (uint64_t)step << 32;
+    /* stamped before the close, so a waiter that sees the close sees the
+     * stamp (or a later one); a losing closer's stamp is a few ns off */
+    atomic_store_explicit(&s->closed, ((uint64_t)now_ns() & CLOSED_NS_MASK) << 16 | (step & 0xffffu),
+                          memory_order_relaxed);
     if (!atomic_compare_exchange_strong(&s->work, &v, (uint64_t)(step + 1u) << 32)) return; /* closed already */
     atomic_fetch_add(&s->epoch, 1u);
     if (atomic_load(&s->sleepers) > 0)

@@ -607,7 +607,7 @@ static bool het_mm_panel_runs(const struct het_mm_plan *p, const struct het_comp
             const int64_t ab = (i3 / p->r3) * p->a->ne[2] + i2 / p->r2;
             float *out = (float *)((char *)d->data + (it % np) * R * d->nb[0] + i2 * d->nb[2] + i3 * d->nb[3]);
             p->panels_fn(&p->pl, het_mm_panel_at(p, ab * np + it % np), pstride, end - it, act,
-                         (int)p->M, out, d->nb[1] / sizeof(float));
+                         (int)p->M, out, d->nb[1] / sizeof(float), cp->stream);
             it = end;
         }
         if (it < hi && (it % np + 1) * R > p->N) { /* the batch's last, partial panel */

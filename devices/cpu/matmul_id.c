@@ -398,7 +398,7 @@ static void mmid_few_panels(const struct mmid_plan *p, const struct het_compute_
                 /* a full panel as a run of one: the weight stream's prefetch
                  * hints (panel_compact_avx512.c), out[q * R + r] either way */
                 const uint8_t *panel = panels + (size_t)ip * pbytes;
-                if (p->panels && rows == R) p->panels(&p->pl, panel, pbytes, 1, a, (int)c, out, (size_t)R);
+                if (p->panels && rows == R) p->panels(&p->pl, panel, pbytes, 1, a, (int)c, out, (size_t)R, cp->stream);
                 else p->panel(&p->pl, panel, a, (int)c, out);
                 for (int64_t q = 0; q < c; q++) {
                     if (p->dst->nb[0] == sizeof(float)) {

@@ -302,9 +302,10 @@ typedef void (*het_qgemv_fn)(int64_t K, const void *w, const uint8_t *const *a, 
 typedef void (*het_panel_fn)(const struct het_panel_layout *l, const void *panel, const uint8_t *const *a, int nc,
                              float *out);
 /* np consecutive panels (stride bytes apart) against nc (1..4) q8r rows:
- * out[c*ldo + p*R + r] (every panel full: R rows). */
+ * out[c*ldo + p*R + r] (every panel full: R rows), asking for the lines
+ * ahead as `stream` says. */
 typedef void (*het_panels_fn)(const struct het_panel_layout *l, const void *panel, size_t stride, int64_t np,
-                              const uint8_t *const *a, int nc, float *out, size_t ldo);
+                              const uint8_t *const *a, int nc, float *out, size_t ldo, enum het_cpu_stream stream);
 /* nr (1..2) float-type weight rows against nc (1..4) F32 rows: out[r*4 + c]. */
 typedef void (*het_fdot_fn)(int64_t K, const void *const *w, int nr, const float *const *x, int nc, float *out);
 typedef void (*het_quantize_fn)(const float *x, const struct het_q8r_layout *l, void *dst);

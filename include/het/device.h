@@ -100,6 +100,20 @@ int         het_cpu_device_n_threads(const het_device *dev); /* 0: not a CPU dev
  * calibration profile) says so. */
 enum het_status het_cpu_device_set_f32_activations(het_device *dev, bool on, het_error *err);
 
+/* How the CPU device's decode runs asked for the weight lines ahead of
+ * them: with NTA (kept out of the caches on their way out) or T0, chosen
+ * split by split from the hand-off the device measures between its own
+ * threads (T0 when they sit on two last-level caches), or fixed by the
+ * environment variable HET_CPU_STREAM=nta|t0|auto. Counts since the device
+ * was made. */
+struct het_cpu_stream_stats {
+    uint64_t splits_nta, splits_t0; /* shared splits run asking each way              */
+    double   handoff_ns;            /* the measure the last choice rests on (0: none) */
+    double   far_ns;                /* from which the threads count as far apart     */
+    bool     fixed;                 /* HET_CPU_STREAM chose, not the measure         */
+};
+enum het_status het_cpu_device_stream_stats(const het_device *dev, struct het_cpu_stream_stats *out);
+
 /* The CPU's arithmetic limits, measured (~0.3 s) on n_threads threads
  * (<= 0: all) with the instructions of the kernel level het selects: int8
  * multiply-adds as the quantised matmuls issue them, and F32 FMAs. A

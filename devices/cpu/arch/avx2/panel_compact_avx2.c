@@ -346,17 +346,25 @@ HET_INLINE void het_q4kc_t(const struct het_panel_layout *l, const uint8_t *pane
     }
 
 /* np consecutive panels in one call (decode: no per-panel call, the
- * results go straight to dst rows), asking ahead with NTA. */
+ * results go straight to dst rows), asking ahead with NTA, or with T0 when
+ * the device asks for it (one instance of the walker each way: the hint is
+ * a constant inside it). */
+#define HET_COMPACT_RUN_NC(body, nta)                                                                \
+    switch (nc) {                                                                                    \
+    case 1: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 1, nta); break; \
+    case 2: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 2, nta); break; \
+    case 3: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 3, nta); break; \
+    default: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 4, nta); break; \
+    }
 #define HET_COMPACT_RUN(name, body)                                                                  \
     void name(const struct het_panel_layout *l, const void *panel, size_t stride, int64_t np,        \
-              const uint8_t *const *a, int nc, float *out, size_t ldo)                               \
+              const uint8_t *const *a, int nc, float *out, size_t ldo, enum het_cpu_stream stream)   \
     {                                                                                                \
         const uint8_t *pp = panel;                                                                   \
-        switch (nc) {                                                                                \
-        case 1: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 1, true); break; \
-        case 2: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 2, true); break; \
-        case 3: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 3, true); break; \
-        default: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 4, true); break; \
+        if (stream == HET_CPU_STREAM_T0) {                                                           \
+            HET_COMPACT_RUN_NC(body, false)                                                          \
+        } else {                                                                                     \
+            HET_COMPACT_RUN_NC(body, true)                                                           \
         }                                                                                            \
     }
 

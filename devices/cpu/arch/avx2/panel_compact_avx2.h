@@ -26,14 +26,18 @@ void het_panel_q4kc_avx2(const struct het_panel_layout *l, const void *panel, co
                          float *out);
 
 void het_panels_q40_avx2(const struct het_panel_layout *l, const void *panel, size_t stride, int64_t np,
-                         const uint8_t *const *a, int nc, float *out, size_t ldo);
+                         const uint8_t *const *a, int nc, float *out, size_t ldo,
+                         enum het_cpu_stream stream);
 void het_panels_q80_avx2(const struct het_panel_layout *l, const void *panel, size_t stride, int64_t np,
-                         const uint8_t *const *a, int nc, float *out, size_t ldo);
+                         const uint8_t *const *a, int nc, float *out, size_t ldo,
+                         enum het_cpu_stream stream);
 void het_panels_q6c_avx2(const struct het_panel_layout *l, const void *panel, size_t stride, int64_t np,
-                         const uint8_t *const *a, int nc, float *out, size_t ldo);
+                         const uint8_t *const *a, int nc, float *out, size_t ldo,
+                         enum het_cpu_stream stream);
 
 void het_panels_q4kc_avx2(const struct het_panel_layout *l, const void *panel, size_t stride, int64_t np,
-                          const uint8_t *const *a, int nc, float *out, size_t ldo);
+                          const uint8_t *const *a, int nc, float *out, size_t ldo,
+                         enum het_cpu_stream stream);
 
 void het_xexpand_q40_avx2(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0, int64_t b1,
                           void *dst);

@@ -83,6 +83,11 @@
 #define HET_PF_AHEAD_DECODE 6144
 #define HET_PF_AHEAD_Q6C 8192
 
+/* What a walker is walking, for the hints it asks ahead with: one panel
+ * packed into scratch (L2 hints), or a run of load-time panels in decode
+ * (NTA, or T0 when the device asks for it: het_cpu_stream). */
+enum het_ask { HET_ASK_PANEL, HET_ASK_RUN_NTA, HET_ASK_RUN_T0 };
+
 HET_INLINE void het_pf(const uint8_t *p, int lines, size_t ahead, const bool l2, const bool nta)
 {
     if (nta)
@@ -296,7 +301,7 @@ HET_INLINE void het_cblk(const struct het_panel_layout *l, const uint8_t *grp, i
  * instead of 2413 us a token, one CCD.) */
 HET_INLINE void het_compact_kq_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a,
                                  float *out, size_t ldo, const int NC, const enum het_panel_kind kind, const bool vnni,
-                                 const bool nta)
+                                 const enum het_ask ask)
 {
     const int64_t G = kind == HET_PANEL_Q6C ? 16 : 8; /* == l->grp */
     const size_t blk = het_cblk_bytes(kind);
@@ -312,7 +317,8 @@ HET_INLINE void het_compact_kq_t(const struct het_panel_layout *l, const uint8_t
         /* the block's own loads first: the compiler may not move them past this */
         __asm__ volatile("" ::: "memory");
         het_pf(grp + blk * (size_t)j, j == G - 1 ? pf_last : pf,
-               kind == HET_PANEL_Q6C ? HET_PF_AHEAD_Q6C : HET_PF_AHEAD_DECODE, kind != HET_PANEL_Q6C, nta);
+               kind == HET_PANEL_Q6C ? HET_PF_AHEAD_Q6C : HET_PF_AHEAD_DECODE,
+               ask == HET_ASK_PANEL && kind != HET_PANEL_Q6C, ask == HET_ASK_RUN_NTA);
     }
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + ldo * (size_t)c, acc[c]);
@@ -329,10 +335,10 @@ HET_INLINE void het_compact_kq_t(const struct het_panel_layout *l, const uint8_t
  * 0.93-0.95 -> 0.94. */
 HET_INLINE void het_compact_t(const struct het_panel_layout *lp, const uint8_t *panel, const uint8_t *const *ap,
                               float *out, size_t ldo, const int NC, const enum het_panel_kind kind, const bool vnni,
-                              const bool nta)
+                              const enum het_ask ask)
 {
     if (kind == HET_PANEL_Q6C || kind == HET_PANEL_Q4KC) {
-        het_compact_kq_t(lp, panel, ap, out, ldo, NC, kind, vnni, nta);
+        het_compact_kq_t(lp, panel, ap, out, ldo, NC, kind, vnni, ask);
         return;
     }
     const int64_t G = 4; /* == l->grp */
@@ -355,15 +361,15 @@ HET_INLINE void het_compact_t(const struct het_panel_layout *lp, const uint8_t *
             het_cblk(&l, grp, j, G, a, gi * G + j, acc, NC, kind, vnni);
             /* the block's own loads first: the compiler may not move them past this */
             __asm__ volatile("" ::: "memory");
-            het_pf(grp + blk * (size_t)j, pf, HET_PF_AHEAD_DECODE, true, nta);
+            het_pf(grp + blk * (size_t)j, pf, HET_PF_AHEAD_DECODE, ask == HET_ASK_PANEL, ask == HET_ASK_RUN_NTA);
         }
-        het_pf(grp + blk * (size_t)G, pf_sc, HET_PF_AHEAD_DECODE, true, nta);
+        het_pf(grp + blk * (size_t)G, pf_sc, HET_PF_AHEAD_DECODE, ask == HET_ASK_PANEL, ask == HET_ASK_RUN_NTA);
     }
     const int64_t len = l.nb - full * G; /* a last group of fewer blocks */
     for (int64_t j = 0; j < len; j++) {
         het_cblk(&l, grp, j, len, a, full * G + j, acc, NC, kind, vnni);
         __asm__ volatile("" ::: "memory");
-        het_pf(grp + blk * (size_t)j, pf, HET_PF_AHEAD_DECODE, true, nta);
+        het_pf(grp + blk * (size_t)j, pf, HET_PF_AHEAD_DECODE, ask == HET_ASK_PANEL, ask == HET_ASK_RUN_NTA);
     }
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + ldo * (size_t)c, acc[c]);
@@ -662,9 +668,13 @@ HET_INLINE void het_wide_kq_t(int64_t nb, const uint8_t *xp, const uint8_t *cons
         HET_NC_CALL(HET_COMPACT_ONE, kind, vnni)                                                                          \
     }                                                                                                         \
     void het_panels_##name(const struct het_panel_layout *l, const void *panel, size_t stride, int64_t np,     \
-                           const uint8_t *const *a, int nc, float *out, size_t ldo)                           \
+                           const uint8_t *const *a, int nc, float *out, size_t ldo, enum het_cpu_stream stream) \
     {                                                                                                         \
-        HET_NC_CALL(HET_COMPACT_RUN, kind, vnni)                                                                          \
+        if (stream == HET_CPU_STREAM_T0) {                                                                    \
+            HET_NC_CALL(HET_COMPACT_RUN_T0, kind, vnni)                                                       \
+        } else {                                                                                              \
+            HET_NC_CALL(HET_COMPACT_RUN_NTA, kind, vnni)                                                      \
+        }                                                                                                     \
     }                                                                                                         \
     void het_xexpand_##name(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,      \
                             int64_t b1, void *dst)                                                            \
@@ -679,9 +689,11 @@ HET_INLINE void het_wide_kq_t(int64_t nb, const uint8_t *xp, const uint8_t *cons
     }
 
 /* the calls HET_NC_CALL makes, with kind and vnni of the instance */
-#define HET_COMPACT_ONE(N, kind, vnni) het_compact_t(l, panel, a, out, 16, N, kind, vnni, false)
-#define HET_COMPACT_RUN(N, kind, vnni) \
-    for (int64_t i = 0; i < np; i++) het_compact_t(l, (const uint8_t *)panel + (size_t)i * stride, a, out + 16 * i, ldo, N, kind, vnni, true)
+#define HET_COMPACT_ONE(N, kind, vnni) het_compact_t(l, panel, a, out, 16, N, kind, vnni, HET_ASK_PANEL)
+#define HET_COMPACT_RUN(N, kind, vnni, ask) \
+    for (int64_t i = 0; i < np; i++) het_compact_t(l, (const uint8_t *)panel + (size_t)i * stride, a, out + 16 * i, ldo, N, kind, vnni, ask)
+#define HET_COMPACT_RUN_NTA(N, kind, vnni) HET_COMPACT_RUN(N, kind, vnni, HET_ASK_RUN_NTA)
+#define HET_COMPACT_RUN_T0(N, kind, vnni)  HET_COMPACT_RUN(N, kind, vnni, HET_ASK_RUN_T0)
 #define HET_WIDE_ONE(N, kind, vnni)                                                 \
     do {                                                                            \
         if (het_x_kquant(kind)) het_wide_kq_t(nb, xp, a, out, ldo, accumulate, N, kind, vnni); \

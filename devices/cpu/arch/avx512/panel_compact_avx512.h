@@ -15,7 +15,8 @@
     void het_panel_##name(const struct het_panel_layout *l, const void *panel, const uint8_t *const *a, int nc,  \
                           float *out);                                                                          \
     void het_panels_##name(const struct het_panel_layout *l, const void *panel, size_t stride, int64_t np,       \
-                           const uint8_t *const *a, int nc, float *out, size_t ldo);                            \
+                           const uint8_t *const *a, int nc, float *out, size_t ldo,                             \
+                           enum het_cpu_stream stream);                                                         \
     void het_xexpand_##name(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,        \
                             int64_t b1, void *dst);                                                             \
     void het_xpanel_##name(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,       \
