@@ -131,12 +131,16 @@ static enum het_status add(struct set *s, het_device *d, het_error *err)
     return HET_OK;
 }
 
-/* Open spec for auto: taken (added), or skipped with the reason noted. */
-static enum het_status auto_one(struct set *s, const char *spec, const char *skip_note,
+/* Open spec for auto: taken (added), or skipped with the reason noted;
+ * a device every machine has (the CPU) that does not open is an error, not
+ * skipped: the cause is the settings (HET_CPU_ISA, HET_CPU_STREAM), and a
+ * set without it would run what the user asked on other devices. */
+static enum het_status auto_one(struct set *s, const char *spec, const char *skip_note, bool required,
                                 const struct het_device_spec_params *p, het_error *err)
 {
     het_error e = { 0 };
     het_device *d = het_device_init_by_spec(spec, p, &e);
+    if (!d && required) return het_error_set(err, e.status != HET_OK ? e.status : HET_ERR_INVALID, "%s", e.msg);
     if (!d) {
         char why[224];
         snprintf(why, sizeof why, "%.160s%s", e.msg, skip_note ? skip_note : "");
@@ -149,7 +153,7 @@ static enum het_status auto_one(struct set *s, const char *spec, const char *ski
 
 static enum het_status expand_auto(struct set *s, const struct het_device_spec_params *p, het_error *err)
 {
-    enum het_status st = auto_one(s, "cpu", NULL, p, err);
+    enum het_status st = auto_one(s, "cpu", NULL, true, p, err);
 #ifdef REG_VULKAN
     struct het_vulkan_device_info info[8];
     int n_vk = 0;
@@ -159,7 +163,7 @@ static enum het_status expand_auto(struct set *s, const struct het_device_spec_p
         char spec[16];
         snprintf(spec, sizeof spec, "vulkan:%d", info[i].index);
         if (!info[i].usable) note(s, spec, NULL, "not usable (needs Vulkan 1.2 and a compute queue)");
-        else st = auto_one(s, spec, NULL, p, err);
+        else st = auto_one(s, spec, NULL, false, p, err);
     }
 #else
     if (st == HET_OK) note(s, "vulkan", NULL, "this build has no Vulkan backend");
@@ -167,7 +171,7 @@ static enum het_status expand_auto(struct set *s, const struct het_device_spec_p
     /* the NPU only on its hardware: an emulation is taken only when named */
     struct het_device_spec_params hw = *p;
     hw.npu_mode = "hardware";
-    if (st == HET_OK) st = auto_one(s, "npu", " (the emulation only when named: npu:emulate)", &hw, err);
+    if (st == HET_OK) st = auto_one(s, "npu", " (the emulation only when named: npu:emulate)", false, &hw, err);
     return st;
 }
 

@@ -36,6 +36,9 @@ fi
 long="$(printf 'Once upon a time %.0s' $(seq 1 40))"
 expect_error 1 "does not fit the context of 16" -- "$hetrun" run -c 16 -p "$long" -n 4
 expect_error 1 "unknown device 'tpu'" -- "$hetrun" run --device tpu
+# the CPU's settings from the environment: a bad value stops the run, with the default devices too
+expect_error 1 "HET_CPU_ISA='avx9'" -- env HET_CPU_ISA=avx9 "$hetrun" run -m "$model" -p hi -n 2
+expect_error 1 "HET_CPU_STREAM='l2'" -- env HET_CPU_STREAM=l2 "$hetrun" run -m "$model" -p hi -n 2 --device cpu
 
 # sampling options of run: each changes greedy text as it must (stories260K
 # repeats itself within 48 tokens), bad values are one line

@@ -7,8 +7,9 @@
  * give the documented design for family / model pairs at the edges of its
  * ranges (and nothing for Intel or for models outside them). The device's
  * description, which keys calibration profiles, must carry the identity.
- * A device asked for an unknown stream hint (HET_CPU_STREAM) is refused
- * with a message naming the value, not run with a hint it chose instead.
+ * A device asked for an unknown kernel level (HET_CPU_ISA) or stream hint
+ * (HET_CPU_STREAM) is refused with a message naming the value, not run at
+ * a level or with a hint it chose instead.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -86,6 +87,8 @@ static void refused(const char *var, const char *value)
 
 static void refused_env(void)
 {
+    refused("HET_CPU_ISA", "avx3");
+    refused("HET_CPU_ISA", "AVX2");
     refused("HET_CPU_STREAM", "t1");
 }
 

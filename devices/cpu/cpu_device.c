@@ -1098,6 +1098,10 @@ het_device *het_cpu_device_init(int n_threads, het_error *err)
         return NULL;
     }
     c->n_threads = n_threads > 0 ? n_threads : physical_cores();
+    if (het_cpu_isa_env_check(err) != HET_OK) {
+        free(c);
+        return NULL;
+    }
     het_cpu_features_detect(&c->features);
     c->isa = het_cpu_isa_select(&c->features);
     if (het_cpu_stream_init(&c->stream, getenv("HET_CPU_STREAM"), err) != HET_OK) {

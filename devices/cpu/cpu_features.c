@@ -7,7 +7,8 @@
  * level can be lowered (never raised) with
  * HET_CPU_ISA=scalar|avx2|avx512|avx512vnni so tests and benchmarks can
  * compare the kernel families on one machine (avx512 on a VNNI machine: the
- * AVX-512 kernels without VNNI). It also says which processor this is
+ * AVX-512 kernels without VNNI); a value that names no level is refused by
+ * the device (het_cpu_isa_env_check), not run at the best level. It also says which processor this is
  * (vendor, brand, family / model / stepping, and for AMD the core design),
  * for the CPU device's description.
  */
@@ -128,6 +129,15 @@ enum het_cpu_isa het_cpu_isa_select(const struct het_cpu_features *f) {
         if (cap < best) best = cap;
     }
     return best;
+}
+
+enum het_status het_cpu_isa_env_check(het_error *err) {
+    const char *env = getenv("HET_CPU_ISA");
+    if (!env || !*env) return HET_OK;
+    for (int lv = HET_CPU_ISA_SCALAR; lv < HET_CPU_ISA_COUNT; lv++)
+        if (strcmp(env, het_cpu_isa_name((enum het_cpu_isa)lv)) == 0) return HET_OK;
+    return het_error_set(err, HET_ERR_INVALID, "cpu: HET_CPU_ISA='%s': expected scalar, avx2, avx512 or avx512vnni",
+                         env);
 }
 
 const char *het_cpu_isa_name(enum het_cpu_isa isa) {

@@ -123,7 +123,10 @@ const char *het_cpu_core_name(const struct het_cpu_features *f);
 void het_cpu_identity(const struct het_cpu_features *f, char *buf, size_t size);
 /* Best ISA level for f, capped by the HET_CPU_ISA environment variable. */
 enum het_cpu_isa het_cpu_isa_select(const struct het_cpu_features *f);
-
+/* HET_CPU_ISA, when set and not empty, must name a level: HET_OK, or
+ * HET_ERR_INVALID with a message naming the value (het_cpu_isa_select
+ * alone would run at the best level, the value ignored). */
+enum het_status het_cpu_isa_env_check(het_error *err);
 const char *het_cpu_isa_name(enum het_cpu_isa isa);
 
 /* A step of n parts (n <= HET_CPU_PARTS_MAX; n <= 0: no step at all):
