@@ -428,7 +428,9 @@ static void cpu_split_run(void *arg, struct het_cpu_worker *w, int ith)
         .ith = ith, .nth = c->n_threads, .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa,
         .f32_act = c->f32_act, .worker = w, .stream = j->stream,
     };
-    if (ith == 0) w->handoff_ns = INT64_MAX, w->handoff_n = 0;
+    /* the split's own hand-off measure (cpu_stream.c; the caller's is read at the end) */
+    w->handoff_ns = INT64_MAX;
+    w->handoff_n = 0;
     struct het_cpu_profile *prof = ith == 0 ? c->profile : NULL;
     double t0 = prof ? het_cpu_profile_now_us(prof) : 0.0;
     for (int used; i < j->n; i += used) {
