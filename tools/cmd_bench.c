@@ -498,12 +498,11 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
             if (have_cs) {
                 printf("stream the CPU's shared splits asked for the weights ahead with T0 in %llu, with NTA in %llu (",
                        (unsigned long long)cs.splits_t0, (unsigned long long)cs.splits_nta);
-                if (cs.fixed) printf("fixed by HET_CPU_STREAM");
+                if (cs.fixed) printf("fixed by HET_CPU_STREAM)\n");
                 else if (cs.handoff_ns > 0)
-                    printf("by the hand-off between its threads, last %.0f ns: T0 from %.0f ns, two last-level caches)",
+                    printf("by the hand-off between its threads, last %.0f ns: T0 from %.0f ns, two last-level caches)\n",
                            cs.handoff_ns, cs.far_ns);
-                else printf("the hand-off between its threads not measured: NTA");
-                printf(cs.fixed || cs.handoff_ns <= 0 ? ")\n" : "\n");
+                else printf("the hand-off between its threads not measured: NTA)\n");
             }
             printf("sample %8.0f us/token (temp %g, top-k %d, top-p %g over %d tokens: %.1f%% of a %s token); "
                    "the server's default (no top-k, top-p 1, temp 1): %.0f us\n",

@@ -116,26 +116,32 @@ void het_cpu_features_detect(struct het_cpu_features *f) {
     (void)b1; (void)c1; (void)d1;
 }
 
+/* The level HET_CPU_ISA names: true and *lv, or false (unset, empty, or no level's name). */
+static bool het_cpu_isa_from_env(enum het_cpu_isa *lv, const char **env) {
+    *env = getenv("HET_CPU_ISA");
+    if (!*env || !**env) return false;
+    for (int i = HET_CPU_ISA_SCALAR; i < HET_CPU_ISA_COUNT; i++)
+        if (strcmp(*env, het_cpu_isa_name((enum het_cpu_isa)i)) == 0) {
+            *lv = (enum het_cpu_isa)i;
+            return true;
+        }
+    return false;
+}
+
 enum het_cpu_isa het_cpu_isa_select(const struct het_cpu_features *f) {
-    enum het_cpu_isa best = HET_CPU_ISA_SCALAR;
+    enum het_cpu_isa best = HET_CPU_ISA_SCALAR, cap;
     if (f->avx2) best = HET_CPU_ISA_AVX2;
     if (f->avx512) best = HET_CPU_ISA_AVX512;
     if (f->avx512_vnni) best = HET_CPU_ISA_AVX512VNNI;
-    const char *env = getenv("HET_CPU_ISA");
-    if (env && *env) {
-        enum het_cpu_isa cap = best;
-        for (int lv = HET_CPU_ISA_SCALAR; lv < HET_CPU_ISA_COUNT; lv++)
-            if (strcmp(env, het_cpu_isa_name((enum het_cpu_isa)lv)) == 0) cap = (enum het_cpu_isa)lv;
-        if (cap < best) best = cap;
-    }
+    const char *env;
+    if (het_cpu_isa_from_env(&cap, &env) && cap < best) best = cap;
     return best;
 }
 
 enum het_status het_cpu_isa_env_check(het_error *err) {
-    const char *env = getenv("HET_CPU_ISA");
-    if (!env || !*env) return HET_OK;
-    for (int lv = HET_CPU_ISA_SCALAR; lv < HET_CPU_ISA_COUNT; lv++)
-        if (strcmp(env, het_cpu_isa_name((enum het_cpu_isa)lv)) == 0) return HET_OK;
+    enum het_cpu_isa lv;
+    const char *env;
+    if (het_cpu_isa_from_env(&lv, &env) || !env || !*env) return HET_OK;
     return het_error_set(err, HET_ERR_INVALID, "cpu: HET_CPU_ISA='%s': expected scalar, avx2, avx512 or avx512vnni",
                          env);
 }

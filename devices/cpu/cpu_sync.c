@@ -157,11 +157,11 @@ static void het_sync_wait_step(struct het_cpu_worker *w, unsigned step)
     w->waits++;
     if (w->seat) het_cpu_seat_out(w->seat);
     int64_t t0 = 0;
-    bool spun = true;
+    bool outlasted = true; /* the spin: then sleep */
     for (int i = 1;; i++) {
         if (work_step(atomic_load_explicit(&s->work, memory_order_acquire)) != step) {
             het_sync_saw_close(w, step);
-            spun = false;
+            outlasted = false;
             break;
         }
         if (w->ahead_left) { /* memory is idle meanwhile: ask for what comes next */
@@ -177,7 +177,7 @@ static void het_sync_wait_step(struct het_cpu_worker *w, unsigned step)
         if (!t0) t0 = t;
         else if (t - t0 > HET_SYNC_SPIN_NS) break;
     }
-    for (; spun;) {
+    for (; outlasted;) {
         const unsigned e = atomic_load(&s->epoch);
         atomic_fetch_add(&s->sleepers, 1);
         const bool open = work_step(atomic_load(&s->work)) == step;
