@@ -1,6 +1,6 @@
 /*
  * bench_steps.c — what do the ends of a decode layer's matmul steps cost
- * against memory? Seven schedules of the same bytes, one process, the same
+ * against memory? Eight schedules of the same bytes, one process, the same
  * rounds.
  *
  * A decode token streams each layer's weights once, in steps that end when
@@ -8,7 +8,7 @@
  * down (the CPU device's matmul groups). Every step end stops both
  * threads' streams and starts new ones. Each round here streams Qwen3-0.6B's
  * 28 layers of these matrices (random weights of one type, packed as the
- * CPU device packs them, every layer at its own addresses) seven ways:
+ * CPU device packs them, every layer at its own addresses) eight ways:
  *   steps          as the device runs them: het_cpu_mul_mat_group for q/k/v
  *                  and gate/up, het_cpu_mul_mat for o and down, parts taken
  *                  from the shared counter (cpu_sync.c), each step over when
@@ -17,6 +17,12 @@
  *                  segments of every layer's matrices in thread t's region
  *                  in the order a decode reads them); nothing else of the
  *                  layer (norms, attention) runs;
+ *   steps, static  the same calls, layout and parts without the device's
+ *                  work sharing: thread t takes run t's parts in order and
+ *                  each step ends at an OpenMP barrier (the split the tests
+ *                  run, cpu_sync.c): against steps, what handing out parts
+ *                  and the device's step ends cost; against one range,
+ *                  ends, what the device's layout and calls cost;
  *   halves, ends   each thread its own half of every matrix (packed apart,
  *                  the two halves side by side as in one matrix), an OpenMP
  *                  barrier where the device's steps end;
@@ -67,7 +73,7 @@
 #define BS_LAYERS_MAX 64
 #define BS_MATS       7 /* q k v | o | gate up | down */
 #define BS_THREADS    2 /* the other schedules halve each matrix */
-#define BS_SCHEDULES  7
+#define BS_SCHEDULES  8
 #define BS_LATE_S     100e-6 /* a round whose threads left a barrier further apart is not counted */
 
 /* Qwen3-0.6B: hidden 1024, 16 query heads and 8 kv heads of 128, FFN 3072 */
@@ -272,6 +278,25 @@ static enum het_status bs_halves(const struct het_compute_params *alone, struct 
     return st;
 }
 
+/* The j-th schedule (BS_SCHEDULES: the read) of round r: a shuffle of
+ * them all, the same in every thread. Whatever ran right after the read of
+ * 256 MiB ran ~5% slower than the same schedule elsewhere (Zen 5, two
+ * threads, either placement), so no schedule may keep its place, nor the
+ * one before it. */
+static int bs_order(int r, int j)
+{
+    int order[BS_SCHEDULES + 1];
+    for (int i = 0; i <= BS_SCHEDULES; i++) order[i] = i;
+    uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(r + 1);
+    for (int i = BS_SCHEDULES; i > 0; i--) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        const int o = (int)(x % (uint64_t)(i + 1)), v = order[i];
+        order[i] = order[o];
+        order[o] = v;
+    }
+    return order[j];
+}
+
 static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa isa)
 {
     struct bs_model *md = calloc(1, sizeof *md);
@@ -314,24 +339,28 @@ static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa
         struct het_cpu_worker w;
         const struct het_compute_params p = bench_thread_params(&w, &sync, wdata, ws, isa);
         const struct het_compute_params alone = { .ith = 0, .nth = 1, .wdata = wdata1[p.ith], .wsize = ws1, .isa = isa };
+        struct het_compute_params fixed = p; /* no worker: the static split */
+        fixed.worker = NULL;
         got = p.nth == BS_THREADS;
         const size_t share = rbytes / BS_THREADS / 256 * 256;
-        /* the first round warms up; then the schedules and the read in turn */
+        /* the first round warms up; then the schedules and the read in an
+         * order shuffled every round (bs_order) */
         const int nw = BS_SCHEDULES + 1;
         for (int k = -nw; k < nw * rounds; k++) {
-            const int what = (k + nw) % nw;
+            const int what = k < 0 ? k + nw : bs_order(k / nw, k % nw);
 #pragma omp barrier
             start[p.ith] = bench_now_s();
             enum het_status s = HET_OK;
             double kern = 0.0, wait = 0.0;
             switch (what) {
             case 0:  s = bs_steps(&p, md, layers); break;
-            case 1:  s = bs_halves(&alone, md->half, layers, p.ith, BS_ENDS_DEVICE, &kern, &wait); break;
-            case 2:  s = bs_halves(&alone, md->half, layers, p.ith, 0, &kern, &wait); break;
-            case 3:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_DEVICE, &kern, &wait); break;
-            case 4:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_3, &kern, &wait); break;
-            case 5:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_2, &kern, &wait); break;
-            case 6:  s = bs_halves(&alone, md->line, layers, p.ith, 0, &kern, &wait); break;
+            case 1:  s = bs_steps(&fixed, md, layers); break;
+            case 2:  s = bs_halves(&alone, md->half, layers, p.ith, BS_ENDS_DEVICE, &kern, &wait); break;
+            case 3:  s = bs_halves(&alone, md->half, layers, p.ith, 0, &kern, &wait); break;
+            case 4:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_DEVICE, &kern, &wait); break;
+            case 5:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_3, &kern, &wait); break;
+            case 6:  s = bs_halves(&alone, md->line, layers, p.ith, BS_ENDS_2, &kern, &wait); break;
+            case 7:  s = bs_halves(&alone, md->line, layers, p.ith, 0, &kern, &wait); break;
             default: sink += hr_read_widest(rbuf + (size_t)p.ith * share, share); break;
             }
             stop[p.ith] = bench_now_s();
@@ -380,14 +409,15 @@ static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa
         printf("%-6s %d layers of %.2f MB, %d of %d rounds\n", het_type_name(type), layers, bytes / layers / 1e6, n,
                rounds);
         if (n == 0) printf("  no round in which the threads started within %.0f us of each other\n", BS_LATE_S * 1e6);
-        const char *names[BS_SCHEDULES] = { "steps",           "halves, ends",      "halves",   "one range, ends",
-                                            "one range, 3 ends", "one range, 2 ends", "one range" };
+        const char *names[BS_SCHEDULES] = { "steps",           "steps, static",     "halves, ends",
+                                            "halves",          "one range, ends",   "one range, 3 ends",
+                                            "one range, 2 ends", "one range" };
         for (int s = 0; s < BS_SCHEDULES && n > 0; s++) {
             const double us = bench_median(t[s], n) / layers * 1e6, r = bench_median(rate[s], n);
             const double q = bench_median(ratio[s], n);
             printf("  %-18s %7.1f us/layer  %5.1f GB/s   of the read %.2f (%.2f-%.2f)", names[s], us, r, q,
                    ratio[s][0], ratio[s][n - 1]);
-            if (s > 0) { /* each thread's kernels and waits, medians over the counted rounds */
+            if (s > 1) { /* the halves: each thread's kernels and waits, medians over the counted rounds */
                 double v[2][BS_THREADS];
                 for (int x = 0; x < 2; x++)
                     for (int th = 0; th < BS_THREADS; th++) v[x][th] = bench_median(split[s][x][th], n) / tsc_us / layers;
@@ -441,7 +471,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_steps: needs AVX2\n");
         return 2;
     }
-    printf("threads %d, isa %s, %d rounds (the seven schedules and the read in turn, one process); medians, ratio "
+    printf("threads %d, isa %s, %d rounds (the eight schedules and the read in turn, one process); medians, ratio "
            "min-max\n",
            BS_THREADS, het_cpu_isa_name(isa), rounds);
     char buf[256];
