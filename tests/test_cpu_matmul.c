@@ -144,8 +144,13 @@ typedef enum het_status (*mm_fn)(const struct het_compute_params *, struct het_t
 static enum het_status run_mm_fn_stream(mm_fn fn, struct het_tensor *dst, int nth, enum het_cpu_isa isa,
                                         bool f32_act, bool shared, enum het_cpu_stream stream)
 {
+    /* more scratch than asked for, and not a multiple of the threads' lines,
+     * as the device's (grown for the largest node) is: each thread's part of
+     * it must still be its own */
     size_t ws = het_cpu_mul_mat_work_size(dst, nth, f32_act);
+    if (ws) ws += 200;
     void *wdata = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
+    if (wdata) memset(wdata, 0xa5, ws);
     enum het_status st = HET_OK;
     struct het_cpu_sync sync;
     het_cpu_sync_init(&sync);

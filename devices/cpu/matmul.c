@@ -332,15 +332,10 @@ static void het_mm_plan_init(struct het_mm_plan *p, struct het_tensor *dst, enum
     p->thread_bytes = tb;
 }
 
-/* Bytes of wdata the prepared b rows take: one copy, or one per thread. */
-static size_t het_mm_act_region(const struct het_mm_plan *p, int nth)
-{
-    return p->act_bytes * (p->act_private ? (size_t)nth : 1);
-}
-
 static size_t het_mm_plan_wsize(const struct het_mm_plan *p, int nth)
 {
-    return het_mm_act_region(p, nth) + (size_t)nth * p->thread_bytes;
+    if (p->act_private) return (size_t)nth * het_mm_align(p->act_bytes + p->thread_bytes); /* het_mm_private */
+    return p->act_bytes + (size_t)nth * p->thread_bytes; /* one copy of b's rows, shared */
 }
 
 bool het_cpu_mul_mat_supports(const struct het_tensor *node)
@@ -426,15 +421,31 @@ static int64_t het_mm_parts(const struct het_compute_params *cp, int64_t units, 
     return fine > n ? fine : n;
 }
 
+/* Where a thread's own bytes of wdata start when it quantises b itself
+ * (act_private: decode): its copy of b's rows, then its scratch, in a slot
+ * of wsize / nth bytes (64-aligned) that stays where it is from node to
+ * node. Placed by each node's sizes instead, thread 1's copy began
+ * act_bytes in, so a node of another K put it over lines thread 0 had just
+ * written, and on two CCDs those lines crossed between the L3s at every
+ * step. Qwen3-0.6B decode, Zen 5, two CCDs, tg with slots / without, clean
+ * builds alternating (medians of 15-16 pairs): Q4_0 1.012, Q4_K_M 1.016,
+ * Q8_0 1.008. The plan asks for nth aligned slots' worth
+ * (het_mm_plan_wsize), so a slot of any larger wdata holds one too. */
+static uint8_t *het_mm_private(const struct het_compute_params *cp)
+{
+    return (uint8_t *)cp->wdata + (size_t)cp->ith * (cp->wsize / (size_t)cp->nth / 64 * 64);
+}
+
 static uint8_t *het_mm_thread_scratch(const struct het_mm_plan *p, const struct het_compute_params *cp)
 {
-    return (uint8_t *)cp->wdata + het_mm_act_region(p, cp->nth) + (size_t)cp->ith * p->thread_bytes;
+    if (p->act_private) return het_mm_private(cp) + p->act_bytes;
+    return (uint8_t *)cp->wdata + p->act_bytes + (size_t)cp->ith * p->thread_bytes;
 }
 
 /* This thread's prepared b rows (the shared copy unless act_private). */
 static uint8_t *het_mm_act_base(const struct het_mm_plan *p, const struct het_compute_params *cp)
 {
-    return (uint8_t *)cp->wdata + (p->act_private ? (size_t)cp->ith * p->act_bytes : 0);
+    return p->act_private ? het_mm_private(cp) : (uint8_t *)cp->wdata;
 }
 
 /* Quantise (or gather) rows [lo, hi) of b into this thread's act rows;
