@@ -268,7 +268,11 @@ static size_t cpu_work_size(struct cpu_context *c, const struct het_tensor *node
  * at its end): entered through the gate (het_cpu_node_enter). */
 static bool node_is_gated(const struct het_tensor *t) { return t->op == HET_OP_MUL_MAT_ID; }
 
-/* One split as a pool job (shared by every thread that runs it). */
+/* One split as a pool job (shared by every thread that runs it). The
+ * fields the threads read at every node come first, and nothing writes
+ * them while the job runs; those written meanwhile (`at` by the caller at
+ * every node) start a cache line of their own. With `at` beside `n`, a
+ * worker on another CCD than the caller missed on the line at every node. */
 struct cpu_split_job {
     struct cpu_context       *c;
     struct het_tensor *const *nodes;
@@ -277,13 +281,13 @@ struct cpu_split_job {
     const uint8_t            *solo, *solo_part, *solo_np;
     int                       n;
     unsigned                  key0;    /* gate key of node i: key0 + i        */
-    _Atomic uint64_t          at;      /* node the caller is in << 32 | its first step */
-    int                       failed;  /* caller only: first failed node, or -1 */
-    enum het_status           failed_st;
+    enum het_cpu_stream       stream;  /* how the split's decode runs ask ahead */
+    _Alignas(64) _Atomic uint64_t at;  /* node the caller is in << 32 | its first step */
     _Atomic uint64_t          solo_failed; /* first failed node of a solo run << 32 | its
                                               status (any thread), or UINT64_MAX */
+    int                       failed;  /* caller only: first failed node, or -1 */
+    enum het_status           failed_st;
     double                    t_nodes; /* caller only: profiled node time     */
-    enum het_cpu_stream       stream;  /* how the split's decode runs ask ahead */
     int64_t                   handoff_ns; /* caller only: its waits' hand-off   */
     int                       handoff_n;  /* (het_cpu_worker)                   */
 };
@@ -433,19 +437,25 @@ static void cpu_split_run(void *arg, struct het_cpu_worker *w, int ith)
     w->handoff_n = 0;
     struct het_cpu_profile *prof = ith == 0 ? c->profile : NULL;
     double t0 = prof ? het_cpu_profile_now_us(prof) : 0.0;
-    for (int used; i < j->n; i += used) {
-        struct het_tensor *t = j->nodes[i];
+    /* the job's read-only fields, once (kept in registers across the calls) */
+    struct het_tensor *const *nodes = j->nodes;
+    const uint8_t *const *ahead = j->ahead;
+    const size_t *ahead_len = j->ahead_len, *ahead_step = j->ahead_step;
+    const uint8_t *solo = j->solo;
+    const int n = j->n, run = ith % cpu_runs(c);
+    for (int used; i < n; i += used) {
+        struct het_tensor *t = nodes[i];
         if (ith == 0) atomic_store_explicit(&j->at, (uint64_t)i << 32 | w->step, memory_order_release);
         if (node_is_gated(t) && !het_cpu_node_enter(&p, j->key0 + (unsigned)i)) return;
         enum het_status s = HET_OK;
-        w->ahead = j->ahead[i] ? j->ahead[i] + (size_t)(ith % cpu_runs(c)) * j->ahead_step[i] : NULL;
-        w->ahead_left = j->ahead_len[i];
-        if (j->solo[i]) {
+        w->ahead = ahead[i] ? ahead[i] + (size_t)run * ahead_step[i] : NULL;
+        w->ahead_left = ahead_len[i];
+        if (solo[i]) {
             used = 1;
-            while (i + used < j->n && j->solo[i + used]) used++;
+            while (i + used < n && solo[i + used]) used++;
             cpu_run_solo(j, &p, i, i + used);
         } else {
-            used = het_cpu_compute_nodes(&p, j->nodes + i, j->n - i, &s);
+            used = het_cpu_compute_nodes(&p, nodes + i, n - i, &s);
         }
         if (ith != 0) continue;
         if (s != HET_OK && j->failed < 0) {
