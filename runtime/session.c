@@ -291,4 +291,5 @@ void het_session_device_stats(const het_session *s, int i, struct het_device_sta
     ds->copied_bytes -= b->copied_bytes;
     ds->busy_us -= b->busy_us;
     ds->n_splits_kept -= b->n_splits_kept;
+    ds->n_steps_kept -= b->n_steps_kept;
 }

@@ -218,10 +218,11 @@ void hr_print_stats(const struct hr_session *s, const struct hr_opts *o)
             het_session_device_stats(s->hs, i, &ds);
             fprintf(stderr,
                     "%s{\"name\":\"%s\",\"splits\":%llu,\"nodes\":%llu,\"busy_us\":%.0f,\"copied_bytes\":%llu,"
-                    "\"splits_kept\":%llu,\"pool_import\":\"%s\"}",
+                    "\"splits_kept\":%llu,\"steps_kept\":%llu,\"pool_import\":\"%s\"}",
                     i ? "," : "", het_device_name(s->devices[i]), (unsigned long long)ds.n_splits,
                     (unsigned long long)ds.n_nodes, ds.busy_us, (unsigned long long)ds.copied_bytes,
-                    (unsigned long long)ds.n_splits_kept, het_device_pool_import(s->devices[i]));
+                    (unsigned long long)ds.n_splits_kept, (unsigned long long)ds.n_steps_kept,
+                    het_device_pool_import(s->devices[i]));
         }
         fprintf(stderr, "]}\n");
         return;
@@ -245,10 +246,10 @@ void hr_print_stats(const struct hr_session *s, const struct hr_opts *o)
         struct het_device_stats ds;
         het_session_device_stats(s->hs, i, &ds);
         const char *imp = het_device_pool_import(s->devices[i]);
-        char kept[64] = "";
+        char kept[128] = "";
         if (ds.n_splits_kept)
-            snprintf(kept, sizeof kept, " (%llu on decisions kept from the step before)",
-                     (unsigned long long)ds.n_splits_kept);
+            snprintf(kept, sizeof kept, " (%llu on decisions kept from the step before, %llu steps on plans kept)",
+                     (unsigned long long)ds.n_splits_kept, (unsigned long long)ds.n_steps_kept);
         fprintf(stderr, "device %s%s: %llu splits%s, %llu nodes, busy %.1f ms%s%s — %s\n", het_device_name(s->devices[i]),
                 het_device_is_emulated(s->devices[i]) ? " (emulated)" : "", (unsigned long long)ds.n_splits, kept,
                 (unsigned long long)ds.n_nodes, ds.busy_us / 1000.0, *imp ? "; pool: " : "", imp,

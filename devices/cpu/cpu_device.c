@@ -138,6 +138,12 @@ struct cpu_split_state {
     void           *node_buf;
     int             cap_nodes;
     bool            ahead_set;  /* ahead* found for the nodes decided last              */
+    /* the kept decisions' matmul steps planned ahead (cpu_plan_steps): per
+     * node, the step planned to start there (NULL: none), in step_pool */
+    const struct het_cpu_mm_step **step;
+    unsigned char  *step_pool;
+    int             cap_step_nodes, cap_steps;
+    bool            steps_set;  /* planned for the nodes decided last               */
     struct cpu_kept kept;       /* what of node_buf holds for the next run              */
     struct het_tensor *const *nodes; /* the split whose state this is (its node list),  */
     int             n;               /* and its length                                  */
@@ -279,6 +285,7 @@ struct cpu_split_job {
     const uint8_t *const     *ahead;   /* cpu_context's per-node decisions      */
     const size_t             *ahead_len, *ahead_step;
     const uint8_t            *solo, *solo_part, *solo_np;
+    const struct het_cpu_mm_step *const *steps; /* planned ahead (NULL: none) */
     int                       n;
     unsigned                  key0;    /* gate key of node i: key0 + i        */
     enum het_cpu_stream       stream;  /* how the split's decode runs ask ahead */
@@ -288,6 +295,7 @@ struct cpu_split_job {
     int                       failed;  /* caller only: first failed node, or -1 */
     enum het_status           failed_st;
     double                    t_nodes; /* caller only: profiled node time     */
+    uint64_t                  n_steps_kept; /* caller only: steps run on plans made ahead */
     int64_t                   handoff_ns; /* caller only: its waits' hand-off   */
     int                       handoff_n;  /* (het_cpu_worker)                   */
 };
@@ -442,6 +450,7 @@ static void cpu_split_run(void *arg, struct het_cpu_worker *w, int ith)
     const uint8_t *const *ahead = j->ahead;
     const size_t *ahead_len = j->ahead_len, *ahead_step = j->ahead_step;
     const uint8_t *solo = j->solo;
+    const struct het_cpu_mm_step *const *steps = j->steps;
     const int n = j->n, run = ith % cpu_runs(c);
     for (int used; i < n; i += used) {
         struct het_tensor *t = nodes[i];
@@ -454,6 +463,9 @@ static void cpu_split_run(void *arg, struct het_cpu_worker *w, int ith)
             used = 1;
             while (i + used < n && solo[i + used]) used++;
             cpu_run_solo(j, &p, i, i + used);
+        } else if (steps && steps[i]) {
+            used = het_cpu_mm_step_run(&p, steps[i], &s);
+            if (ith == 0) j->n_steps_kept++;
         } else {
             used = het_cpu_compute_nodes(&p, nodes + i, n - i, &s);
         }
@@ -624,6 +636,7 @@ static void cpu_decide(struct cpu_context *c, struct cpu_split_state *s, uint64_
         cpu_part_run(c, s, nodes, i, e);
     }
     s->ahead_set = false; /* found when a shared split first needs it (cpu_run_split) */
+    s->steps_set = false; /* planned when it first runs on kept decisions (cpu_run_split) */
     if (keep) k->layout = layout;
 }
 
@@ -680,6 +693,9 @@ static bool cpu_decide_kept(struct cpu_context *c, struct cpu_split_state *s, ui
         for (int r = 0; r < k->n_runs; r++)
             if (cpu_any_in(k->changed, nc, k->runs[2 * r], k->runs[2 * r + 1]))
                 cpu_part_run(c, s, nodes, k->runs[2 * r], k->runs[2 * r + 1]);
+        for (int i = 0; s->steps_set && i < n; i++) /* planned steps that looked at a changed node */
+            if (s->step[i] && cpu_any_in(k->changed, nc, i, i + het_cpu_mm_step_nodes(s->step[i]) + 1))
+                s->step[i] = NULL;
     }
     *need = nd;
     *work = wk;
@@ -724,6 +740,55 @@ static struct cpu_split_state *cpu_split_state_of(struct cpu_context *c, struct 
 static void cpu_forget_splits(struct cpu_context *c)
 {
     for (int i = 0; i < c->n_splits; i++) c->splits[i].kept.layout = 0;
+}
+
+/* The split's matmul steps planned ahead for its kept decisions, at every
+ * node where one may start (the threads' walk decides where steps start;
+ * a plan at a node no step starts from is never read). A planned step
+ * holds while the decisions are kept and none of the nodes it looked at
+ * changed (cpu_decide_kept drops those whose moving nodes did): what it
+ * rests on, the nodes' shapes, storage and weights, the threads and the
+ * kernels, changes otherwise only with the layout or when the device
+ * forgets every split (new weights, F32 activations). Planned with the
+ * scratch the split runs with (wsize only grows). false: no memory (the
+ * split then runs without plans). */
+static bool cpu_plan_steps(const struct cpu_context *c, struct cpu_split_state *s, struct het_tensor *const *nodes,
+                           int n)
+{
+    int want = 0;
+    for (int i = 0; i < n; i++) {
+        const enum het_op op = nodes[i]->op;
+        want += !s->solo[i] && (op == HET_OP_MUL_MAT || op == HET_OP_ADD || op == HET_OP_SWIGLU);
+    }
+    if (n > s->cap_step_nodes) {
+        const struct het_cpu_mm_step **at = realloc(s->step, sizeof *at * (size_t)n);
+        if (!at) return false;
+        s->step = at;
+        s->cap_step_nodes = n;
+    }
+    if (want > s->cap_steps) {
+        free(s->step_pool);
+        s->step_pool = aligned_alloc(64, (size_t)want * HET_CPU_MM_STEP_BYTES);
+        s->cap_steps = s->step_pool ? want : 0;
+        if (!s->step_pool) return false;
+    }
+    const struct het_compute_params p = {
+        .ith = 0, .nth = c->n_threads, .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa, .f32_act = c->f32_act,
+        .stream = c->stream.hint,
+    };
+    int used = 0;
+    for (int i = 0; i < n; i++) {
+        s->step[i] = NULL;
+        const enum het_op op = nodes[i]->op;
+        if (s->solo[i] || (op != HET_OP_MUL_MAT && op != HET_OP_ADD && op != HET_OP_SWIGLU)) continue;
+        struct het_cpu_mm_step *st = (struct het_cpu_mm_step *)(void *)(s->step_pool + (size_t)used * HET_CPU_MM_STEP_BYTES);
+        enum het_status status;
+        if (het_cpu_mm_step_plan(&p, nodes + i, n - i, st, &status) > 0 && status == HET_OK) {
+            s->step[i] = st;
+            used++;
+        }
+    }
+    return true;
 }
 
 static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *nodes, int n, het_error *err)
@@ -778,7 +843,10 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         c->node_key += (unsigned)n;
         if (!s->ahead_set) cpu_set_ahead(c, s, nodes, n); /* only shared steps wait */
         s->ahead_set = true;
+        if (s->kept.layout && !s->steps_set) s->steps_set = cpu_plan_steps(c, s, nodes, n);
+        j.steps = s->kept.layout && s->steps_set ? s->step : NULL;
         het_cpu_pool_run(c->threads, cpu_split_run, &j);
+        dev->stats.n_steps_kept += j.n_steps_kept;
         c->last_split_us = het_now_us();
         het_cpu_stream_update(&c->stream, j.handoff_ns, j.handoff_n);
     }
@@ -1047,6 +1115,8 @@ static void cpu_free(het_device *dev)
     for (int i = 0; i < c->n_splits; i++) {
         struct cpu_split_state *s = &c->splits[i];
         free(s->node_buf);
+        free(s->step);
+        free(s->step_pool);
         free(s->kept.moved);
         free(s->kept.runs);
         free(s->kept.fused);

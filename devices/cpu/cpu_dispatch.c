@@ -87,6 +87,31 @@ enum het_status het_cpu_compute(const struct het_compute_params *p, struct het_t
     }
 }
 
+/* The step that matmuls lead at nodes[0], given het_cpu_fused_len's len
+ * there (het_cpu_mm_step_plan). */
+static int mm_step_plan(const struct het_compute_params *p, struct het_tensor *const *nodes, int n, int len,
+                        struct het_cpu_mm_step *s, enum het_status *st)
+{
+    *st = HET_OK;
+    if (nodes[0]->op == HET_OP_MUL_MAT) return het_cpu_mm_step_group(p, nodes, n, NULL, s, st);
+    if (len > 1 && nodes[0]->op == HET_OP_ADD) {
+        struct het_cpu_residual_norm r;
+        if (!het_cpu_residual_norm_find(nodes, n, &r)) return 0;
+        const int ng = het_cpu_mm_step_group(p, nodes + 3, n - 3, &r, s, st);
+        return ng > 0 ? 3 + ng : 0;
+    }
+    if (len > 1 && nodes[0]->op == HET_OP_SWIGLU) return het_cpu_mm_step_swiglu(p, nodes[1], s, st);
+    return 0;
+}
+
+int het_cpu_mm_step_plan(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
+                         struct het_cpu_mm_step *s, enum het_status *st)
+{
+    *st = HET_OK;
+    if (n < 1) return 0;
+    return mm_step_plan(p, nodes, n, nodes[0]->op == HET_OP_MUL_MAT ? 1 : het_cpu_fused_len(nodes, n), s, st);
+}
+
 int het_cpu_compute_nodes(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
                           enum het_status *st)
 {
@@ -94,16 +119,18 @@ int het_cpu_compute_nodes(const struct het_compute_params *p, struct het_tensor 
         *st = HET_OK;
         return 0;
     }
-    if (nodes[0]->op == HET_OP_MUL_MAT) return het_cpu_mul_mat_group(p, nodes, n, NULL, st);
     /* the fusions het_cpu_fused_len finds, and nothing else, run fused */
-    const int len = het_cpu_fused_len(nodes, n);
+    const int len = nodes[0]->op == HET_OP_MUL_MAT ? 1 : het_cpu_fused_len(nodes, n);
+    _Alignas(64) unsigned char buf[HET_CPU_MM_STEP_BYTES];
+    struct het_cpu_mm_step *s = (struct het_cpu_mm_step *)(void *)buf;
+    const int planned = mm_step_plan(p, nodes, n, len, s, st);
+    if (planned > 0) return *st == HET_OK ? het_cpu_mm_step_run(p, s, st) : planned;
+    /* a residual norm whose matmuls do not make their own activations
+     * (F32 activations, more rows than a decode): the sum alone, and the
+     * nodes after it as nodes */
     if (len > 1 && nodes[0]->op == HET_OP_ADD) {
-        const int used = het_cpu_residual_norm_run(p, nodes, n, st);
-        if (used > 0) return used;
-    }
-    if (len > 1 && nodes[0]->op == HET_OP_SWIGLU) {
-        *st = het_cpu_mul_mat_swiglu(p, nodes[1]);
-        return 2;
+        *st = het_cpu_add(p, nodes[0]);
+        return 1;
     }
     if (len > 1) {
         const int used = het_cpu_norm_chain(p, nodes, len, st);

@@ -199,6 +199,38 @@ enum het_status het_cpu_mul_mat(const struct het_compute_params *p, struct het_t
 struct het_cpu_residual_norm;
 int             het_cpu_mul_mat_group(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
                                       const struct het_cpu_residual_norm *rn, enum het_status *st);
+/* A step that matmuls lead (a group as above, with the residual norm that
+ * makes its activations or without; a SWIGLU into its matmul), planned
+ * once and then run from that plan: the device plans a split's such steps
+ * ahead with its kept decisions, so that the threads of a decode step read
+ * one plan instead of deriving it from the nodes' metadata, which the
+ * weights' stream has pushed out of the caches by the next token (a Qwen3
+ * layer's first step took ~2 us a thread to plan on two CCDs, Zen 5).
+ * Opaque storage of HET_CPU_MM_STEP_BYTES, 64-aligned; a step runs where it
+ * was planned (its plans point into it) and holds while the nodes it looked
+ * at keep their shapes, storage and weights. */
+#define HET_CPU_MM_STEP_BYTES 2048
+struct het_cpu_mm_step;
+/* The step at nodes[0] planned into *s (cpu_dispatch.c): how many nodes it
+ * covers, *st their status (a step with a status other than HET_OK must not
+ * run); 0 where no such step starts (nothing planned: nodes[0] is not a
+ * matmul, a residual norm before matmuls, or a SWIGLU into its matmul, or
+ * the residual norm's matmuls do not make their own activations). */
+int het_cpu_mm_step_plan(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
+                         struct het_cpu_mm_step *s, enum het_status *st);
+/* matmul.c: the group at nodes[0] (its members; 0 and 1 as
+ * het_cpu_mul_mat_group's), the SWIGLU into mm (2), planned into *s. */
+int het_cpu_mm_step_group(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
+                          const struct het_cpu_residual_norm *rn, struct het_cpu_mm_step *s, enum het_status *st);
+int het_cpu_mm_step_swiglu(const struct het_compute_params *p, struct het_tensor *mm, struct het_cpu_mm_step *s,
+                           enum het_status *st);
+/* Runs a planned step with p (its threads, scratch and level as planned;
+ * HET_ERR_INVALID when p's scratch is smaller than the plan's): the nodes
+ * it covers, *st their status. */
+int het_cpu_mm_step_run(const struct het_compute_params *p, const struct het_cpu_mm_step *s, enum het_status *st);
+/* The nodes a planned step covers; its plan looked at those and the one
+ * after them (where a group stopped). */
+int het_cpu_mm_step_nodes(const struct het_cpu_mm_step *s);
 /* residual_norm.c: ADD (a + b, the residual), RMS_NORM of the sum, MUL by
  * the norm's gain, computed by the matmuls that read the gain's output as
  * they prepare their activations (decode: one row of b), the outputs stored
@@ -224,11 +256,6 @@ bool het_cpu_residual_norm_apart(const struct het_cpu_residual_norm *r, const st
  * nodes' arithmetic; store: the outputs' rows written too. */
 void het_cpu_residual_norm_row(enum het_cpu_isa isa, const struct het_cpu_residual_norm *r, int64_t i1, int64_t i2,
                                int64_t i3, float *y, bool store);
-/* The chain at nodes[0] and the matmul group after it as one step: how many
- * nodes ran (0: no chain there, nothing ran; 1: only the ADD, when the
- * matmul does not prepare its own activations), *st their status. */
-int  het_cpu_residual_norm_run(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
-                               enum het_status *st);
 /* A SWIGLU sw whose only reader is the matmul mm, run as one: mm computes
  * each row of its activations from sw's inputs as it prepares them
  * (het_cpu_swiglu_row), sw's storage is never written, and the threads pay

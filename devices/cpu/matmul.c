@@ -953,15 +953,6 @@ bool het_cpu_mul_mat_takes_swiglu(const struct het_tensor *sw, const struct het_
     return !het_vec_overlap(mm, g) && !het_vec_overlap(mm, u);
 }
 
-enum het_status het_cpu_mul_mat_swiglu(const struct het_compute_params *cp, struct het_tensor *mm)
-{
-    if (!het_cpu_mul_mat_takes_swiglu(mm->src[1], mm)) return HET_ERR_INVALID;
-    struct het_mm_plan p;
-    if (!het_mm_plan_call(&p, cp, mm, mm->src[1], NULL)) return HET_ERR_INVALID;
-    het_mm_run(&p, cp);
-    return HET_OK;
-}
-
 /* ---- matmuls that share their activations (decode), as one step ----------------- */
 
 /* Can this plan's parts run in a shared step: quantised, b one row that each
@@ -1062,37 +1053,72 @@ static bool het_mm_group_slices(const struct het_mm_plan *g, int ng, const struc
     return true;
 }
 
-int het_cpu_mul_mat_group(const struct het_compute_params *cp, struct het_tensor *const *nodes, int n,
-                          const struct het_cpu_residual_norm *rn, enum het_status *st)
+/* ---- a step planned once and run from its plan ------------------------------------ */
+
+/* What het_cpu_mm_step_group or _swiglu found: the members' plans and
+ * parts, and the residual norm they read (the plans point at this copy,
+ * so a step is run where it was planned). */
+struct het_cpu_mm_step {
+    struct het_mm_plan           g[HET_CPU_MM_GROUP_MAX];
+    int64_t                      parts[HET_CPU_MM_GROUP_MAX];
+    int64_t                      total;  /* the shared step's parts (ng > 1)              */
+    int                          ng;     /* members; 0: nothing to run                    */
+    int                          used;   /* nodes the step covers (a residual norm's 3 too) */
+    bool                         slices; /* run r is slice r of every member              */
+    size_t                       ws;     /* scratch the members need                      */
+    struct het_cpu_residual_norm rn;
+};
+_Static_assert(sizeof(struct het_cpu_mm_step) <= HET_CPU_MM_STEP_BYTES, "HET_CPU_MM_STEP_BYTES too small");
+_Static_assert(_Alignof(struct het_cpu_mm_step) <= 64, "a step's storage is 64-aligned");
+
+static void het_mm_step_done(struct het_cpu_mm_step *s, const struct het_compute_params *cp, int ng, int lead)
+{
+    s->ng = ng;
+    s->used = lead + ng;
+    s->ws = 0;
+    for (int i = 0; i < ng; i++) {
+        const size_t ws = het_mm_plan_wsize(&s->g[i], cp->nth);
+        if (ws > s->ws) s->ws = ws;
+    }
+}
+
+int het_cpu_mm_step_group(const struct het_compute_params *cp, struct het_tensor *const *nodes, int n,
+                          const struct het_cpu_residual_norm *rn, struct het_cpu_mm_step *s, enum het_status *st)
 {
     *st = HET_OK;
+    s->ng = s->used = 0;
     if (n < 1) return 0;
     if (!het_cpu_mul_mat_supports(nodes[0])) {
         *st = HET_ERR_UNSUPPORTED;
         return 1;
     }
-    struct het_mm_plan g[HET_CPU_MM_GROUP_MAX];
-    if (!het_mm_plan_call(&g[0], cp, nodes[0], NULL, rn)) {
+    const struct het_cpu_residual_norm *r = NULL;
+    if (rn) {
+        s->rn = *rn;
+        r = &s->rn;
+    }
+    struct het_mm_plan *g = s->g;
+    if (!het_mm_plan_call(&g[0], cp, nodes[0], NULL, r)) {
         *st = HET_ERR_INVALID;
         return 1;
     }
-    if (rn && !(g[0].quantized && g[0].act_private)) return 0;
+    if (r && !(g[0].quantized && g[0].act_private)) return 0;
     int ng = 1;
     if (het_mm_groupable(&g[0], cp)) {
         while (ng < n && ng < HET_CPU_MM_GROUP_MAX && het_cpu_mul_mat_supports(nodes[ng])) {
-            if (rn && !het_cpu_residual_norm_apart(rn, nodes[ng])) break;
-            if (!het_mm_plan_call(&g[ng], cp, nodes[ng], NULL, rn) || !het_mm_groupable(&g[ng], cp) ||
+            if (r && !het_cpu_residual_norm_apart(r, nodes[ng])) break;
+            if (!het_mm_plan_call(&g[ng], cp, nodes[ng], NULL, r) || !het_mm_groupable(&g[ng], cp) ||
                 !het_mm_joins(g, ng, &g[ng]))
                 break;
             ng++;
         }
     }
     /* rn's output unwritten: every matmul that reads it must be in the step */
-    if (rn && rn->y_readers && ng < rn->y_readers) return 0;
+    if (r && r->y_readers && ng < r->y_readers) return 0;
     /* one step: the members' parts one after the other (as many members as
      * the step's part count allows); each thread quantises b (the same for
      * all) once, in the first part it runs */
-    int64_t parts[HET_CPU_MM_GROUP_MAX], total = 0;
+    int64_t *parts = s->parts, total = 0;
     for (int i = 0; i < ng; i++) {
         bool split_m;
         parts[i] = g[i].use_panel ? het_mm_panel_parts(&g[i], cp, &split_m) : het_mm_gemv_parts(&g[i], cp);
@@ -1100,16 +1126,42 @@ int het_cpu_mul_mat_group(const struct het_compute_params *cp, struct het_tensor
         else total += parts[i];
     }
     if (ng > 1) total = het_mm_group_parts(g, ng, cp, parts);
-    const bool slices = ng > 1 && het_mm_group_slices(g, ng, cp, parts, &total);
-    if (ng == 1) {
-        het_mm_run(&g[0], cp);
-        return 1;
+    s->slices = ng > 1 && het_mm_group_slices(g, ng, cp, parts, &total);
+    s->total = total;
+    het_mm_step_done(s, cp, ng, r ? 3 : 0);
+    return ng;
+}
+
+int het_cpu_mm_step_swiglu(const struct het_compute_params *cp, struct het_tensor *mm, struct het_cpu_mm_step *s,
+                           enum het_status *st)
+{
+    s->ng = s->used = 0;
+    *st = HET_ERR_INVALID;
+    if (!het_cpu_mul_mat_takes_swiglu(mm->src[1], mm)) return 2;
+    if (!het_mm_plan_call(&s->g[0], cp, mm, mm->src[1], NULL)) return 2;
+    *st = HET_OK;
+    het_mm_step_done(s, cp, 1, 1);
+    return 2;
+}
+
+int het_cpu_mm_step_run(const struct het_compute_params *cp, const struct het_cpu_mm_step *s, enum het_status *st)
+{
+    *st = HET_OK;
+    if (s->ng < 1 || s->ws > cp->wsize || (s->ws && !cp->wdata)) {
+        *st = HET_ERR_INVALID;
+        return s->used > 0 ? s->used : 1;
     }
+    const struct het_mm_plan *g = s->g;
+    if (s->ng == 1) {
+        het_mm_run(&g[0], cp);
+        return s->used;
+    }
+    const int64_t *parts = s->parts, total = s->total;
     bool ready = false;
     for (int64_t k = het_cpu_part_first(cp, total); k < total; k = het_cpu_part_next(cp, total, k)) {
         int i = 0;
         int64_t local = k;
-        if (slices) { /* run r: slice r of every member, one after the other */
+        if (s->slices) { /* run r: slice r of every member, one after the other */
             const int64_t len = total / cp->nth, r = k / len;
             int64_t j = k % len;
             while (j >= parts[i] / cp->nth) j -= parts[i++] / cp->nth;
@@ -1128,7 +1180,29 @@ int het_cpu_mul_mat_group(const struct het_compute_params *cp, struct het_tensor
             het_mm_gemv_part(p, cp, lo, hi);
         }
     }
+    return s->used;
+}
+
+int het_cpu_mm_step_nodes(const struct het_cpu_mm_step *s) { return s->used; }
+
+int het_cpu_mul_mat_group(const struct het_compute_params *cp, struct het_tensor *const *nodes, int n,
+                          const struct het_cpu_residual_norm *rn, enum het_status *st)
+{
+    _Alignas(64) unsigned char buf[HET_CPU_MM_STEP_BYTES];
+    struct het_cpu_mm_step *s = (struct het_cpu_mm_step *)(void *)buf;
+    const int ng = het_cpu_mm_step_group(cp, nodes, n, rn, s, st);
+    if (ng > 0 && *st == HET_OK) het_cpu_mm_step_run(cp, s, st);
     return ng;
+}
+
+enum het_status het_cpu_mul_mat_swiglu(const struct het_compute_params *cp, struct het_tensor *mm)
+{
+    _Alignas(64) unsigned char buf[HET_CPU_MM_STEP_BYTES];
+    struct het_cpu_mm_step *s = (struct het_cpu_mm_step *)(void *)buf;
+    enum het_status st;
+    het_cpu_mm_step_swiglu(cp, mm, s, &st);
+    if (st == HET_OK) het_cpu_mm_step_run(cp, s, &st);
+    return st;
 }
 
 /* ---- load-time repacking ------------------------------------------------------ */

@@ -130,16 +130,3 @@ void het_cpu_residual_norm_row(enum het_cpu_isa isa, const struct het_cpu_residu
     }
     if (store && r->y) rn_store(r->y, i1, i2, i3, y);
 }
-
-int het_cpu_residual_norm_run(const struct het_compute_params *p, struct het_tensor *const *nodes, int n,
-                              enum het_status *st)
-{
-    struct het_cpu_residual_norm r;
-    if (het_cpu_residual_norm_find(nodes, n, &r) == 0) return 0;
-    const int ng = het_cpu_mul_mat_group(p, nodes + 3, n - 3, &r, st);
-    if (ng > 0) return 3 + ng;
-    /* the matmul prepares its activations otherwise (F32 activations, more
-     * rows than a decode): the sum alone, and the nodes after it as nodes */
-    *st = het_cpu_add(p, nodes[0]);
-    return 1;
-}

@@ -82,6 +82,8 @@ struct het_device_stats {
     double   build_us;       /* wall time those builds took, microseconds                 */
     uint64_t n_splits_kept;  /* splits that ran on what the device decided about their nodes
                                 the last time (the same nodes, storage moved on only for views) */
+    uint64_t n_steps_kept;   /* of their steps, those run on plans the device made once for
+                                them (CPU: a decode's matmul steps)                           */
 };
 void het_device_get_stats(const het_device *dev, struct het_device_stats *out);
 /* How the device reaches the memory pool it holds: "dma-buf import",
