@@ -742,24 +742,29 @@ static void cpu_forget_splits(struct cpu_context *c)
     for (int i = 0; i < c->n_splits; i++) c->splits[i].kept.layout = 0;
 }
 
-/* The split's matmul steps planned ahead for its kept decisions, at every
- * node where one may start (the threads' walk decides where steps start;
- * a plan at a node no step starts from is never read). A planned step
- * holds while the decisions are kept and none of the nodes it looked at
- * changed (cpu_decide_kept drops those whose moving nodes did): what it
- * rests on, the nodes' shapes, storage and weights, the threads and the
- * kernels, changes otherwise only with the layout or when the device
- * forgets every split (new weights, F32 activations). Planned with the
- * scratch the split runs with (wsize only grows). false: no memory (the
- * split then runs without plans). */
+/* May a planned matmul step start at node i: a matmul, a residual norm's
+ * sum or a SWIGLU outside the runs of small nodes (het_cpu_mm_step_plan)? */
+static bool cpu_step_may_start(const struct cpu_split_state *s, const struct het_tensor *t, int i)
+{
+    return !s->solo[i] && (t->op == HET_OP_MUL_MAT || t->op == HET_OP_ADD || t->op == HET_OP_SWIGLU);
+}
+
+/* The split's matmul steps planned ahead for its kept decisions, where the
+ * threads' walk starts them: at each node that may start one, and after a
+ * planned step at the node past its last, as the walk goes on (a step the
+ * walk would start inside another's nodes, after a live step that ends
+ * there, runs live). A planned step holds while the decisions are kept and
+ * none of the nodes it looked at changed (cpu_decide_kept drops those
+ * whose moving nodes did): what it rests on, the nodes' shapes, storage
+ * and weights, the threads and the kernels, changes otherwise only with
+ * the layout or when the device forgets every split (new weights, F32
+ * activations). Planned with the scratch the split runs with (wsize only
+ * grows). false: no memory (the split then runs without plans). */
 static bool cpu_plan_steps(const struct cpu_context *c, struct cpu_split_state *s, struct het_tensor *const *nodes,
                            int n)
 {
     int want = 0;
-    for (int i = 0; i < n; i++) {
-        const enum het_op op = nodes[i]->op;
-        want += !s->solo[i] && (op == HET_OP_MUL_MAT || op == HET_OP_ADD || op == HET_OP_SWIGLU);
-    }
+    for (int i = 0; i < n; i++) want += cpu_step_may_start(s, nodes[i], i);
     if (n > s->cap_step_nodes) {
         const struct het_cpu_mm_step **at = realloc(s->step, sizeof *at * (size_t)n);
         if (!at) return false;
@@ -776,16 +781,15 @@ static bool cpu_plan_steps(const struct cpu_context *c, struct cpu_split_state *
         .ith = 0, .nth = c->n_threads, .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa, .f32_act = c->f32_act,
         .stream = c->stream.hint,
     };
-    int used = 0;
-    for (int i = 0; i < n; i++) {
-        s->step[i] = NULL;
-        const enum het_op op = nodes[i]->op;
-        if (s->solo[i] || (op != HET_OP_MUL_MAT && op != HET_OP_ADD && op != HET_OP_SWIGLU)) continue;
+    for (int i = 0; i < n; i++) s->step[i] = NULL;
+    for (int i = 0, used = 0; i < n; i++) {
+        if (!cpu_step_may_start(s, nodes[i], i)) continue;
         struct het_cpu_mm_step *st = (struct het_cpu_mm_step *)(void *)(s->step_pool + (size_t)used * HET_CPU_MM_STEP_BYTES);
         enum het_status status;
         if (het_cpu_mm_step_plan(&p, nodes + i, n - i, st, &status) > 0 && status == HET_OK) {
             s->step[i] = st;
             used++;
+            i += het_cpu_mm_step_nodes(st) - 1; /* the walk goes on after its nodes */
         }
     }
     return true;
