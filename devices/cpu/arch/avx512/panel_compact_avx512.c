@@ -256,25 +256,6 @@ HET_INLINE void het_q6c_blk(const struct het_panel_layout *l, const uint8_t *grp
     }
 }
 
-/* Q4KC: d*sc*da*sum(q*a) - dmin*m*s */
-HET_INLINE void het_q4kc_blk(const struct het_panel_layout *l, const uint8_t *grp, int64_t j, int64_t len,
-                             const uint8_t *const *a, int64_t b, __m512 *acc, const int NC, const bool vnni)
-{
-    __m512i s[4];
-#pragma GCC unroll 4
-    for (int c = 0; c < NC; c++) s[c] = _mm512_setzero_si512();
-    het_nib_dot(grp + 256 * j, NULL, a, b, s, s, NC, vnni);
-    const uint8_t *scm = grp + het_cpanel_sc_off(l, len) + 32 * j, *pd = grp + het_cpanel_d_off(l, len);
-    const __m512 dsc = _mm512_mul_ps(het_ld_h16(pd), het_ld_u8f(scm));
-    const __m512 dm = _mm512_mul_ps(het_ld_h16(pd + 32), het_ld_u8f(scm + 16));
-#pragma GCC unroll 4
-    for (int c = 0; c < NC; c++) {
-        const struct het_q8r_meta *m = HET_MT(a[c], HET_Q8R_BS, b);
-        acc[c] = het_fscale(acc[c], s[c], dsc, m->d);
-        acc[c] = _mm512_fnmadd_ps(dm, _mm512_set1_ps(m->s), acc[c]);
-    }
-}
-
 /* Quant bytes of one block of 16 rows, per compact kind. */
 HET_INLINE size_t het_cblk_bytes(enum het_panel_kind kind)
 {
@@ -289,16 +270,19 @@ HET_INLINE void het_cblk(const struct het_panel_layout *l, const uint8_t *grp, i
     switch (kind) {
     case HET_PANEL_Q40: het_q40_blk(l, grp, j, len, a, b, acc, NC, vnni); break;
     case HET_PANEL_Q80: het_q80_blk(l, grp, j, len, a, b, acc, NC, vnni); break;
-    case HET_PANEL_Q6C: het_q6c_blk(l, grp, j, len, a, b, acc, NC, vnni); break;
-    default:            het_q4kc_blk(l, grp, j, len, a, b, acc, NC, vnni); break;
+    default:            het_q6c_blk(l, grp, j, len, a, b, acc, NC, vnni); break;
     }
 }
 
-/* The K-quants' walker: every block of one panel against NC activation
- * rows, out[c*ldo + r], block by block. (Their groups of 8 and 16 blocks
- * unrolled as het_compact_t unrolls Q40's and Q80's made the blocks cheaper
- * from L2 but decode slower: a Q4_K_M file's Q6_K output matrix took 2774
- * instead of 2413 us a token, one CCD.) */
+/* Q6C's walker (the kind's groups are 16 blocks): every block of one panel
+ * against NC activation rows, out[c*ldo + r], block by block. Grouped as
+ * het_q4kc_t is (d once a super-block, the offsets constants) its blocks
+ * ran 83 -> 106-110 GB/s from L2 and L3 (bench_gemv, Zen 5), but decode
+ * tokens took 1.010-1.037x the time (Q6_K file, in-process A/B, one CCD;
+ * 1.026-1.057x asking 12-16 KB ahead, two CCDs) and 1.23-1.25x with the
+ * group's loop not unrolled. Unrolled as het_compact_t unrolls Q40's and
+ * Q80's: a Q4_K_M file's Q6_K output matrix 2774 instead of 2413 us a
+ * token, one CCD. Kept as it is. */
 HET_INLINE void het_compact_kq_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a,
                                  float *out, size_t ldo, const int NC, const enum het_panel_kind kind, const bool vnni,
                                  const enum het_ask ask)
@@ -324,6 +308,61 @@ HET_INLINE void het_compact_kq_t(const struct het_panel_layout *l, const uint8_t
     for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + ldo * (size_t)c, acc[c]);
 }
 
+/* Q4KC's walker, group by group: a group is 8 blocks of 256 quant bytes,
+ * their sc/m bytes (32 a block) and the rows' fp16 d and dmin (64), so d
+ * and dmin are read once a group instead of once a block, and the group's
+ * offsets are constants with the layout in locals (the compiler barrier
+ * after each block's loads then makes it reload nothing). A block adds
+ * d*sc*da*sum(q*a) - dmin*m*s, in the order the block-by-block walker
+ * did (the same floats). Every group is full: q4_K rows are whole
+ * super-blocks of 256. Zen 5, one thread (bench_gemv): from L2 70 ->
+ * 98-105 GB/s, from L3 70 -> 106-109; from memory (bench_stream -t 1)
+ * 0.93-0.95 -> 0.95-0.96 of a read of the same bytes. Decode tokens,
+ * in-process A/B (Q4_K_M file, new / old): two CCDs 0.976-1.004 (median
+ * 0.99), one CCD 0.995-1.016 (median 1.00): a thread that streams its own
+ * link's ~42 GB/s needs the faster blocks, one that shares a link does not. */
+HET_INLINE void het_q4kc_t(const struct het_panel_layout *lp, const uint8_t *panel, const uint8_t *const *ap,
+                           float *out, size_t ldo, const int NC, const bool vnni, const enum het_ask ask)
+{
+    enum { G = 8, BLK = 256, SCM = 32 };
+    const int64_t full = lp->nb / G;
+    const size_t gb = lp->grp_bytes; /* G * (BLK + SCM) + 64 */
+    const uint8_t *a[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) a[c] = ap[c];
+    const bool l2 = ask == HET_ASK_PANEL, nta = ask == HET_ASK_RUN_NTA;
+    const int pf_sc = (int)((gb - (size_t)G * BLK) / 64); /* the group's sc/m, d and dmin lines */
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
+    const uint8_t *grp = panel;
+    for (int64_t gi = 0; gi < full; gi++, grp += gb) {
+        const uint8_t *scm = grp + G * BLK, *pd = scm + G * SCM;
+        const __m512 d = het_ld_h16(pd), dmin = het_ld_h16(pd + 32);
+        for (int j = 0; j < G; j++) {
+            const int64_t b = gi * G + j;
+            __m512i s[4];
+#pragma GCC unroll 4
+            for (int c = 0; c < NC; c++) s[c] = _mm512_setzero_si512();
+            het_nib_dot(grp + BLK * j, NULL, a, b, s, s, NC, vnni);
+            const __m512 dsc = _mm512_mul_ps(d, het_ld_u8f(scm + SCM * j));
+            const __m512 dm = _mm512_mul_ps(dmin, het_ld_u8f(scm + SCM * j + 16));
+#pragma GCC unroll 4
+            for (int c = 0; c < NC; c++) {
+                const struct het_q8r_meta *m = HET_MT(a[c], HET_Q8R_BS, b);
+                acc[c] = het_fscale(acc[c], s[c], dsc, m->d);
+                acc[c] = _mm512_fnmadd_ps(dm, _mm512_set1_ps(m->s), acc[c]);
+            }
+            /* the block's own loads first: the compiler may not move them past this */
+            __asm__ volatile("" ::: "memory");
+            het_pf(grp + BLK * j, BLK / 64, HET_PF_AHEAD_DECODE, l2, nta);
+        }
+        het_pf(grp + G * BLK, pf_sc, HET_PF_AHEAD_DECODE, l2, nta);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + ldo * (size_t)c, acc[c]);
+}
+
 /* The compact walker: every block of one panel against NC activation rows,
  * out[c*ldo + r]. Q40 and Q80 go group by group, a full group's 4 blocks
  * unrolled, the layout and the row pointers in locals: a block's offsets
@@ -337,7 +376,11 @@ HET_INLINE void het_compact_t(const struct het_panel_layout *lp, const uint8_t *
                               float *out, size_t ldo, const int NC, const enum het_panel_kind kind, const bool vnni,
                               const enum het_ask ask)
 {
-    if (kind == HET_PANEL_Q6C || kind == HET_PANEL_Q4KC) {
+    if (kind == HET_PANEL_Q4KC) {
+        het_q4kc_t(lp, panel, ap, out, ldo, NC, vnni, ask);
+        return;
+    }
+    if (kind == HET_PANEL_Q6C) {
         het_compact_kq_t(lp, panel, ap, out, ldo, NC, kind, vnni, ask);
         return;
     }
