@@ -8,9 +8,11 @@
  *
  * Compact kernels serve decode: every weight byte is read once per token in
  * one forward stream, so each block asks for its lines some KB
- * ahead and the arithmetic stays well under the memory time. One walker
- * (het_compact_t) goes over the blocks of a panel for every kind; what
- * differs per kind is one step, a block's dequantise-and-dot (het_*_blk).
+ * ahead and the arithmetic stays well under the memory time. One entry
+ * (het_compact_t) goes over the blocks of a panel for every kind: Q40 and
+ * Q80 group by group with a block's dequantise-and-dot per kind
+ * (het_*_blk), Q6C block by block (het_compact_kq_t), Q4KC group by group
+ * with the group's scales read once (het_q4kc_t).
  * Wide kernels serve prefill the same way: one walker for Q40 and Q80
  * (het_wide_t) and one for the K-quants (het_wide_kq_t), with the kind's
  * offsets and scales, and one expansion walker (het_xexpand_t).
