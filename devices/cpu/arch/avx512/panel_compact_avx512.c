@@ -11,7 +11,7 @@
  * ahead and the arithmetic stays well under the memory time. One entry
  * (het_compact_t) goes over the blocks of a panel for every kind: Q40 and
  * Q80 group by group with a block's dequantise-and-dot per kind
- * (het_*_blk), Q6C block by block (het_compact_kq_t), Q4KC group by group
+ * (het_*_blk), Q6C block by block (het_q6c_t), Q4KC group by group
  * with the group's scales read once (het_q4kc_t).
  * Wide kernels serve prefill the same way: one walker for Q40 and Q80
  * (het_wide_t) and one for the K-quants (het_wide_kq_t), with the kind's
@@ -264,15 +264,14 @@ HET_INLINE size_t het_cblk_bytes(enum het_panel_kind kind)
     return kind == HET_PANEL_Q80 ? 512 : kind == HET_PANEL_Q6C ? 384 : 256;
 }
 
-/* One compact block (het_*_blk) of kind. */
+/* One Q40 or Q80 block (het_*_blk) of kind. */
 HET_INLINE void het_cblk(const struct het_panel_layout *l, const uint8_t *grp, int64_t j, int64_t len,
                          const uint8_t *const *a, int64_t b, __m512 *acc, const int NC, const enum het_panel_kind kind,
                          const bool vnni)
 {
     switch (kind) {
     case HET_PANEL_Q40: het_q40_blk(l, grp, j, len, a, b, acc, NC, vnni); break;
-    case HET_PANEL_Q80: het_q80_blk(l, grp, j, len, a, b, acc, NC, vnni); break;
-    default:            het_q6c_blk(l, grp, j, len, a, b, acc, NC, vnni); break;
+    default:            het_q80_blk(l, grp, j, len, a, b, acc, NC, vnni); break;
     }
 }
 
@@ -285,26 +284,22 @@ HET_INLINE void het_cblk(const struct het_panel_layout *l, const uint8_t *grp, i
  * group's loop not unrolled. Unrolled as het_compact_t unrolls Q40's and
  * Q80's: a Q4_K_M file's Q6_K output matrix 2774 instead of 2413 us a
  * token, one CCD. Kept as it is. */
-HET_INLINE void het_compact_kq_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a,
-                                 float *out, size_t ldo, const int NC, const enum het_panel_kind kind, const bool vnni,
-                                 const enum het_ask ask)
+HET_INLINE void het_q6c_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a, float *out,
+                          size_t ldo, const int NC, const bool vnni, const enum het_ask ask)
 {
-    const int64_t G = kind == HET_PANEL_Q6C ? 16 : 8; /* == l->grp */
-    const size_t blk = het_cblk_bytes(kind);
+    enum { G = 16, BLK = 384 }; /* == l->grp, het_cblk_bytes(HET_PANEL_Q6C) */
     /* lines of a block's quants; the last block also asks for the group's scales */
-    const int pf = (int)(blk / 64), pf_last = (int)((l->grp_bytes - (size_t)G * blk) / 64) + pf;
+    const int pf = BLK / 64, pf_last = (int)((l->grp_bytes - (size_t)G * BLK) / 64) + pf;
     __m512 acc[4];
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < l->nb; b++) {
         const int64_t gi = b / G, j = b % G, len = het_cpanel_len(l, gi);
         const uint8_t *grp = het_cpanel_grp(l, panel, gi);
-        het_cblk(l, grp, j, len, a, b, acc, NC, kind, vnni);
+        het_q6c_blk(l, grp, j, len, a, b, acc, NC, vnni);
         /* the block's own loads first: the compiler may not move them past this */
         __asm__ volatile("" ::: "memory");
-        het_pf(grp + blk * (size_t)j, j == G - 1 ? pf_last : pf,
-               kind == HET_PANEL_Q6C ? HET_PF_AHEAD_Q6C : HET_PF_AHEAD_DECODE,
-               ask == HET_ASK_PANEL && kind != HET_PANEL_Q6C, ask == HET_ASK_RUN_NTA);
+        het_pf(grp + BLK * (size_t)j, j == G - 1 ? pf_last : pf, HET_PF_AHEAD_Q6C, false, ask == HET_ASK_RUN_NTA);
     }
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + ldo * (size_t)c, acc[c]);
@@ -383,7 +378,7 @@ HET_INLINE void het_compact_t(const struct het_panel_layout *lp, const uint8_t *
         return;
     }
     if (kind == HET_PANEL_Q6C) {
-        het_compact_kq_t(lp, panel, ap, out, ldo, NC, kind, vnni, ask);
+        het_q6c_t(lp, panel, ap, out, ldo, NC, vnni, ask);
         return;
     }
     const int64_t G = 4; /* == l->grp */
