@@ -2,7 +2,8 @@
 # test.sh — set everything up on a fresh Debian 12 machine and run the whole
 # test suite: a -Werror build and ctest, the same suite under
 # AddressSanitizer + UndefinedBehaviorSanitizer, and a short libFuzzer run of
-# the GGUF reader and the profile cache readers over their committed corpora.
+# the GGUF reader, the profile cache readers and the server's request handling
+# over their committed corpora.
 #   HET_TEST_QUICK=1 ./test.sh   skips the sanitizer and fuzz stages.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -53,4 +54,10 @@ echo "== fuzz the profile cache readers: profiles and refusal records (30 s)"
 cmake --build build-fuzz -j"$jobs" --target fuzz_profile_cache >/dev/null
 mkdir -p build-fuzz/corpus-profile
 ./build-fuzz/fuzz_profile_cache -max_total_time=30 -rss_limit_mb=2048 build-fuzz/corpus-profile fuzz/corpus/profile
+echo "fuzz: no crash in 30 s"
+
+echo "== fuzz the server's request handling: JSON, validation, templates, responses (30 s)"
+cmake --build build-fuzz -j"$jobs" --target fuzz_serve_api >/dev/null
+mkdir -p build-fuzz/corpus-serve
+./build-fuzz/fuzz_serve_api -max_total_time=30 -rss_limit_mb=2048 build-fuzz/corpus-serve fuzz/corpus/serve
 echo "fuzz: no crash in 30 s"
