@@ -43,21 +43,16 @@ skip_san="serve_load|pool_cli"
     ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j"$jobs" -E "$vk_tests|$skip_san" &&
     ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -j"$jobs" -R "$vk_tests")
 
-echo "== fuzz the GGUF reader (60 s)"
+# fuzz TARGET SECONDS CORPUS SEEDS LABEL: a libFuzzer target of build-fuzz run
+# for SECONDS over its committed seeds, growing its corpus in build-fuzz/CORPUS.
+fuzz() {
+    echo "== fuzz $5 ($2 s)"
+    cmake --build build-fuzz -j"$jobs" --target "$1" >/dev/null
+    mkdir -p "build-fuzz/$3"
+    "./build-fuzz/$1" -max_total_time="$2" -rss_limit_mb=2048 "build-fuzz/$3" "$4"
+    echo "fuzz: no crash in $2 s"
+}
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHET_FUZZ=ON -DHET_VULKAN=OFF >/dev/null
-cmake --build build-fuzz -j"$jobs" --target fuzz_gguf >/dev/null
-mkdir -p build-fuzz/corpus
-./build-fuzz/fuzz_gguf -max_total_time=60 -rss_limit_mb=2048 build-fuzz/corpus fuzz/corpus/gguf
-echo "fuzz: no crash in 60 s"
-
-echo "== fuzz the profile cache readers: profiles and refusal records (30 s)"
-cmake --build build-fuzz -j"$jobs" --target fuzz_profile_cache >/dev/null
-mkdir -p build-fuzz/corpus-profile
-./build-fuzz/fuzz_profile_cache -max_total_time=30 -rss_limit_mb=2048 build-fuzz/corpus-profile fuzz/corpus/profile
-echo "fuzz: no crash in 30 s"
-
-echo "== fuzz the server's request handling: JSON, validation, templates, responses (30 s)"
-cmake --build build-fuzz -j"$jobs" --target fuzz_serve_api >/dev/null
-mkdir -p build-fuzz/corpus-serve
-./build-fuzz/fuzz_serve_api -max_total_time=30 -rss_limit_mb=2048 build-fuzz/corpus-serve fuzz/corpus/serve
-echo "fuzz: no crash in 30 s"
+fuzz fuzz_gguf 60 corpus fuzz/corpus/gguf "the GGUF reader"
+fuzz fuzz_profile_cache 30 corpus-profile fuzz/corpus/profile "the profile cache readers: profiles and refusal records"
+fuzz fuzz_serve_api 30 corpus-serve fuzz/corpus/serve "the server's request handling: JSON, validation, templates, responses"
