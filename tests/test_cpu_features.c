@@ -89,7 +89,7 @@ static void refused_env(void)
 {
     refused("HET_CPU_ISA", "avx3");
     refused("HET_CPU_ISA", "AVX2");
-    refused("HET_CPU_STREAM", "t1");
+    refused("HET_CPU_STREAM", "t2");
 }
 
 int main(void)

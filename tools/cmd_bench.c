@@ -392,11 +392,11 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
     }
     size_t wbytes = het_model_weight_bytes(s->model);
     double bound = bw > 0 ? bw * 1e9 / (double)dbytes : 0;
-    /* how the CPU's decode runs asked ahead (cpu_stream.c): NTA or T0 by the threads' placement */
+    /* how the CPU's decode runs asked ahead (cpu_stream.c): the hints raced, by the threads' placement */
     struct het_cpu_stream_stats cs = { 0 };
     bool have_cs = false;
     for (int i = 0; i < s->n_devices && !have_cs; i++)
-        have_cs = het_cpu_device_stream_stats(s->devices[i], &cs) == HET_OK && cs.splits_nta + cs.splits_t0 > 0;
+        have_cs = het_cpu_device_stream_stats(s->devices[i], &cs) == HET_OK && cs.splits_nta + cs.splits_t0 + cs.splits_t1 > 0;
     const char *dev = hr_device_list(o);
     if (o->json) {
         /* paths and device lists as JSON strings (a quote in a file name stays valid JSON) */
@@ -444,9 +444,10 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
         else if (hand_tried) /* the threads never ran at once long enough (a busy machine) */
             printf(",\"handoff_ns\":null,\"handoff_ns_min\":null,\"handoff_ns_max\":null");
         if (have_cs)
-            printf(",\"cpu_stream_splits_nta\":%llu,\"cpu_stream_splits_t0\":%llu,\"cpu_stream_handoff_ns\":%.0f,"
-                   "\"cpu_stream_fixed\":%s",
-                   (unsigned long long)cs.splits_nta, (unsigned long long)cs.splits_t0, cs.handoff_ns,
+            printf(",\"cpu_stream_splits_nta\":%llu,\"cpu_stream_splits_t0\":%llu,\"cpu_stream_splits_t1\":%llu,"
+                   "\"cpu_stream_races\":%llu,\"cpu_stream_handoff_ns\":%.0f,\"cpu_stream_fixed\":%s",
+                   (unsigned long long)cs.splits_nta, (unsigned long long)cs.splits_t0,
+                   (unsigned long long)cs.splits_t1, (unsigned long long)cs.races, cs.handoff_ns,
                    cs.fixed ? "true" : "false");
         if (o->load)
             printf(",\"load\":%d,\"pp_load_tps\":%.2f,\"pp_load_tps_min\":%.2f,\"pp_load_tps_max\":%.2f,"
@@ -496,13 +497,18 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
             if (o->load) print_csw(&tg);
             printf("\n");
             if (have_cs) {
-                printf("stream the CPU's shared splits asked for the weights ahead with T0 in %llu, with NTA in %llu (",
-                       (unsigned long long)cs.splits_t0, (unsigned long long)cs.splits_nta);
+                printf("stream the CPU's shared splits asked for the weights ahead with T1 in %llu, T0 in %llu, NTA in "
+                       "%llu (",
+                       (unsigned long long)cs.splits_t1, (unsigned long long)cs.splits_t0,
+                       (unsigned long long)cs.splits_nta);
                 if (cs.fixed) printf("fixed by HET_CPU_STREAM)\n");
                 else if (cs.handoff_ns > 0)
-                    printf("by the hand-off between its threads, last %.0f ns: T0 from %.0f ns, two last-level caches)\n",
+                    printf("the fastest in %llu rounds that raced them; threads %s by their hand-off, last %.0f ns, far "
+                           "from %.0f)\n",
+                           (unsigned long long)cs.races, cs.handoff_ns >= cs.far_ns ? "far apart" : "near",
                            cs.handoff_ns, cs.far_ns);
-                else printf("the hand-off between its threads not measured: NTA)\n");
+                else printf("the fastest in %llu rounds that raced them; the threads' hand-off not measured)\n",
+                            (unsigned long long)cs.races);
             }
             printf("sample %8.0f us/token (temp %g, top-k %d, top-p %g over %d tokens: %.1f%% of a %s token); "
                    "the server's default (no top-k, top-p 1, temp 1): %.0f us\n",

@@ -148,6 +148,7 @@ struct cpu_split_state {
     struct het_tensor *const *nodes; /* the split whose state this is (its node list),  */
     int             n;               /* and its length                                  */
     uint64_t        last_run;   /* the device's split count when it last ran            */
+    double          stream_bytes; /* decode weights its matmuls stream (cpu_stream_bytes) */
 };
 
 #define CPU_SPLITS_KEPT 256
@@ -570,6 +571,20 @@ static bool cpu_kept_room(struct cpu_kept *k, int n)
     return true;
 }
 
+/* Bytes of weights the split's decode matmuls stream (at most 4 rows of
+ * activations: runs of load-time panels, whose hint cpu_stream.c races),
+ * the measure its time is taken per. */
+static double cpu_stream_bytes(struct het_tensor *const *nodes, int n)
+{
+    double b = 0;
+    for (int i = 0; i < n; i++) {
+        const struct het_tensor *t = nodes[i];
+        if (t->op != HET_OP_MUL_MAT || !(t->src[0]->flags & HET_TENSOR_FLAG_WEIGHT)) continue;
+        if (t->src[1]->ne[1] * t->src[1]->ne[2] * t->src[1]->ne[3] <= 4) b += (double)het_nbytes(t->src[0]);
+    }
+    return b;
+}
+
 /* Every decision about nodes[0..n) made anew (*need: scratch bytes, *work:
  * the nodes' work), and kept under a nonzero layout for the next run, with
  * what may have to be decided again then: the moving nodes (cpu_node_moves;
@@ -619,6 +634,7 @@ static void cpu_decide(struct cpu_context *c, struct cpu_split_state *s, uint64_
         k->moved[k->n_moved++] = (struct cpu_kept_node){ i, cpu_node_geometry(nodes[i]), w, nw, 0 };
     }
     for (int i = 0; i < n; i += len[i]) cpu_whole_run(s, i, len[i]);
+    s->stream_bytes = cpu_stream_bytes(nodes, n);
     for (int m = 0; keep && m < k->n_moved; m++) k->moved[m].solo = s->solo[k->moved[m].i];
     /* each run of small nodes: its parts */
     for (int i = 0, e, m = 0; i < n; i = e) {
@@ -849,10 +865,11 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         s->ahead_set = true;
         if (s->kept.layout && !s->steps_set) s->steps_set = cpu_plan_steps(c, s, nodes, n);
         j.steps = s->kept.layout && s->steps_set ? s->step : NULL;
+        const double t_run = het_now_us();
         het_cpu_pool_run(c->threads, cpu_split_run, &j);
         dev->stats.n_steps_kept += j.n_steps_kept;
         c->last_split_us = het_now_us();
-        het_cpu_stream_update(&c->stream, j.handoff_ns, j.handoff_n);
+        het_cpu_stream_update(&c->stream, j.handoff_ns, j.handoff_n, 1e3 * (c->last_split_us - t_run), s->stream_bytes);
     }
     if (prof) het_cpu_profile_add_split(prof, het_cpu_profile_now_us(prof) - t_split - j.t_nodes);
     const uint64_t sf = atomic_load(&j.solo_failed);
@@ -1238,6 +1255,8 @@ enum het_status het_cpu_device_stream_stats(const het_device *dev, struct het_cp
     const struct cpu_context *c = dev->context;
     out->splits_nta = c->stream.splits[HET_CPU_STREAM_NTA];
     out->splits_t0 = c->stream.splits[HET_CPU_STREAM_T0];
+    out->splits_t1 = c->stream.splits[HET_CPU_STREAM_T1];
+    out->races = c->stream.races;
     out->handoff_ns = c->stream.handoff_ns;
     out->far_ns = het_cpu_stream_far_ns();
     out->fixed = c->stream.mode == HET_CPU_STREAM_FIXED;

@@ -96,9 +96,10 @@ void het_cpu_worker_init(struct het_cpu_worker *w, struct het_cpu_sync *s);
 /* How decode's runs of load-time panels (every weight byte read once a
  * token) ask for the lines ahead of them. NTA keeps the lines out of L2 and
  * L3 on their way out (the KV cache and the small nodes' vectors stay);
- * T0 asks for them as plain lines. Which streams faster depends on where
- * the device's threads run (cpu_stream.c); the arithmetic is the same. */
-enum het_cpu_stream { HET_CPU_STREAM_NTA, HET_CPU_STREAM_T0, HET_CPU_STREAM_COUNT };
+ * T0 asks for them as plain lines, T1 into L2. Which streams fastest
+ * depends on the machine and on where the device's threads run: the device
+ * races them (cpu_stream.c); the arithmetic is the same. */
+enum het_cpu_stream { HET_CPU_STREAM_NTA, HET_CPU_STREAM_T0, HET_CPU_STREAM_T1, HET_CPU_STREAM_COUNT };
 
 struct het_compute_params {
     int              ith;    /* this thread's index, 0 <= ith < nth     */

@@ -1,38 +1,65 @@
 /*
  * cpu_stream.h — the hint decode's weight stream asks ahead with, chosen
- * from where the CPU device's threads run (cpu_stream.c).
+ * by racing the hints against each other on the device's own splits, for
+ * each placement of its threads (cpu_stream.c).
  */
 #ifndef HET_CPU_STREAM_H
 #define HET_CPU_STREAM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "devices/cpu/cpu_ops.h"
 #include "het/status.h"
 
-/* auto: from the threads' hand-off; nta, t0: fixed (HET_CPU_STREAM) */
+/* auto: raced; nta, t0, t1: fixed (HET_CPU_STREAM) */
 enum het_cpu_stream_mode { HET_CPU_STREAM_AUTO, HET_CPU_STREAM_FIXED };
 
+/* One placement's race (near: the threads share a last-level cache, far:
+ * they do not). A round runs each hint still in it on two splits, in the
+ * order best, others, others reversed, best; the least time per streamed
+ * byte of each hint's two decides the best, and a hint slower than that by
+ * more than the drop margin sits out the next rounds. */
+struct het_cpu_stream_race {
+    enum het_cpu_stream best;                       /* what splits run with between rounds   */
+    bool                in[HET_CPU_STREAM_COUNT];   /* racing in the next round              */
+    enum het_cpu_stream order[HET_CPU_STREAM_COUNT]; /* this round's hints, best first       */
+    int                 n_order;
+    int                 at;                         /* the next split's place in it (-1: none) */
+    double              least[HET_CPU_STREAM_COUNT]; /* this round's ns per streamed MB      */
+    uint32_t            since;                      /* timed splits since the last round     */
+    uint32_t            rounds;                     /* rounds begun (with or without a race) */
+};
+
 struct het_cpu_stream_choice {
-    enum het_cpu_stream_mode mode;
-    enum het_cpu_stream      hint;       /* for the next split                          */
-    double                   handoff_ns; /* the measure the hint rests on (0: none yet) */
-    int64_t                  last[3];    /* the last three splits' measures, ns,       */
-    int                      n_last;     /* how many of them there are (<= 3),         */
-    int                      at;         /* and where the next goes                    */
-    uint64_t                 splits[HET_CPU_STREAM_COUNT]; /* shared splits run with each */
+    enum het_cpu_stream_mode   mode;
+    enum het_cpu_stream        hint;       /* for the next split                          */
+    bool                       far;        /* the placement it was chosen for             */
+    double                     handoff_ns; /* the measure the placement rests on (0: none yet) */
+    int64_t                    last[3];    /* the last three splits' measures, ns,       */
+    int                        n_last;     /* how many of them there are (<= 3),         */
+    int                        at;         /* and where the next goes                    */
+    uint64_t                   splits[HET_CPU_STREAM_COUNT]; /* shared splits run with each */
+    uint64_t                   races;      /* rounds begun that race two hints or more    */
+    struct het_cpu_stream_race race[2];    /* [far]                                       */
 };
 
 /* The choice as HET_CPU_STREAM says (env: its value, NULL or "" for auto):
- * "auto", "nta" or "t0"; anything else is an error naming the value. */
+ * "auto", "nta", "t0" or "t1"; anything else is an error naming the value. */
 enum het_status het_cpu_stream_init(struct het_cpu_stream_choice *s, const char *env, het_error *err);
-/* A shared split ran with s->hint; its caller saw n step closes while
- * spinning, the quickest min_ns after its closer stamped it. Chooses the
- * hint for the next split. */
-void het_cpu_stream_update(struct het_cpu_stream_choice *s, int64_t min_ns, int n);
+/* A shared split ran with s->hint for split_ns, streaming stream_bytes of
+ * decode weights (0: it streamed none worth timing); its caller saw n step
+ * closes while spinning, the quickest min_ns after its closer stamped it.
+ * Chooses the hint for the next split. */
+void het_cpu_stream_update(struct het_cpu_stream_choice *s, int64_t min_ns, int n, double split_ns,
+                           double stream_bytes);
 const char *het_cpu_stream_name(enum het_cpu_stream hint);
 /* The least close-to-seen time, ns, from which the threads count as far
  * apart (two last-level caches). */
 double het_cpu_stream_far_ns(void);
+/* Splits a placement runs with its best hint between two rounds, and the
+ * least streamed bytes that make a split's time count. */
+int    het_cpu_stream_round_every(void);
+double het_cpu_stream_min_bytes(void);
 
 #endif /* HET_CPU_STREAM_H */

@@ -103,13 +103,15 @@ int         het_cpu_device_n_threads(const het_device *dev); /* 0: not a CPU dev
 enum het_status het_cpu_device_set_f32_activations(het_device *dev, bool on, het_error *err);
 
 /* How the CPU device's decode runs asked for the weight lines ahead of
- * them: with NTA (kept out of the caches on their way out) or T0, chosen
- * split by split from the hand-off the device measures between its own
- * threads (T0 when they sit on two last-level caches), or fixed by the
- * environment variable HET_CPU_STREAM=nta|t0|auto. Counts since the device
- * was made. */
+ * them: with NTA (kept out of the caches on their way out), T0 or T1 (into
+ * L2), whichever its own decode splits ran fastest with in rounds that race
+ * the hints (one race for threads that share a last-level cache, one for
+ * threads that do not, by the hand-off the device measures between them),
+ * or fixed by the environment variable HET_CPU_STREAM=nta|t0|t1|auto.
+ * Counts since the device was made. */
 struct het_cpu_stream_stats {
-    uint64_t splits_nta, splits_t0; /* shared splits run asking each way              */
+    uint64_t splits_nta, splits_t0, splits_t1; /* shared splits run asking each way   */
+    uint64_t races;                 /* rounds begun that race two hints or more      */
     double   handoff_ns;            /* the measure the last choice rests on (0: none) */
     double   far_ns;                /* from which the threads count as far apart     */
     bool     fixed;                 /* HET_CPU_STREAM chose, not the measure         */

@@ -45,7 +45,8 @@ HET_INLINE __m256i het_bc4(const void *p)
  * Zen 4 at this level, tokens then took 0.985-0.993x the time (Q4_0),
  * 0.992-0.997x (Q6_K), 0.981-0.992x (Q8_0), 1.000-1.003x (Q4_K_M) of
  * asking before them (see panel_compact_avx512.c). Runs of load-time
- * panels ask with NTA, as at the AVX-512 level (why there): Zen 5 at this
+ * panels ask with the hint the device's race chose, as at the AVX-512
+ * level (cpu_stream.c); NTA against T0 on Zen 5 at this
  * level, token time NTA / T0 hints in one process, medians of 95 pairs of
  * 8-token blocks, Q4_0 0.981-1.002 (six runs, median 0.986), Q4_K_M
  * 0.978-0.983, Q6_K 0.981-0.982, Q8_0 0.972-0.974. */
@@ -53,11 +54,13 @@ HET_INLINE __m256i het_bc4(const void *p)
 
 /* Called once the block's loads are written: the compiler may not move
  * them past the barrier. */
-HET_INLINE void het_prefetch_ahead(const uint8_t *p, int lines, const bool nta)
+HET_INLINE void het_prefetch_ahead(const uint8_t *p, int lines, const enum het_cpu_stream hint)
 {
     __asm__ volatile("" ::: "memory");
-    if (nta)
+    if (hint == HET_CPU_STREAM_NTA)
         for (int i = 0; i < lines; i++) _mm_prefetch((const char *)p + HET_PF_AHEAD + 64 * i, _MM_HINT_NTA);
+    else if (hint == HET_CPU_STREAM_T1)
+        for (int i = 0; i < lines; i++) _mm_prefetch((const char *)p + HET_PF_AHEAD + 64 * i, _MM_HINT_T1);
     else
         for (int i = 0; i < lines; i++) _mm_prefetch((const char *)p + HET_PF_AHEAD + 64 * i, _MM_HINT_T0);
 }
@@ -155,7 +158,7 @@ HET_INLINE void het_q80_blk(const uint8_t *grp, size_t d_off, int64_t j, const u
  * for its lines after its loads; a group's last block also for the
  * group's scales (one line). */
 HET_INLINE void het_c4_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *ap, float *out,
-                         size_t ldo, const int NC, const bool q80, const bool nta)
+                         size_t ldo, const int NC, const bool q80, const enum het_cpu_stream hint)
 {
     const size_t blk = q80 ? 256 : 128, grp_bytes = l->grp_bytes;
     const int pf = q80 ? 4 : 2;
@@ -172,29 +175,29 @@ HET_INLINE void het_c4_t(const struct het_panel_layout *l, const uint8_t *panel,
         for (int64_t j = 0; j < 4; j++) {
             if (q80) het_q80_blk(grp, 4 * blk, j, a, 4 * gi + j, acc, NC);
             else het_q40_blk(grp, 4 * blk, j, a, 4 * gi + j, acc, NC);
-            het_prefetch_ahead(grp + blk * (size_t)j, j == 3 ? pf + 1 : pf, nta);
+            het_prefetch_ahead(grp + blk * (size_t)j, j == 3 ? pf + 1 : pf, hint);
         }
     }
     const int64_t len = nb - 4 * full; /* a last group of fewer blocks */
     for (int64_t j = 0; j < len; j++) {
         if (q80) het_q80_blk(grp, (size_t)len * blk, j, a, 4 * full + j, acc, NC);
         else het_q40_blk(grp, (size_t)len * blk, j, a, 4 * full + j, acc, NC);
-        het_prefetch_ahead(grp + blk * (size_t)j, pf, nta);
+        het_prefetch_ahead(grp + blk * (size_t)j, pf, hint);
     }
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) _mm256_storeu_ps(out + ldo * (size_t)c, acc[c]);
 }
 
 HET_INLINE void het_q40_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a,
-                          float *out, size_t ldo, const int NC, const bool nta)
+                          float *out, size_t ldo, const int NC, const enum het_cpu_stream hint)
 {
-    het_c4_t(l, panel, a, out, ldo, NC, false, nta);
+    het_c4_t(l, panel, a, out, ldo, NC, false, hint);
 }
 
 HET_INLINE void het_q80_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a,
-                          float *out, size_t ldo, const int NC, const bool nta)
+                          float *out, size_t ldo, const int NC, const enum het_cpu_stream hint)
 {
-    het_c4_t(l, panel, a, out, ldo, NC, true, nta);
+    het_c4_t(l, panel, a, out, ldo, NC, true, hint);
 }
 
 /* ---- Q6C: 8 rows of q6_K ---------------------------------------------------------
@@ -215,7 +218,7 @@ HET_INLINE __m256i het_q6_hi(__m256i qh, int g)
 }
 
 HET_INLINE void het_q6c_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a,
-                          float *out, size_t ldo, const int NC, const bool nta)
+                          float *out, size_t ldo, const int NC, const enum het_cpu_stream hint)
 {
     const size_t bs = HET_Q8R_BS;
     /* int8 scale pairs (lo, hi) of rows 0..7 -> (lo, lo) and (hi, hi) */
@@ -248,7 +251,7 @@ HET_INLINE void het_q6c_t(const struct het_panel_layout *l, const uint8_t *panel
             const __m256i i = _mm256_add_epi32(_mm256_madd_epi16(sl[c], scl), _mm256_madd_epi16(sh[c], sch));
             acc[c] = het_fscale(acc[c], i, dv, &HET_MT(a[c], bs, b)->d);
         }
-        het_prefetch_ahead(pb, j == 15 ? 8 : 3, nta);
+        het_prefetch_ahead(pb, j == 15 ? 8 : 3, hint);
     }
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) _mm256_storeu_ps(out + ldo * (size_t)c, acc[c]);
@@ -259,9 +262,9 @@ HET_INLINE void het_q6c_t(const struct het_panel_layout *l, const uint8_t *panel
  * 8 rows; the low and the high groups sum in two s16 chains, which keeps
  * U4's bound (30480). Value d*q + c: acc + d * da * sum(q*a) + c * s. */
 HET_INLINE void het_u4n_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *a, float *out,
-                          size_t ldo, const int NC, const bool nta)
+                          size_t ldo, const int NC, const enum het_cpu_stream hint)
 {
-    (void)nta; /* this walker asks for nothing ahead */
+    (void)hint; /* this walker asks for nothing ahead */
     const size_t bs = HET_Q8R_BS;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[4];
@@ -297,7 +300,7 @@ HET_INLINE __m256 het_ld_u8x8(const uint8_t *p)
 }
 
 HET_INLINE void het_q4kc_t(const struct het_panel_layout *l, const uint8_t *panel, const uint8_t *const *ap,
-                           float *out, size_t ldo, const int NC, const bool nta)
+                           float *out, size_t ldo, const int NC, const enum het_cpu_stream hint)
 {
     /* every group is full (q4_K rows are whole super-blocks of 8 blocks):
      * its offsets are constants, and with the row pointers in locals the
@@ -334,9 +337,9 @@ HET_INLINE void het_q4kc_t(const struct het_panel_layout *l, const uint8_t *pane
                 acc[c] = het_fscale(acc[c], _mm256_madd_epi16(s[c], ones), dsc, &m->d);
                 acc[c] = _mm256_fnmadd_ps(dm, _mm256_broadcast_ss(&m->s), acc[c]);
             }
-            het_prefetch_ahead(pb, BLK / 64, nta);
+            het_prefetch_ahead(pb, BLK / 64, hint);
         }
-        het_prefetch_ahead(grp + G * BLK, 3, nta); /* the group's sc/m, d and dmin lines */
+        het_prefetch_ahead(grp + G * BLK, 3, hint); /* the group's sc/m, d and dmin lines */
     }
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) _mm256_storeu_ps(out + ldo * (size_t)c, acc[c]);
@@ -347,23 +350,23 @@ HET_INLINE void het_q4kc_t(const struct het_panel_layout *l, const uint8_t *pane
               float *out)                                                                            \
     {                                                                                                \
         switch (nc) {                                                                                \
-        case 1: body(l, panel, a, out, 8, 1, false); break;                                          \
-        case 2: body(l, panel, a, out, 8, 2, false); break;                                          \
-        case 3: body(l, panel, a, out, 8, 3, false); break;                                          \
-        default: body(l, panel, a, out, 8, 4, false); break;                                         \
+        case 1: body(l, panel, a, out, 8, 1, HET_CPU_STREAM_T0); break;                                          \
+        case 2: body(l, panel, a, out, 8, 2, HET_CPU_STREAM_T0); break;                                          \
+        case 3: body(l, panel, a, out, 8, 3, HET_CPU_STREAM_T0); break;                                          \
+        default: body(l, panel, a, out, 8, 4, HET_CPU_STREAM_T0); break;                                         \
         }                                                                                            \
     }
 
 /* np consecutive panels in one call (decode: no per-panel call, the
- * results go straight to dst rows), asking ahead with NTA, or with T0 when
- * the device asks for it (one instance of the walker each way: the hint is
- * a constant inside it). */
-#define HET_COMPACT_RUN_NC(body, nta)                                                                \
+ * results go straight to dst rows), asking ahead with the hint the device
+ * chose (NTA, T0 or T1; one instance of the walker each way: the hint is a
+ * constant inside it). */
+#define HET_COMPACT_RUN_NC(body, hint)                                                                \
     switch (nc) {                                                                                    \
-    case 1: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 1, nta); break; \
-    case 2: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 2, nta); break; \
-    case 3: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 3, nta); break; \
-    default: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 4, nta); break; \
+    case 1: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 1, hint); break; \
+    case 2: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 2, hint); break; \
+    case 3: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 3, hint); break; \
+    default: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 4, hint); break; \
     }
 #define HET_COMPACT_RUN(name, body)                                                                  \
     void name(const struct het_panel_layout *l, const void *panel, size_t stride, int64_t np,        \
@@ -371,9 +374,11 @@ HET_INLINE void het_q4kc_t(const struct het_panel_layout *l, const uint8_t *pane
     {                                                                                                \
         const uint8_t *pp = panel;                                                                   \
         if (stream == HET_CPU_STREAM_T0) {                                                           \
-            HET_COMPACT_RUN_NC(body, false)                                                          \
+            HET_COMPACT_RUN_NC(body, HET_CPU_STREAM_T0)                                              \
+        } else if (stream == HET_CPU_STREAM_T1) {                                                    \
+            HET_COMPACT_RUN_NC(body, HET_CPU_STREAM_T1)                                              \
         } else {                                                                                     \
-            HET_COMPACT_RUN_NC(body, true)                                                           \
+            HET_COMPACT_RUN_NC(body, HET_CPU_STREAM_NTA)                                             \
         }                                                                                            \
     }
 

@@ -67,7 +67,9 @@
  * compiler mixes them into the loads (1.01-1.07x): a prefetch that waits
  * for a miss buffer holds up the demand loads behind it.
  * Runs of load-time panels (het_panels_*: decode, every weight byte read
- * once a token) ask with NTA instead. Lines asked for so
+ * once a token) ask with the hint the device's race chose (cpu_stream.c):
+ * on the Zen 5 VM with NTA, on the Xeon VM with T1 (NTA there streamed at
+ * half T1's rate). Lines asked for with NTA
  * do not stay in L2 and L3 on their way out: a 12 MB buffer read again
  * after a 192 MB stream was still in L3 when the stream asked with NTA (71
  * against 45 GB/s), not with T0 hints. The stream then leaves the KV
@@ -87,8 +89,10 @@
 
 /* What a walker is walking, for the hints it asks ahead with: one panel
  * packed into scratch (L2 hints), or a run of load-time panels in decode
- * (NTA, or T0 when the device asks for it: het_cpu_stream). */
-enum het_ask { HET_ASK_PANEL, HET_ASK_RUN_NTA, HET_ASK_RUN_T0 };
+ * (NTA, T0 or T1, as the device's measures choose: het_cpu_stream). */
+enum het_ask { HET_ASK_PANEL, HET_ASK_RUN_NTA, HET_ASK_RUN_T0, HET_ASK_RUN_T1 };
+#define HET_ASK_L2(ask)  ((ask) == HET_ASK_PANEL || (ask) == HET_ASK_RUN_T1)
+#define HET_ASK_NTA(ask) ((ask) == HET_ASK_RUN_NTA)
 
 HET_INLINE void het_pf(const uint8_t *p, int lines, size_t ahead, const bool l2, const bool nta)
 {
@@ -299,7 +303,8 @@ HET_INLINE void het_q6c_t(const struct het_panel_layout *l, const uint8_t *panel
         het_q6c_blk(l, grp, j, len, a, b, acc, NC, vnni);
         /* the block's own loads first: the compiler may not move them past this */
         __asm__ volatile("" ::: "memory");
-        het_pf(grp + BLK * (size_t)j, j == G - 1 ? pf_last : pf, HET_PF_AHEAD_Q6C, false, ask == HET_ASK_RUN_NTA);
+        het_pf(grp + BLK * (size_t)j, j == G - 1 ? pf_last : pf, HET_PF_AHEAD_Q6C, ask == HET_ASK_RUN_T1,
+               HET_ASK_NTA(ask));
     }
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + ldo * (size_t)c, acc[c]);
@@ -327,7 +332,7 @@ HET_INLINE void het_q4kc_t(const struct het_panel_layout *lp, const uint8_t *pan
     const uint8_t *a[4];
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) a[c] = ap[c];
-    const bool l2 = ask == HET_ASK_PANEL, nta = ask == HET_ASK_RUN_NTA;
+    const bool l2 = HET_ASK_L2(ask), nta = HET_ASK_NTA(ask);
     const int pf_sc = (int)((gb - (size_t)G * BLK) / 64); /* the group's sc/m, d and dmin lines */
     __m512 acc[4];
 #pragma GCC unroll 4
@@ -401,15 +406,15 @@ HET_INLINE void het_compact_t(const struct het_panel_layout *lp, const uint8_t *
             het_cblk(&l, grp, j, G, a, gi * G + j, acc, NC, kind, vnni);
             /* the block's own loads first: the compiler may not move them past this */
             __asm__ volatile("" ::: "memory");
-            het_pf(grp + blk * (size_t)j, pf, HET_PF_AHEAD_DECODE, ask == HET_ASK_PANEL, ask == HET_ASK_RUN_NTA);
+            het_pf(grp + blk * (size_t)j, pf, HET_PF_AHEAD_DECODE, HET_ASK_L2(ask), HET_ASK_NTA(ask));
         }
-        het_pf(grp + blk * (size_t)G, pf_sc, HET_PF_AHEAD_DECODE, ask == HET_ASK_PANEL, ask == HET_ASK_RUN_NTA);
+        het_pf(grp + blk * (size_t)G, pf_sc, HET_PF_AHEAD_DECODE, HET_ASK_L2(ask), HET_ASK_NTA(ask));
     }
     const int64_t len = l.nb - full * G; /* a last group of fewer blocks */
     for (int64_t j = 0; j < len; j++) {
         het_cblk(&l, grp, j, len, a, full * G + j, acc, NC, kind, vnni);
         __asm__ volatile("" ::: "memory");
-        het_pf(grp + blk * (size_t)j, pf, HET_PF_AHEAD_DECODE, ask == HET_ASK_PANEL, ask == HET_ASK_RUN_NTA);
+        het_pf(grp + blk * (size_t)j, pf, HET_PF_AHEAD_DECODE, HET_ASK_L2(ask), HET_ASK_NTA(ask));
     }
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + ldo * (size_t)c, acc[c]);
@@ -712,6 +717,8 @@ HET_INLINE void het_wide_kq_t(int64_t nb, const uint8_t *xp, const uint8_t *cons
     {                                                                                                         \
         if (stream == HET_CPU_STREAM_T0) {                                                                    \
             HET_NC_CALL(HET_COMPACT_RUN_T0, kind, vnni)                                                       \
+        } else if (stream == HET_CPU_STREAM_T1) {                                                             \
+            HET_NC_CALL(HET_COMPACT_RUN_T1, kind, vnni)                                                       \
         } else {                                                                                              \
             HET_NC_CALL(HET_COMPACT_RUN_NTA, kind, vnni)                                                      \
         }                                                                                                     \
@@ -734,6 +741,7 @@ HET_INLINE void het_wide_kq_t(int64_t nb, const uint8_t *xp, const uint8_t *cons
     for (int64_t i = 0; i < np; i++) het_compact_t(l, (const uint8_t *)panel + (size_t)i * stride, a, out + 16 * i, ldo, N, kind, vnni, ask)
 #define HET_COMPACT_RUN_NTA(N, kind, vnni) HET_COMPACT_RUN(N, kind, vnni, HET_ASK_RUN_NTA)
 #define HET_COMPACT_RUN_T0(N, kind, vnni)  HET_COMPACT_RUN(N, kind, vnni, HET_ASK_RUN_T0)
+#define HET_COMPACT_RUN_T1(N, kind, vnni)  HET_COMPACT_RUN(N, kind, vnni, HET_ASK_RUN_T1)
 #define HET_WIDE_ONE(N, kind, vnni)                                                 \
     do {                                                                            \
         if (het_x_kquant(kind)) het_wide_kq_t(nb, xp, a, out, ldo, accumulate, N, kind, vnni); \
