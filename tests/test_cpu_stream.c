@@ -134,12 +134,24 @@ static void race(void)
           het_cpu_stream_min_bytes());
     const int64_t far = (int64_t)het_cpu_stream_far_ns() * 2;
     het_cpu_stream_update(&s, near, 100, 1.0 * 64, 64 * MB); /* NTA's first, counted */
-    het_cpu_stream_update(&s, far, 100, 1.0 * 64, 64 * MB);  /* its own measure far: not counted */
-    CHECK(s.race[0].at == 1 && !s.far, "a split measured far is not timed for near (place %d)", s.race[0].at);
+    const double nta = s.race[0].least[HET_CPU_STREAM_NTA];
+    het_cpu_stream_update(&s, far, 100, 9.0 * 64, 64 * MB);  /* T0's first, its own measure far: not timed */
+    CHECK(s.race[0].at == 2 && !s.far && nta == 1.0 && s.race[0].least[HET_CPU_STREAM_T0] == 0,
+          "a split measured far is not timed for near, but takes its place (place %d)", s.race[0].at);
     het_cpu_stream_update(&s, far, 100, 0, 0);
     het_cpu_stream_update(&s, far, 100, 0, 0);
-    CHECK(s.far && s.hint == HET_CPU_STREAM_T0 && s.race[1].at == 0 && s.race[0].at == 1,
+    CHECK(s.far && s.hint == HET_CPU_STREAM_T0 && s.race[1].at == 0 && s.race[0].at == 2,
           "far: its own race, from T0; near's round waits where it was");
+    /* a far split whose own measure says near: not timed, the far round goes on */
+    het_cpu_stream_update(&s, far, 100, 0, 0);
+    het_cpu_stream_update(&s, near, 100, 2.0 * 64, 64 * MB); /* far, far, near: still far */
+    CHECK(s.far && s.race[1].at == 1 && s.race[1].least[HET_CPU_STREAM_T0] == 0,
+          "a far split measured near takes its place in the far round untimed (place %d)", s.race[1].at);
+    /* the rest of the round, every hint alike (too few waits to measure: timed): it ends, a tie keeps the best */
+    struct het_cpu_stream_race r = s.race[1];
+    for (int i = 1; i < 2 * r.n_order; i++) het_cpu_stream_update(&s, far, 4, 5.0 * 64, 64 * MB);
+    CHECK(s.race[1].at == -1 && s.race[1].best == HET_CPU_STREAM_T0, "the round ends, T0 kept on a tie (%s)",
+          het_cpu_stream_name(s.race[1].best));
 }
 
 static void fixed(void)

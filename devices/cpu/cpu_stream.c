@@ -40,8 +40,11 @@
  * ns on two, on the Xeon 58-133 ns. The median of the last three splits'
  * measures, HET_CPU_STREAM_FAR_NS or more, is far. Each placement has its
  * own race; a split's time counts for the placement its hint was chosen
- * for, and only when its own measure (if it has one) agrees. A split with
- * too few spinning waits to tell leaves the placement as it was.
+ * for, and only when its own measure (if it has one) agrees; one that does
+ * not agree still takes its place in the round (on the Xeon, whose
+ * hand-offs of 58-142 ns straddle the threshold now and then, a far round
+ * that waited for far splits ran NTA on 16 of 134 decode splits). A split
+ * with too few spinning waits to tell leaves the placement as it was.
  * HET_CPU_STREAM=nta, t0 or t1 fixes the hint (A/B runs); the arithmetic is
  * the same every way, only the hints differ.
  */
@@ -113,20 +116,27 @@ static void round_begin(struct het_cpu_stream_choice *s, struct het_cpu_stream_r
     s->races++;
 }
 
+/* The best of the hints timed in the round (one without a time can be
+ * neither best nor dropped; none timed: the best stays). */
 static void round_end(struct het_cpu_stream_race *r)
 {
-    enum het_cpu_stream best = r->order[0];
-    for (int i = 1; i < r->n_order; i++)
-        if (r->least[r->order[i]] < r->least[best]) best = r->order[i];
+    enum het_cpu_stream best = r->best;
+    for (int i = 0; i < r->n_order; i++) {
+        const enum het_cpu_stream h = r->order[i];
+        if (r->least[h] > 0 && (r->least[best] == 0 || r->least[h] < r->least[best])) best = h;
+    }
     r->best = best;
     for (int i = 0; i < r->n_order; i++) {
         const enum het_cpu_stream h = r->order[i];
-        r->in[h] = h == best || r->least[h] <= HET_CPU_STREAM_DROP * r->least[best];
+        r->in[h] = h == best || r->least[h] == 0 || r->least[h] <= HET_CPU_STREAM_DROP * r->least[best];
     }
     r->at = -1;
 }
 
-/* One timed split of this placement, run with hint h. */
+/* A split of this placement that streamed enough to time, run with hint h:
+ * its time per MB, or 0 where it does not count (its own measure said the
+ * other placement). Such a split still takes its place in the round, so
+ * that a round never waits on splits that cannot count. */
 static void race_add(struct het_cpu_stream_race *r, enum het_cpu_stream h, double ns_per_mb)
 {
     if (r->at < 0) {
@@ -134,7 +144,7 @@ static void race_add(struct het_cpu_stream_race *r, enum het_cpu_stream h, doubl
         return;
     }
     if (h != round_hint(r)) return; /* not the round's (it began after the hint was chosen) */
-    if (r->least[h] == 0 || ns_per_mb < r->least[h]) r->least[h] = ns_per_mb;
+    if (ns_per_mb > 0 && (r->least[h] == 0 || ns_per_mb < r->least[h])) r->least[h] = ns_per_mb;
     if (++r->at == 2 * r->n_order) round_end(r);
 }
 
@@ -179,9 +189,10 @@ void het_cpu_stream_update(struct het_cpu_stream_choice *s, int64_t min_ns, int 
         s->far = m >= HET_CPU_STREAM_FAR_NS;
     }
     if (s->mode == HET_CPU_STREAM_FIXED) return;
-    if (stream_bytes >= HET_CPU_STREAM_MIN_BYTES && split_ns > 0 &&
-        (!measured || (min_ns >= HET_CPU_STREAM_FAR_NS) == ran_far))
-        race_add(&s->race[ran_far], ran, split_ns / (stream_bytes / (1024.0 * 1024.0)));
+    if (stream_bytes >= HET_CPU_STREAM_MIN_BYTES && split_ns > 0) {
+        const bool agrees = !measured || (min_ns >= HET_CPU_STREAM_FAR_NS) == ran_far;
+        race_add(&s->race[ran_far], ran, agrees ? split_ns / (stream_bytes / (1024.0 * 1024.0)) : 0);
+    }
     struct het_cpu_stream_race *r = &s->race[s->far];
     if (r->at < 0 && r->since >= HET_CPU_STREAM_ROUND_EVERY) round_begin(s, r);
     s->hint = r->at >= 0 ? round_hint(r) : r->best;
