@@ -85,7 +85,8 @@ static int bg_run(enum het_type type, enum het_cpu_isa isa, int rounds)
                 const size_t wsize = het_cpu_work_size(&d, 1, false);
                 ws = aligned_alloc(64, (wsize + 64) & ~(size_t)63);
                 rc = !ws;
-                const struct het_compute_params p = { .ith = 0, .nth = 1, .wdata = ws, .wsize = wsize, .isa = isa };
+                const struct het_compute_params p = { .ith = 0, .nth = 1, .wdata = ws, .wsize = wsize, .isa = isa,
+                                                      .stream = bench_stream_hint() };
                 const size_t read_bytes = size & ~(size_t)255;
                 const int passes = BG_PASS_BYTES / (double)size < 1 ? 1 : (int)(BG_PASS_BYTES / (double)size);
                 double best_k = 1e30, best_r = 1e30;
@@ -139,8 +140,9 @@ int main(int argc, char **argv)
     struct het_cpu_features f;
     het_cpu_features_detect(&f);
     const enum het_cpu_isa isa = het_cpu_isa_select(&f);
-    printf("one thread, isa %s, K %d, M 1, best of %d rounds (kernel and read interleaved)\n", het_cpu_isa_name(isa),
-           BG_K, rounds);
+    printf("one thread, isa %s, K %d, M 1, prefetch hint %s (HET_CPU_STREAM), best of %d rounds (kernel and read "
+           "interleaved)\n",
+           het_cpu_isa_name(isa), BG_K, het_cpu_stream_name(bench_stream_hint()), rounds);
     char list[256];
     snprintf(list, sizeof list, "%s", types);
     int rc = 0;

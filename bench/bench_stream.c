@@ -179,8 +179,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_stream: needs AVX2\n");
         return 2;
     }
-    printf("threads %d, isa %s, %d rounds (matmul then read, one process); medians, ratio min-max\n", nth,
-           het_cpu_isa_name(isa), rounds);
+    printf("threads %d, isa %s, prefetch hint %s (HET_CPU_STREAM), %d rounds (matmul then read, one process); "
+           "medians, ratio min-max\n",
+           nth, het_cpu_isa_name(isa), het_cpu_stream_name(bench_stream_hint()), rounds);
     char buf[256];
     snprintf(buf, sizeof buf, "%s", types_arg);
     for (char *tp = strtok(buf, ","); tp; tp = strtok(NULL, ",")) {

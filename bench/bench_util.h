@@ -11,12 +11,14 @@
 #include <omp.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 
 #include "devices/cpu/cpu_ops.h"
+#include "devices/cpu/cpu_stream.h"
 
 static inline double bench_now_s(void)
 {
@@ -63,15 +65,32 @@ static inline void bench_free(struct bench_mem *m)
     if (m->map && m->map != MAP_FAILED) munmap(m->map, m->len);
 }
 
+/* The hint decode's runs of panels ask ahead with here: HET_CPU_STREAM's
+ * (nta, t0 or t1) when it fixes one; otherwise NTA. A benchmark has no
+ * race to choose by (the device races the hints on its own splits:
+ * devices/cpu/cpu_stream.c), so what it measured says which it used. An
+ * unknown value ends the program with the device's message. */
+static inline enum het_cpu_stream bench_stream_hint(void)
+{
+    struct het_cpu_stream_choice c;
+    het_error err = { 0 };
+    if (het_cpu_stream_init(&c, getenv("HET_CPU_STREAM"), &err) != HET_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(2);
+    }
+    return c.mode == HET_CPU_STREAM_FIXED ? c.hint : HET_CPU_STREAM_NTA;
+}
+
 /* Inside a parallel region: this thread's parameters, its worker w (in the
- * caller's frame) joined to sync, as the CPU device runs a node. */
+ * caller's frame) joined to sync, as the CPU device runs a node (asking
+ * ahead with bench_stream_hint). */
 static inline struct het_compute_params bench_thread_params(struct het_cpu_worker *w, struct het_cpu_sync *sync,
                                                             void *wdata, size_t ws, enum het_cpu_isa isa)
 {
     het_cpu_worker_init(w, sync);
     return (struct het_compute_params){
         .ith = omp_get_thread_num(), .nth = omp_get_num_threads(),
-        .wdata = wdata, .wsize = ws, .isa = isa, .worker = w,
+        .wdata = wdata, .wsize = ws, .isa = isa, .worker = w, .stream = bench_stream_hint(),
     };
 }
 
