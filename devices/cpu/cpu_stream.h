@@ -17,14 +17,16 @@ enum het_cpu_stream_mode { HET_CPU_STREAM_AUTO, HET_CPU_STREAM_FIXED };
 
 /* One placement's race (near: the threads share a last-level cache, far:
  * they do not). A round runs each hint still in it on two splits, in the
- * order best, others, others reversed, best; the least time per streamed
- * byte of each hint's two decides the best, and a hint slower than that by
- * more than the drop margin sits out the next rounds. */
+ * order best, others, others reversed, best (the first round of a race on
+ * one each: best, others); the least time per streamed byte of each hint's
+ * splits decides the best, and a hint slower than that by more than the
+ * drop margin sits out the next rounds. */
 struct het_cpu_stream_race {
     enum het_cpu_stream best;                       /* what splits run with between rounds   */
     bool                in[HET_CPU_STREAM_COUNT];   /* racing in the next round              */
     enum het_cpu_stream order[HET_CPU_STREAM_COUNT]; /* this round's hints, best first       */
     int                 n_order;
+    int                 reps;                       /* splits each hint runs in it (1 or 2)    */
     int                 at;                         /* the next split's place in it (-1: none) */
     double              least[HET_CPU_STREAM_COUNT]; /* this round's ns per streamed MB      */
     uint32_t            since;                      /* timed splits since the last round     */
