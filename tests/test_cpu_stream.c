@@ -3,17 +3,16 @@
  * stream (devices/cpu/cpu_stream.c), raced on its own splits:
  *   - HET_CPU_STREAM's values: auto (also unset or empty), nta, t0 and t1
  *     fix the hint, anything else is refused with a message naming the value;
- *   - the placement (near / far) by the median of the last three splits'
- *     hand-off measures, so one split's odd measure does not flip it; a split
- *     with too few waits to tell leaves it; without timed splits each
- *     placement keeps its first hint (near NTA, far T0);
- *   - a race: the first timed splits run every hint once, later rounds twice
+ *   - the hand-off measure (near / far) by the median of the last three
+ *     splits' measures, so one split's odd measure does not flip it; a split
+ *     with too few waits to tell leaves it; it is reported, and does not
+ *     choose the hint (the hint moves it);
+ *   - a race: the first timed splits run every hint once (dropping only a
+ *     hint far behind), the second round soon after and later ones twice
  *     (best, others, others reversed, best), the fastest by its least time
- *     per byte wins,
- *     hints more than the margin slower sit out until every few rounds all
- *     race again; a burst on one split does not lose a hint its race;
- *     splits that stream too little, or whose own measure says the other
- *     placement, are not timed; each placement races on its own;
+ *     per byte wins, hints more than the margin slower sit out until every
+ *     few rounds all race again; a burst on one split does not lose a hint
+ *     its race; splits that stream too little are not timed;
  *   - every split is counted under the hint it ran with; a fixed hint never
  *     moves, whatever the measures and times.
  */
@@ -42,7 +41,7 @@ static void parse(void)
           "an unknown value refused, naming it: '%s'", err.msg);
 }
 
-/* placement only: splits that stream nothing worth timing */
+/* the hand-off measure only: splits that stream nothing worth timing */
 static void placement(void)
 {
     struct het_cpu_stream_choice s;
@@ -51,25 +50,22 @@ static void placement(void)
     CHECK(far > 0, "a threshold");
     het_cpu_stream_init(&s, "auto", &err);
     het_cpu_stream_update(&s, far * 2, 3, 0, 0); /* too few waits: nothing learnt */
-    CHECK(s.hint == HET_CPU_STREAM_NTA && s.handoff_ns == 0 && !s.far, "3 waits: the choice stays");
+    CHECK(s.handoff_ns == 0 && !s.far, "3 waits: no measure");
     het_cpu_stream_update(&s, far * 2, 100, 0, 0);
-    CHECK(s.hint == HET_CPU_STREAM_T0 && s.far && s.handoff_ns == (double)(far * 2), "far: T0 (far's first)");
+    CHECK(s.far && s.handoff_ns == (double)(far * 2), "far");
     het_cpu_stream_update(&s, near, 100, 0, 0); /* fewer than three measures: the last one */
-    CHECK(s.hint == HET_CPU_STREAM_NTA && !s.far && s.handoff_ns == (double)near, "far, near: NTA");
+    CHECK(!s.far && s.handoff_ns == (double)near, "far, near: near");
     het_cpu_stream_update(&s, far + 10, 100, 0, 0);
-    CHECK(s.hint == HET_CPU_STREAM_T0, "far, near, far: T0 (median %.0f ns)", s.handoff_ns);
+    CHECK(s.far, "far, near, far: far (median %.0f ns)", s.handoff_ns);
     het_cpu_stream_update(&s, near, 100, 0, 0);
-    CHECK(s.hint == HET_CPU_STREAM_NTA, "near, far, near: NTA (median %.0f ns)", s.handoff_ns);
+    CHECK(!s.far, "near, far, near: near (median %.0f ns)", s.handoff_ns);
     het_cpu_stream_update(&s, near, 100, 0, 0);
     het_cpu_stream_update(&s, far * 3, 100, 0, 0); /* one odd split */
-    CHECK(s.hint == HET_CPU_STREAM_NTA && s.handoff_ns == (double)near, "near, near, one far: NTA");
+    CHECK(!s.far && s.handoff_ns == (double)near, "near, near, one far: near");
     het_cpu_stream_update(&s, far, 100, 0, 0);
-    CHECK(s.hint == HET_CPU_STREAM_T0, "near, far, far (at the threshold): T0");
-    /* the 8 splits ran with NTA, NTA, T0, NTA, T0, NTA, NTA, NTA (each with the hint chosen before it) */
-    CHECK(s.splits[HET_CPU_STREAM_NTA] == 6 && s.splits[HET_CPU_STREAM_T0] == 2 && s.races == 2 &&
-              s.race[0].at == 0 && s.race[1].at == 0,
-          "splits counted by the hint they ran with: NTA %llu, T0 %llu; each race begun, none timed",
-          (unsigned long long)s.splits[0], (unsigned long long)s.splits[1]);
+    CHECK(s.far, "near, far, far (at the threshold): far");
+    CHECK(s.hint == HET_CPU_STREAM_NTA && s.splits[HET_CPU_STREAM_NTA] == 8 && s.races == 1 && s.race.at == 0,
+          "the measure does not move the hint: 8 splits at the round's first (NTA), none timed");
 }
 
 /* A machine where each hint costs cost[h] ns per MB streamed. */
@@ -87,7 +83,7 @@ static void race(void)
 {
     struct het_cpu_stream_choice s;
     het_error err = { 0 };
-    const int every = het_cpu_stream_round_every();
+    const int every = het_cpu_stream_round_every(), second = het_cpu_stream_second_after();
     const int64_t near = (int64_t)het_cpu_stream_far_ns() / 3;
     struct machine xeon = { { [HET_CPU_STREAM_NTA] = 2.0, [HET_CPU_STREAM_T0] = 1.3, [HET_CPU_STREAM_T1] = 1.0 },
                             near };
@@ -96,12 +92,16 @@ static void race(void)
     CHECK(s.hint == HET_CPU_STREAM_T1 && s.splits[0] == 1 && s.splits[1] == 1 && s.splits[2] == 1 && s.races == 1,
           "the first three timed splits race all three once; T1 wins (NTA %llu, T0 %llu, T1 %llu splits)",
           (unsigned long long)s.splits[0], (unsigned long long)s.splits[1], (unsigned long long)s.splits[2]);
-    run(&s, &xeon, 7 * every + 3); /* rounds 2-8 have only T1 in them: no race */
-    CHECK(s.splits[0] == 1 && s.splits[1] == 1 && s.races == 1,
-          "the losers (2x, 1.3x) sit out seven rounds: NTA %llu, T0 %llu splits, %llu races",
+    run(&s, &xeon, second + 4); /* the second round, soon after: T1 T0 T0 T1 */
+    CHECK(s.splits[0] == 1 && s.splits[1] == 3 && s.races == 2 && s.race.at == -1 && s.hint == HET_CPU_STREAM_T1,
+          "one split each drops only NTA (2x); %d splits later two each drop T0 (1.3x): NTA %llu, T0 %llu splits",
+          second, (unsigned long long)s.splits[0], (unsigned long long)s.splits[1]);
+    run(&s, &xeon, 7 * every - 1); /* rounds 3-8 have only T1 in them: no race */
+    CHECK(s.splits[0] == 1 && s.splits[1] == 3 && s.races == 2,
+          "the losers sit out the rounds up to the eighth: NTA %llu, T0 %llu splits, %llu races",
           (unsigned long long)s.splits[0], (unsigned long long)s.splits[1], (unsigned long long)s.races);
-    run(&s, &xeon, every + 3); /* the ninth: T1 NTA T0 T0 NTA T1 */
-    CHECK(s.splits[0] == 3 && s.splits[1] == 3 && s.races == 2 && s.race[0].at == -1 && s.hint == HET_CPU_STREAM_T1,
+    run(&s, &xeon, 1 + 6); /* the ninth: T1 NTA T0 T0 NTA T1 */
+    CHECK(s.splits[0] == 3 && s.splits[1] == 5 && s.races == 3 && s.race.at == -1 && s.hint == HET_CPU_STREAM_T1,
           "every eighth round races all again, two splits each: NTA %llu, T0 %llu splits, %llu races",
           (unsigned long long)s.splits[0], (unsigned long long)s.splits[1], (unsigned long long)s.races);
 
@@ -115,7 +115,7 @@ static void race(void)
     struct machine zen = { { [HET_CPU_STREAM_NTA] = 1.0, [HET_CPU_STREAM_T0] = 1.03, [HET_CPU_STREAM_T1] = 1.05 },
                            near };
     het_cpu_stream_init(&s, "auto", &err);
-    run(&s, &zen, 3 + 3 * (every + 6));
+    run(&s, &zen, 3 + (second + 6) + 2 * (every + 6));
     CHECK(s.races == 4 && s.hint == HET_CPU_STREAM_NTA && s.splits[1] == 7 && s.splits[2] == 7,
           "hints within the margin race every round: %llu races, NTA the best", (unsigned long long)s.races);
 
@@ -124,43 +124,22 @@ static void race(void)
                                      [HET_CPU_STREAM_T1] = 1.0 },
                                    near };
     het_cpu_stream_init(&s, "auto", &err);
-    run(&s, &close, 3 + every); /* the first round, then the second begins: T1 NTA T0 T0 NTA T1 */
+    run(&s, &close, 3 + second); /* the first round, then the second begins: T1 NTA T0 T0 NTA T1 */
     for (int i = 0; i < 6; i++) {
         const double c = i == 0 ? 5.0 : close.cost[s.hint]; /* T1's first, in a burst */
         het_cpu_stream_update(&s, near, 100, c * 64, 64 * MB);
     }
-    CHECK(s.hint == HET_CPU_STREAM_T1 && s.race[0].at == -1,
+    CHECK(s.hint == HET_CPU_STREAM_T1 && s.race.at == -1,
           "a hint's least time of two decides, not their mean (hint %s)", het_cpu_stream_name(s.hint));
 
-    /* splits that stream too little, or measure the other placement, are not timed */
+    /* splits that stream too little are not timed */
     het_cpu_stream_init(&s, "auto", &err);
     const double small = het_cpu_stream_min_bytes() / 2;
     for (int i = 0; i < 10; i++) het_cpu_stream_update(&s, near, 100, 1e9, small);
-    CHECK(s.hint == HET_CPU_STREAM_NTA && s.race[0].at == 0, "splits under %.0f bytes leave the round where it was",
+    CHECK(s.hint == HET_CPU_STREAM_NTA && s.race.at == 0, "splits under %.0f bytes leave the round where it was",
           het_cpu_stream_min_bytes());
-    const int64_t far = (int64_t)het_cpu_stream_far_ns() * 2;
-    het_cpu_stream_update(&s, near, 100, 1.0 * 64, 64 * MB); /* NTA's first, counted */
-    const double nta = s.race[0].least[HET_CPU_STREAM_NTA];
-    het_cpu_stream_update(&s, far, 100, 9.0 * 64, 64 * MB);  /* T0's first, its own measure far: not timed */
-    CHECK(s.race[0].at == 2 && !s.far && nta == 1.0 && s.race[0].least[HET_CPU_STREAM_T0] == 0,
-          "a split measured far is not timed for near, but takes its place (place %d)", s.race[0].at);
-    het_cpu_stream_update(&s, far, 100, 0, 0);
-    het_cpu_stream_update(&s, far, 100, 0, 0);
-    CHECK(s.far && s.hint == HET_CPU_STREAM_T0 && s.race[1].at == 0 && s.race[0].at == 2,
-          "far: its own race, from T0; near's round waits where it was");
-    /* a far split whose own measure says near: not timed, the far round goes on */
-    het_cpu_stream_update(&s, far, 100, 0, 0);
-    het_cpu_stream_update(&s, near, 100, 2.0 * 64, 64 * MB); /* far, far, near: still far */
-    CHECK(s.far && s.race[1].at == 1 && s.race[1].least[HET_CPU_STREAM_T0] == 0,
-          "a far split measured near takes its place in the far round untimed (place %d)", s.race[1].at);
-    /* the rest of the round (NTA, T1), alike (too few waits to measure: timed): it ends; T0, without a time,
-     * can be neither best nor dropped; of the tie the first in the round's order wins */
-    struct het_cpu_stream_race r = s.race[1];
-    for (int i = 1; i < r.reps * r.n_order; i++) het_cpu_stream_update(&s, far, 4, 5.0 * 64, 64 * MB);
-    CHECK(s.race[1].at == -1 && s.race[1].best == HET_CPU_STREAM_NTA && s.race[1].in[HET_CPU_STREAM_T0] &&
-              s.race[1].in[HET_CPU_STREAM_T1],
-          "the round ends: NTA best on the tie, T0 (untimed) and T1 still in (%s)",
-          het_cpu_stream_name(s.race[1].best));
+    het_cpu_stream_update(&s, near, 100, 1.0 * 64, 64 * MB);
+    CHECK(s.race.at == 1 && s.race.least[HET_CPU_STREAM_NTA] == 1.0, "a split of 64 MB is timed");
 }
 
 static void fixed(void)

@@ -573,14 +573,19 @@ static bool cpu_kept_room(struct cpu_kept *k, int n)
 
 /* Bytes of weights the split's decode matmuls stream (at most 4 rows of
  * activations: runs of load-time panels, whose hint cpu_stream.c races),
- * the measure its time is taken per. */
+ * the measure its time is taken per; 0 where any weight matmul has more
+ * rows (a prefill: its output matrix streams for the last row alone, but
+ * its time is the other matmuls' arithmetic, and timed it made whichever
+ * hint it ran with lose its race: tg128 at 45-52% of the read in one of
+ * three fresh processes). */
 static double cpu_stream_bytes(struct het_tensor *const *nodes, int n)
 {
     double b = 0;
     for (int i = 0; i < n; i++) {
         const struct het_tensor *t = nodes[i];
         if (t->op != HET_OP_MUL_MAT || !(t->src[0]->flags & HET_TENSOR_FLAG_WEIGHT)) continue;
-        if (t->src[1]->ne[1] * t->src[1]->ne[2] * t->src[1]->ne[3] <= 4) b += (double)het_nbytes(t->src[0]);
+        if (t->src[1]->ne[1] * t->src[1]->ne[2] * t->src[1]->ne[3] > 4) return 0;
+        b += (double)het_nbytes(t->src[0]);
     }
     return b;
 }

@@ -1,7 +1,7 @@
 /*
  * cpu_stream.c — which hint decode's weight stream asks ahead with (NTA,
  * T0 or T1, het_cpu_stream), chosen by racing them on the device's own
- * decode splits, once for each placement of its threads.
+ * decode splits.
  *
  * A decode token reads every weight byte once, and each block of a run of
  * panels asks for the lines a few KB ahead of it. Which hint streams
@@ -26,28 +26,31 @@
  * time of the two (another tenant's burst only slows); a race's first
  * round gives each one split (on the Xeon a 128-token run raced on 2 NTA
  * and 2 T0 splits took 2-3% longer than with T1 fixed: `hetrun run -n 32`
- * pays that every time); a hint more than
+ * pays that every time), drops only a hint 1.5x behind (one sample each)
+ * and is followed by a full round after 32 timed splits; a hint more than
  * HET_CPU_STREAM_DROP slower than the best leaves the rounds, which come
  * every HET_CPU_STREAM_ROUND_EVERY timed splits, and every
  * HET_CPU_STREAM_READMIT-th round all hints race again. On the Xeon that
  * is 2 splits at NTA's 2x and 2 at T0's 1.3x once in 8 x 256 tokens.
  *
- * The placement is still measured, because it changes the answer and a
- * VM's vCPUs move between placements its guest cannot see (the Zen 5 VM
- * changes between one CCD and two within seconds): the thread that closes a
- * step stamps the time next to the step word (cpu_sync.c), and a thread
- * spinning on that word takes the time from the stamp to seeing the close.
- * The least of a split's such waits (~100 of them in a Qwen3-0.6B decode
- * token) is the hand-off of a cache line there and back, with the clock's
- * own cost: on the Zen 5 VM 64-75 ns with both threads on one CCD, 230-260
- * ns on two, on the Xeon 58-133 ns. The median of the last three splits'
- * measures, HET_CPU_STREAM_FAR_NS or more, is far. Each placement has its
- * own race; a split's time counts for the placement its hint was chosen
- * for, and only when its own measure (if it has one) agrees; one that does
- * not agree still takes its place in the round (on the Xeon, whose
- * hand-offs of 58-142 ns straddle the threshold now and then, a far round
- * that waited for far splits ran NTA on 16 of 134 decode splits). A split
- * with too few spinning waits to tell leaves the placement as it was.
+ * One race for the device, whatever the placement of its threads. Session
+ * 38's first version ran one race per placement (one last-level cache or
+ * two, by the hand-off below), but the hint moves that measure: on the
+ * Xeon the splits that asked with NTA measured 167-174 ns, those with T1
+ * 90-140, so an NTA split made the threads look far apart, a far split ran
+ * T1 and looked near again, and half a run's splits took NTA's 2x. A
+ * placement that changes (the Zen 5 VM moves between one CCD and two within
+ * seconds) is followed by the rounds every 256 splits instead.
+ *
+ * The hand-off is still measured and reported (`hetrun bench`): the thread
+ * that closes a step stamps the time next to the step word (cpu_sync.c),
+ * and a thread spinning on that word takes the time from the stamp to
+ * seeing the close. The least of a split's such waits (~100 of them in a
+ * Qwen3-0.6B decode token) is the hand-off of a cache line there and back,
+ * with the clock's own cost: on the Zen 5 VM 64-75 ns with both threads on
+ * one CCD, 230-260 ns on two, on the Xeon 58-174 ns by the hint. The median
+ * of the last three splits' measures, HET_CPU_STREAM_FAR_NS or more, is far;
+ * a split with too few spinning waits leaves it as it was.
  * HET_CPU_STREAM=nta, t0 or t1 fixes the hint (A/B runs); the arithmetic is
  * the same every way, only the hints differ.
  */
@@ -60,12 +63,17 @@
 #define HET_CPU_STREAM_FAR_NS 150
 /* Spinning waits a split needs before its measure counts. */
 #define HET_CPU_STREAM_MIN_WAITS 8
-/* Timed splits between rounds, a placement's; every READMIT-th round
+/* Timed splits between rounds; every READMIT-th round
  * races every hint again; a hint whose best time of a round is more than
  * DROP times the best hint's leaves the rounds until then. */
 #define HET_CPU_STREAM_ROUND_EVERY 256
 #define HET_CPU_STREAM_READMIT     8
 #define HET_CPU_STREAM_DROP        1.15
+/* A race's first round (one split a hint) drops only a hint this far
+ * behind, and the second round comes after SECOND_AFTER timed splits: one
+ * split is one sample, and a burst on it must not cost 2048 splits. */
+#define HET_CPU_STREAM_DROP_FIRST   1.5
+#define HET_CPU_STREAM_SECOND_AFTER 32
 /* Streamed decode weights a split needs for its time to count: below it
  * the hint is too small a part of the time to tell. */
 #define HET_CPU_STREAM_MIN_BYTES (4.0 * 1024 * 1024)
@@ -83,16 +91,17 @@ const char *het_cpu_stream_name(enum het_cpu_stream hint)
 
 double het_cpu_stream_far_ns(void) { return HET_CPU_STREAM_FAR_NS; }
 int    het_cpu_stream_round_every(void) { return HET_CPU_STREAM_ROUND_EVERY; }
+int    het_cpu_stream_second_after(void) { return HET_CPU_STREAM_SECOND_AFTER; }
 double het_cpu_stream_min_bytes(void) { return HET_CPU_STREAM_MIN_BYTES; }
 
 /* A race that has not run: its first timed split starts a round with every
- * hint; until then the placement's earlier rule (session 31) stands. */
-static void race_init(struct het_cpu_stream_race *r, bool far)
+ * hint, the one before it (session 31's default) first. */
+static void race_init(struct het_cpu_stream_race *r)
 {
     memset(r, 0, sizeof *r);
-    r->best = far ? HET_CPU_STREAM_T0 : HET_CPU_STREAM_NTA;
+    r->best = HET_CPU_STREAM_NTA;
     r->at = -1;
-    r->since = HET_CPU_STREAM_ROUND_EVERY;
+    r->wait = 0;
 }
 
 /* The hint at place `at` of the round: best, others, others reversed, best. */
@@ -120,27 +129,26 @@ static void round_begin(struct het_cpu_stream_choice *s, struct het_cpu_stream_r
     s->races++;
 }
 
-/* The best of the hints timed in the round (one without a time can be
- * neither best nor dropped; none timed: the best stays). */
+/* The round's fastest hint is the best; a hint too far behind it sits out
+ * until a readmitting round. */
 static void round_end(struct het_cpu_stream_race *r)
 {
+    r->at = -1;
+    r->wait = r->reps == 1 ? HET_CPU_STREAM_SECOND_AFTER : HET_CPU_STREAM_ROUND_EVERY;
     enum het_cpu_stream best = r->best;
     for (int i = 0; i < r->n_order; i++) {
         const enum het_cpu_stream h = r->order[i];
-        if (r->least[h] > 0 && (r->least[best] == 0 || r->least[h] < r->least[best])) best = h;
+        if (r->least[h] < r->least[best]) best = h;
     }
     r->best = best;
     for (int i = 0; i < r->n_order; i++) {
         const enum het_cpu_stream h = r->order[i];
-        r->in[h] = h == best || r->least[h] == 0 || r->least[h] <= HET_CPU_STREAM_DROP * r->least[best];
+        const double drop = r->reps == 1 ? HET_CPU_STREAM_DROP_FIRST : HET_CPU_STREAM_DROP;
+        r->in[h] = h == best || r->least[h] <= drop * r->least[best];
     }
-    r->at = -1;
 }
 
-/* A split of this placement that streamed enough to time, run with hint h:
- * its time per MB, or 0 where it does not count (its own measure said the
- * other placement). Such a split still takes its place in the round, so
- * that a round never waits on splits that cannot count. */
+/* A split that streamed enough to time, run with hint h, its time per MB. */
 static void race_add(struct het_cpu_stream_race *r, enum het_cpu_stream h, double ns_per_mb)
 {
     if (r->at < 0) {
@@ -148,7 +156,7 @@ static void race_add(struct het_cpu_stream_race *r, enum het_cpu_stream h, doubl
         return;
     }
     if (h != round_hint(r)) return; /* not the round's (it began after the hint was chosen) */
-    if (ns_per_mb > 0 && (r->least[h] == 0 || ns_per_mb < r->least[h])) r->least[h] = ns_per_mb;
+    if (r->least[h] == 0 || ns_per_mb < r->least[h]) r->least[h] = ns_per_mb;
     if (++r->at == r->reps * r->n_order) round_end(r);
 }
 
@@ -156,12 +164,11 @@ enum het_status het_cpu_stream_init(struct het_cpu_stream_choice *s, const char 
 {
     memset(s, 0, sizeof *s);
     s->mode = HET_CPU_STREAM_AUTO;
-    race_init(&s->race[0], false);
-    race_init(&s->race[1], true);
-    s->hint = s->race[0].best;
+    race_init(&s->race);
+    s->hint = s->race.best;
     if (!env || !*env || !strcmp(env, "auto")) {
-        round_begin(s, &s->race[0]); /* the first split is the near race's first */
-        s->hint = round_hint(&s->race[0]);
+        round_begin(s, &s->race); /* the first split is the race's first */
+        s->hint = round_hint(&s->race);
         return HET_OK;
     }
     for (int h = 0; h < HET_CPU_STREAM_COUNT; h++)
@@ -177,7 +184,6 @@ void het_cpu_stream_update(struct het_cpu_stream_choice *s, int64_t min_ns, int 
                            double stream_bytes)
 {
     const enum het_cpu_stream ran = s->hint;
-    const bool ran_far = s->far;
     s->splits[ran]++;
     const bool measured = n >= HET_CPU_STREAM_MIN_WAITS;
     if (measured) {
@@ -194,10 +200,9 @@ void het_cpu_stream_update(struct het_cpu_stream_choice *s, int64_t min_ns, int 
     }
     if (s->mode == HET_CPU_STREAM_FIXED) return;
     if (stream_bytes >= HET_CPU_STREAM_MIN_BYTES && split_ns > 0) {
-        const bool agrees = !measured || (min_ns >= HET_CPU_STREAM_FAR_NS) == ran_far;
-        race_add(&s->race[ran_far], ran, agrees ? split_ns / (stream_bytes / (1024.0 * 1024.0)) : 0);
+        race_add(&s->race, ran, split_ns / (stream_bytes / (1024.0 * 1024.0)));
     }
-    struct het_cpu_stream_race *r = &s->race[s->far];
-    if (r->at < 0 && r->since >= HET_CPU_STREAM_ROUND_EVERY) round_begin(s, r);
+    struct het_cpu_stream_race *r = &s->race;
+    if (r->at < 0 && r->since >= r->wait) round_begin(s, r);
     s->hint = r->at >= 0 ? round_hint(r) : r->best;
 }

@@ -1,7 +1,7 @@
 /*
  * cpu_stream.h — the hint decode's weight stream asks ahead with, chosen
- * by racing the hints against each other on the device's own splits, for
- * each placement of its threads (cpu_stream.c).
+ * by racing the hints against each other on the device's own splits
+ * (cpu_stream.c).
  */
 #ifndef HET_CPU_STREAM_H
 #define HET_CPU_STREAM_H
@@ -15,12 +15,12 @@
 /* auto: raced; nta, t0, t1: fixed (HET_CPU_STREAM) */
 enum het_cpu_stream_mode { HET_CPU_STREAM_AUTO, HET_CPU_STREAM_FIXED };
 
-/* One placement's race (near: the threads share a last-level cache, far:
- * they do not). A round runs each hint still in it on two splits, in the
+/* The race. A round runs each hint still in it on two splits, in the
  * order best, others, others reversed, best (the first round of a race on
- * one each: best, others); the least time per streamed byte of each hint's
- * splits decides the best, and a hint slower than that by more than the
- * drop margin sits out the next rounds. */
+ * one each: best, others, and the second round soon after); the least
+ * time per streamed byte of each hint's splits decides the best, and a hint
+ * slower than that by more than the drop margin (wider in the first round)
+ * sits out the next rounds. */
 struct het_cpu_stream_race {
     enum het_cpu_stream best;                       /* what splits run with between rounds   */
     bool                in[HET_CPU_STREAM_COUNT];   /* racing in the next round              */
@@ -29,21 +29,22 @@ struct het_cpu_stream_race {
     int                 reps;                       /* splits each hint runs in it (1 or 2)    */
     int                 at;                         /* the next split's place in it (-1: none) */
     double              least[HET_CPU_STREAM_COUNT]; /* this round's ns per streamed MB      */
-    uint32_t            since;                      /* timed splits since the last round     */
+    uint32_t            since;                      /* timed splits since the last round,    */
+    uint32_t            wait;                       /* and how many the next one waits for   */
     uint32_t            rounds;                     /* rounds begun (with or without a race) */
 };
 
 struct het_cpu_stream_choice {
     enum het_cpu_stream_mode   mode;
     enum het_cpu_stream        hint;       /* for the next split                          */
-    bool                       far;        /* the placement it was chosen for             */
-    double                     handoff_ns; /* the measure the placement rests on (0: none yet) */
+    bool                       far;        /* the threads' hand-off says two last-level caches */
+    double                     handoff_ns; /* that measure (0: none yet)                  */
     int64_t                    last[3];    /* the last three splits' measures, ns,       */
     int                        n_last;     /* how many of them there are (<= 3),         */
     int                        at;         /* and where the next goes                    */
     uint64_t                   splits[HET_CPU_STREAM_COUNT]; /* shared splits run with each */
     uint64_t                   races;      /* rounds begun that race two hints or more    */
-    struct het_cpu_stream_race race[2];    /* [far]                                       */
+    struct het_cpu_stream_race race;
 };
 
 /* The choice as HET_CPU_STREAM says (env: its value, NULL or "" for auto):
@@ -59,9 +60,11 @@ const char *het_cpu_stream_name(enum het_cpu_stream hint);
 /* The least close-to-seen time, ns, from which the threads count as far
  * apart (two last-level caches). */
 double het_cpu_stream_far_ns(void);
-/* Splits a placement runs with its best hint between two rounds, and the
- * least streamed bytes that make a split's time count. */
+/* Splits a placement runs with its best hint between two rounds (after
+ * the first: het_cpu_stream_second_after), and the least streamed bytes
+ * that make a split's time count. */
 int    het_cpu_stream_round_every(void);
+int    het_cpu_stream_second_after(void);
 double het_cpu_stream_min_bytes(void);
 
 #endif /* HET_CPU_STREAM_H */

@@ -105,14 +105,13 @@ enum het_status het_cpu_device_set_f32_activations(het_device *dev, bool on, het
 /* How the CPU device's decode runs asked for the weight lines ahead of
  * them: with NTA (kept out of the caches on their way out), T0 or T1 (into
  * L2), whichever its own decode splits ran fastest with in rounds that race
- * the hints (one race for threads that share a last-level cache, one for
- * threads that do not, by the hand-off the device measures between them),
- * or fixed by the environment variable HET_CPU_STREAM=nta|t0|t1|auto.
- * Counts since the device was made. */
+ * the hints, or fixed by the environment variable
+ * HET_CPU_STREAM=nta|t0|t1|auto. Counts since the device was made; the
+ * hand-off it measures between its threads is reported beside them. */
 struct het_cpu_stream_stats {
     uint64_t splits_nta, splits_t0, splits_t1; /* shared splits run asking each way   */
     uint64_t races;                 /* rounds begun that race two hints or more      */
-    double   handoff_ns;            /* the measure the last choice rests on (0: none) */
+    double   handoff_ns;            /* the threads' last hand-off, median (0: none)   */
     double   far_ns;                /* from which the threads count as far apart     */
     bool     fixed;                 /* HET_CPU_STREAM chose, not the measure         */
 };
