@@ -13,9 +13,9 @@
  *     T0 faster than NTA: token time T0 / NTA 1/1.07 (Q8_0), 1/1.036 (Q6_K),
  *     1/1.022 (Q4_K_M), ~1/1.01 (Q4_0) (bench/README.md, sessions 31-32).
  *   - Intel Xeon VM (AVX-512 FP16, AMX; session 38), Q4_0, two threads:
- *     NTA 31.1, T0 49.5, T1 63.0, T2 62.6, no hint 54.0 tok/s (NTA there
- *     fills L1 only, and a core's few L1 miss buffers cap its stream at
- *     about a third of what the L2's take).
+ *     NTA 31.1, T0 49.5, T1 63.0, T2 62.6, no hint 54.0 tok/s (why is not
+ *     measured; likely NTA fills L1 only there, and a core's few L1 miss
+ *     buffers cap what its stream has in flight).
  * A rule written from one machine (session 31's: T0 when the threads sit
  * far apart, NTA otherwise) ran the Xeon at 38% of its read bandwidth. So
  * the device measures: its split's wall time per streamed byte (the decode
