@@ -105,6 +105,21 @@ static void race(void)
           "every eighth round races all again, two splits each: NTA %llu, T0 %llu splits, %llu races",
           (unsigned long long)s.splits[0], (unsigned long long)s.splits[1], (unsigned long long)s.races);
 
+    /* a first round that leaves one hint: no race until the eighth round after it, every `every` splits */
+    struct machine alone = { { [HET_CPU_STREAM_NTA] = 2.0, [HET_CPU_STREAM_T0] = 1.6, [HET_CPU_STREAM_T1] = 1.0 },
+                             near };
+    struct het_cpu_stream_choice a;
+    het_cpu_stream_init(&a, "auto", &err);
+    run(&a, &alone, 3 + second); /* both others dropped; the second round has only T1 */
+    CHECK(a.race.rounds == 2 && a.races == 1 && a.race.at == -1 && a.hint == HET_CPU_STREAM_T1,
+          "one hint left after one split each (2x, 1.6x): the second round races nothing (%u rounds)",
+          a.race.rounds);
+    run(&a, &alone, every - 1);
+    CHECK(a.race.rounds == 2, "the next round %d timed splits later, not %d (%u rounds)", every, second,
+          a.race.rounds);
+    run(&a, &alone, 1);
+    CHECK(a.race.rounds == 3 && a.races == 1, "the third round then (%u)", a.race.rounds);
+
     /* the machine changes: T0 becomes the fastest; the next full round finds it */
     xeon.cost[HET_CPU_STREAM_T0] = 0.7;
     run(&s, &xeon, 8 * every + 6);

@@ -94,14 +94,13 @@ int    het_cpu_stream_round_every(void) { return HET_CPU_STREAM_ROUND_EVERY; }
 int    het_cpu_stream_second_after(void) { return HET_CPU_STREAM_SECOND_AFTER; }
 double het_cpu_stream_min_bytes(void) { return HET_CPU_STREAM_MIN_BYTES; }
 
-/* A race that has not run: its first timed split starts a round with every
- * hint, the one before it (session 31's default) first. */
+/* A race that has not run: its first round races every hint, NTA (session
+ * 31's default) first. */
 static void race_init(struct het_cpu_stream_race *r)
 {
     memset(r, 0, sizeof *r);
     r->best = HET_CPU_STREAM_NTA;
     r->at = -1;
-    r->wait = 0;
 }
 
 /* The hint at place `at` of the round: best, others, others reversed, best. */
@@ -122,7 +121,10 @@ static void round_begin(struct het_cpu_stream_choice *s, struct het_cpu_stream_r
     r->order[r->n_order++] = r->best;
     for (int h = 0; h < HET_CPU_STREAM_COUNT; h++)
         if (r->in[h] && h != (int)r->best) r->order[r->n_order++] = (enum het_cpu_stream)h;
-    if (r->n_order < 2) return;
+    if (r->n_order < 2) { /* nothing to race: the best runs on to the next round */
+        r->wait = HET_CPU_STREAM_ROUND_EVERY;
+        return;
+    }
     for (int h = 0; h < HET_CPU_STREAM_COUNT; h++) r->least[h] = 0;
     r->reps = r->rounds == 1 ? 1 : 2; /* the first round costs the slow hints one split each */
     r->at = 0;
