@@ -392,11 +392,12 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
     }
     size_t wbytes = het_model_weight_bytes(s->model);
     double bound = bw > 0 ? bw * 1e9 / (double)dbytes : 0;
-    /* how the CPU's decode runs asked ahead (cpu_stream.c): the hints raced, by the threads' placement */
+    /* how the CPU's decode runs asked ahead (cpu_stream.c): the hints raced on its own splits */
     struct het_cpu_stream_stats cs = { 0 };
     bool have_cs = false;
     for (int i = 0; i < s->n_devices && !have_cs; i++)
-        have_cs = het_cpu_device_stream_stats(s->devices[i], &cs) == HET_OK && cs.splits_nta + cs.splits_t0 + cs.splits_t1 > 0;
+        have_cs = het_cpu_device_stream_stats(s->devices[i], &cs) == HET_OK &&
+                  cs.splits_nta + cs.splits_t0 + cs.splits_t1 > 0;
     const char *dev = hr_device_list(o);
     if (o->json) {
         /* paths and device lists as JSON strings (a quote in a file name stays valid JSON) */
@@ -503,8 +504,8 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
                        (unsigned long long)cs.splits_nta);
                 if (cs.fixed) printf("fixed by HET_CPU_STREAM)\n");
                 else if (cs.handoff_ns > 0)
-                    printf("the fastest in %llu rounds that raced them; threads %s by their hand-off, last %.0f ns, far "
-                           "from %.0f)\n",
+                    printf("the fastest in %llu rounds that raced them; threads %s by their hand-off, last %.0f "
+                           "ns, far from %.0f)\n",
                            (unsigned long long)cs.races, cs.handoff_ns >= cs.far_ns ? "far apart" : "near",
                            cs.handoff_ns, cs.far_ns);
                 else printf("the fastest in %llu rounds that raced them; the threads' hand-off not measured)\n",

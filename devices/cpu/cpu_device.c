@@ -874,7 +874,8 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         het_cpu_pool_run(c->threads, cpu_split_run, &j);
         dev->stats.n_steps_kept += j.n_steps_kept;
         c->last_split_us = het_now_us();
-        het_cpu_stream_update(&c->stream, j.handoff_ns, j.handoff_n, 1e3 * (c->last_split_us - t_run), s->stream_bytes);
+        het_cpu_stream_update(&c->stream, j.handoff_ns, j.handoff_n, 1e3 * (c->last_split_us - t_run),
+                              s->stream_bytes);
     }
     if (prof) het_cpu_profile_add_split(prof, het_cpu_profile_now_us(prof) - t_split - j.t_nodes);
     const uint64_t sf = atomic_load(&j.solo_failed);
