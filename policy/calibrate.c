@@ -435,22 +435,10 @@ static bool type_supported(het_device *dev, enum het_type t)
 /* Bytes a set of distinct weights must exceed so that a small-M matmul reads
  * them from memory, as decode does, not from the last-level cache: four times
  * the largest cache sysfs reports (a victim L3 still keeps part of a set twice
- * its size), at least 128 MiB. sysconf's L3 figure is wrong in some VMs, so it
- * is not used. */
+ * its size, het_cpu_largest_cache_bytes), at least 128 MiB. */
 static double cold_bytes(void)
 {
-    double best = 32 * MB;
-    for (int i = 0; i < 8; i++) {
-        char path[96];
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        double v = 0;
-        char unit = 0;
-        if (fscanf(f, "%lf%c", &v, &unit) >= 1)
-            best = fmax(best, v * (unit == 'M' ? MB : unit == 'K' ? 1024.0 : unit == 'G' ? 1024.0 * MB : 1.0));
-        fclose(f);
-    }
+    const double best = fmax(32 * MB, (double)het_cpu_largest_cache_bytes());
     return fmin(fmax(4 * best, 128 * MB), 512 * MB);
 }
 

@@ -9,7 +9,8 @@
  * description, which keys calibration profiles, must carry the identity.
  * A device asked for an unknown kernel level (HET_CPU_ISA) or stream hint
  * (HET_CPU_STREAM) is refused with a message naming the value, not run at
- * a level or with a hint it chose instead.
+ * a level or with a hint it chose instead. het_cpu_largest_cache_bytes gives
+ * the largest cache the kernel lists for cpu0.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -92,6 +93,27 @@ static void refused_env(void)
     refused("HET_CPU_STREAM", "t2");
 }
 
+/* The largest cache sysfs reports: the largest the kernel lists for cpu0,
+ * read here as "<n>K" (what it writes). */
+static void largest_cache(void)
+{
+    const size_t got = het_cpu_largest_cache_bytes();
+    size_t want = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[80];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        unsigned long kb = 0;
+        char unit = 0;
+        if (fscanf(f, "%lu%c", &kb, &unit) == 2 && unit == 'K' && kb * 1024ul > want) want = kb * 1024ul;
+        fclose(f);
+    }
+    fprintf(stderr, "largest cache: %zu bytes\n", got);
+    /* want 0: no cache listed in K (none, or in other units): nothing to compare with */
+    CHECK(want == 0 || got == want, "largest cache %zu bytes, sysfs lists %zu", got, want);
+}
+
 int main(void)
 {
     check_table();
@@ -113,6 +135,7 @@ int main(void)
     char fm[64];
     snprintf(fm, sizeof fm, "family %xh model %xh", f.family, f.model);
     CHECK(strstr(who, fm) != NULL, "identity \"%s\" lacks \"%s\"", who, fm);
+    largest_cache();
     het_error err = { 0 };
     het_device *dev = het_cpu_device_init(1, &err);
     CHECK(dev != NULL, "cpu device: %s", err.msg);

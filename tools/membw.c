@@ -4,8 +4,9 @@
  * not a guess: n_threads threads (the benchmark's) each stream their share
  * of a buffer larger than the last-level cache (256 MiB, or twice the
  * largest cache sysfs reports where that is more: the Xeon VM reports one
- * 480 MiB L3, so its buffer is 960 MiB) once per repetition, with the widest vector loads the CPU has (the kernels use
- * them; on Zen 4, 16-byte loads reach about 15% less than 64-byte ones),
+ * 480 MiB L3, so its buffer is 960 MiB) once per repetition, with the
+ * widest vector loads the CPU has (the kernels use them; on Zen 4, 16-byte
+ * loads reach about 15% less than 64-byte ones),
  * four independent sums so the adds never limit the loads. The best of 5
  * repetitions, wall clock, is the bound. The buffer asks for transparent
  * huge pages, as the CPU's weight panels do (devices/cpu/panel_arena.c):
@@ -21,10 +22,11 @@
  */
 #include "tools/membw.h"
 
+#include "het/device.h"
+
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -151,28 +153,15 @@ static double hr_read_all(const struct hr_membw *m, size_t at, size_t each, bool
 }
 
 /* The buffer's bytes: 256 MiB, or twice the largest cache of cpu0 that
- * sysfs reports, in 2 MiB pages, at most 4 GiB. Twice: a victim L3 keeps
- * part of a buffer that only just exceeds it. (In a VM the reported L3 is
- * the host's, shared with its other guests: the Xeon VM read 256 MiB at
- * 29-30 GB/s and 1-2 GiB at 28-33, so this is for honesty, not speed.) */
+ * sysfs reports (het_cpu_largest_cache_bytes), in 2 MiB pages, at most
+ * 4 GiB. Twice: a victim L3 keeps part of a buffer that only just exceeds
+ * it. (In a VM the reported L3 is the host's, shared with its other
+ * guests: the Xeon VM read 256 MiB at 29-30 GB/s and 1-2 GiB at 28-33, so
+ * this is for honesty, not speed.) */
 static size_t hr_buffer_bytes(void)
 {
-    size_t largest = 0;
-    for (int i = 0; i < 8; i++) {
-        char path[80];
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        unsigned long v = 0;
-        char unit = 0;
-        if (fscanf(f, "%lu%c", &v, &unit) >= 1) {
-            const size_t b = v * (unit == 'K' ? 1024ul : unit == 'M' ? 1024ul * 1024 : unit == 'G' ? 1ul << 30 : 1);
-            if (b > largest) largest = b;
-        }
-        fclose(f);
-    }
     const size_t huge = (size_t)2 << 20, least = (size_t)256 << 20, most = (size_t)4 << 30;
-    size_t bytes = (2 * largest + huge - 1) / huge * huge;
+    const size_t bytes = (2 * het_cpu_largest_cache_bytes() + huge - 1) / huge * huge;
     return bytes < least ? least : bytes > most ? most : bytes;
 }
 

@@ -10,7 +10,7 @@
  * AVX-512 kernels without VNNI); a value that names no level is refused by
  * the device (het_cpu_isa_env_check), not run at the best level. It also says which processor this is
  * (vendor, brand, family / model / stepping, and for AMD the core design),
- * for the CPU device's description.
+ * for the CPU device's description, and how large its largest cache is.
  */
 #include <cpuid.h>
 #include <stdint.h>
@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "devices/cpu/cpu_ops.h"
+#include "het/device.h"
 
 static uint64_t het_cpu_xcr0(void) {
     uint32_t lo, hi;
@@ -81,6 +82,24 @@ void het_cpu_identity(const struct het_cpu_features *f, char *buf, size_t size) 
     const char *core = het_cpu_core_name(f);
     snprintf(buf, size, "%s (family %xh model %xh stepping %u%s%s)", f->brand[0] ? f->brand : f->vendor[0] ? f->vendor : "unknown x86",
              f->family, f->model, f->stepping, core ? ", " : "", core ? core : "");
+}
+
+size_t het_cpu_largest_cache_bytes(void) {
+    size_t largest = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[80];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        unsigned long v = 0;
+        char unit = 0;
+        if (fscanf(f, "%lu%c", &v, &unit) >= 1) {
+            const size_t b = v * (unit == 'K' ? 1024ul : unit == 'M' ? 1024ul * 1024 : unit == 'G' ? 1ul << 30 : 1);
+            if (b > largest) largest = b;
+        }
+        fclose(f);
+    }
+    return largest;
 }
 
 void het_cpu_features_detect(struct het_cpu_features *f) {

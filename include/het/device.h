@@ -129,6 +129,11 @@ struct het_cpu_peak {
     const char *f32_instr;
 };
 enum het_status het_cpu_measure_peak(int n_threads, struct het_cpu_peak *out, het_error *err);
+/* Bytes of the largest cache of cpu0 that sysfs reports (0: none): what a
+ * buffer must exceed to be read from memory. In a VM it is the host's
+ * cache, shared with its other guests (sysconf's L3 figure is wrong in some
+ * VMs, so it is not used). */
+size_t het_cpu_largest_cache_bytes(void);
 
 /* ---------------------------------------------------------------------------
  * The device registry (sched/registry.c): devices by name.
