@@ -9,8 +9,8 @@
  * description, which keys calibration profiles, must carry the identity.
  * A device asked for an unknown kernel level (HET_CPU_ISA) or stream hint
  * (HET_CPU_STREAM) is refused with a message naming the value, not run at
- * a level or with a hint it chose instead. het_cpu_largest_cache_bytes gives
- * the largest cache the kernel lists for cpu0.
+ * a level or with a hint it chose instead. het_cpu_largest_cache_bytes is
+ * at least the cache size /proc/cpuinfo gives.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -93,25 +93,18 @@ static void refused_env(void)
     refused("HET_CPU_STREAM", "t2");
 }
 
-/* The largest cache sysfs reports: the largest the kernel lists for cpu0,
- * read here as "<n>K" (what it writes). */
+/* The largest cache sysfs reports: at least the "cache size" /proc/cpuinfo
+ * gives (the last level on Intel, L2 on AMD), and none when sysfs lists none. */
 static void largest_cache(void)
 {
     const size_t got = het_cpu_largest_cache_bytes();
-    size_t want = 0;
-    for (int i = 0; i < 8; i++) {
-        char path[80];
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        unsigned long kb = 0;
-        char unit = 0;
-        if (fscanf(f, "%lu%c", &kb, &unit) == 2 && unit == 'K' && kb * 1024ul > want) want = kb * 1024ul;
-        fclose(f);
-    }
     fprintf(stderr, "largest cache: %zu bytes\n", got);
-    /* want 0: no cache listed in K (none, or in other units): nothing to compare with */
-    CHECK(want == 0 || got == want, "largest cache %zu bytes, sysfs lists %zu", got, want);
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index0/size", "r");
+    if (f) fclose(f);
+    CHECK(f ? got > 0 : got == 0, "largest cache %zu bytes, sysfs %s", got, f ? "lists caches" : "lists none");
+    char v[64];
+    if (cpuinfo_field("cache size", v, sizeof v))
+        CHECK(got >= strtoul(v, NULL, 10) * 1024ul, "largest cache %zu bytes, under /proc/cpuinfo's %s", got, v);
 }
 
 int main(void)
