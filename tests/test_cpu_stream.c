@@ -41,6 +41,9 @@ static void parse(void)
           "an unknown value refused, naming it: '%s'", err.msg);
 }
 
+/* Whether the threads' hand-off reads as two last-level caches. */
+static bool far_apart(const struct het_cpu_stream_choice *s) { return s->handoff_ns >= het_cpu_stream_far_ns(); }
+
 /* the hand-off measure only: splits that stream nothing worth timing */
 static void placement(void)
 {
@@ -50,20 +53,20 @@ static void placement(void)
     CHECK(far > 0, "a threshold");
     het_cpu_stream_init(&s, "auto", &err);
     het_cpu_stream_update(&s, far * 2, 3, 0, 0); /* too few waits: nothing learnt */
-    CHECK(s.handoff_ns == 0 && !s.far, "3 waits: no measure");
+    CHECK(s.handoff_ns == 0 && !far_apart(&s), "3 waits: no measure");
     het_cpu_stream_update(&s, far * 2, 100, 0, 0);
-    CHECK(s.far && s.handoff_ns == (double)(far * 2), "far");
+    CHECK(far_apart(&s) && s.handoff_ns == (double)(far * 2), "far");
     het_cpu_stream_update(&s, near, 100, 0, 0); /* fewer than three measures: the last one */
-    CHECK(!s.far && s.handoff_ns == (double)near, "far, near: near");
+    CHECK(!far_apart(&s) && s.handoff_ns == (double)near, "far, near: near");
     het_cpu_stream_update(&s, far + 10, 100, 0, 0);
-    CHECK(s.far, "far, near, far: far (median %.0f ns)", s.handoff_ns);
+    CHECK(far_apart(&s), "far, near, far: far (median %.0f ns)", s.handoff_ns);
     het_cpu_stream_update(&s, near, 100, 0, 0);
-    CHECK(!s.far, "near, far, near: near (median %.0f ns)", s.handoff_ns);
+    CHECK(!far_apart(&s), "near, far, near: near (median %.0f ns)", s.handoff_ns);
     het_cpu_stream_update(&s, near, 100, 0, 0);
     het_cpu_stream_update(&s, far * 3, 100, 0, 0); /* one odd split */
-    CHECK(!s.far && s.handoff_ns == (double)near, "near, near, one far: near");
+    CHECK(!far_apart(&s) && s.handoff_ns == (double)near, "near, near, one far: near");
     het_cpu_stream_update(&s, far, 100, 0, 0);
-    CHECK(s.far, "near, far, far (at the threshold): far");
+    CHECK(far_apart(&s), "near, far, far (at the threshold): far");
     CHECK(s.hint == HET_CPU_STREAM_NTA && s.splits[HET_CPU_STREAM_NTA] == 8 && s.races == 1 && s.race.at == 0,
           "the measure does not move the hint: 8 splits at the round's first (NTA), none timed");
 }

@@ -49,8 +49,9 @@
  * Qwen3-0.6B decode token) is the hand-off of a cache line there and back,
  * with the clock's own cost: on the Zen 5 VM 64-75 ns with both threads on
  * one CCD, 230-260 ns on two, on the Xeon 58-174 ns by the hint. The median
- * of the last three splits' measures, HET_CPU_STREAM_FAR_NS or more, is far;
- * a split with too few spinning waits leaves it as it was.
+ * of the last three splits' measures is reported, and HET_CPU_STREAM_FAR_NS
+ * or more reads as far apart; a split with too few spinning waits leaves it
+ * as it was.
  * HET_CPU_STREAM=nta, t0 or t1 fixes the hint (A/B runs); the arithmetic is
  * the same every way, only the hints differ.
  */
@@ -150,14 +151,14 @@ static void round_end(struct het_cpu_stream_race *r)
     }
 }
 
-/* A split that streamed enough to time, run with hint h, its time per MB. */
+/* A split that streamed enough to time, run with hint h, its time per MB
+ * (h is the round's hint at `at` while a round runs: update chose it). */
 static void race_add(struct het_cpu_stream_race *r, enum het_cpu_stream h, double ns_per_mb)
 {
     if (r->at < 0) {
         r->since++;
         return;
     }
-    if (h != round_hint(r)) return; /* not the round's (it began after the hint was chosen) */
     if (r->least[h] == 0 || ns_per_mb < r->least[h]) r->least[h] = ns_per_mb;
     if (++r->at == r->reps * r->n_order) round_end(r);
 }
@@ -198,7 +199,6 @@ void het_cpu_stream_update(struct het_cpu_stream_choice *s, int64_t min_ns, int 
             m = a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
         }
         s->handoff_ns = (double)m;
-        s->far = m >= HET_CPU_STREAM_FAR_NS;
     }
     if (s->mode == HET_CPU_STREAM_FIXED) return;
     if (stream_bytes >= HET_CPU_STREAM_MIN_BYTES && split_ns > 0) {

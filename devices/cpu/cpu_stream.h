@@ -37,8 +37,8 @@ struct het_cpu_stream_race {
 struct het_cpu_stream_choice {
     enum het_cpu_stream_mode   mode;
     enum het_cpu_stream        hint;       /* for the next split                          */
-    bool                       far;        /* the threads' hand-off says two last-level caches */
-    double                     handoff_ns; /* that measure (0: none yet)                  */
+    double                     handoff_ns; /* the threads' hand-off, median of the last three
+                                              splits' (0: none yet)                       */
     int64_t                    last[3];    /* the last three splits' measures, ns,       */
     int                        n_last;     /* how many of them there are (<= 3),         */
     int                        at;         /* and where the next goes                    */
@@ -60,7 +60,7 @@ const char *het_cpu_stream_name(enum het_cpu_stream hint);
 /* The least close-to-seen time, ns, from which the threads count as far
  * apart (two last-level caches). */
 double het_cpu_stream_far_ns(void);
-/* Splits a placement runs with its best hint between two rounds (after
+/* Timed splits the race runs with its best hint between two rounds (after
  * the first: het_cpu_stream_second_after), and the least streamed bytes
  * that make a split's time count. */
 int    het_cpu_stream_round_every(void);

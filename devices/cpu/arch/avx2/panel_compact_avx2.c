@@ -350,10 +350,10 @@ HET_INLINE void het_q4kc_t(const struct het_panel_layout *l, const uint8_t *pane
               float *out)                                                                            \
     {                                                                                                \
         switch (nc) {                                                                                \
-        case 1: body(l, panel, a, out, 8, 1, HET_CPU_STREAM_T0); break;                                          \
-        case 2: body(l, panel, a, out, 8, 2, HET_CPU_STREAM_T0); break;                                          \
-        case 3: body(l, panel, a, out, 8, 3, HET_CPU_STREAM_T0); break;                                          \
-        default: body(l, panel, a, out, 8, 4, HET_CPU_STREAM_T0); break;                                         \
+        case 1: body(l, panel, a, out, 8, 1, HET_CPU_STREAM_T0); break;                              \
+        case 2: body(l, panel, a, out, 8, 2, HET_CPU_STREAM_T0); break;                              \
+        case 3: body(l, panel, a, out, 8, 3, HET_CPU_STREAM_T0); break;                              \
+        default: body(l, panel, a, out, 8, 4, HET_CPU_STREAM_T0); break;                             \
         }                                                                                            \
     }
 
@@ -361,7 +361,7 @@ HET_INLINE void het_q4kc_t(const struct het_panel_layout *l, const uint8_t *pane
  * results go straight to dst rows), asking ahead with the hint the device
  * chose (NTA, T0 or T1; one instance of the walker each way: the hint is a
  * constant inside it). */
-#define HET_COMPACT_RUN_NC(body, hint)                                                                \
+#define HET_COMPACT_RUN_NC(body, hint)                                                               \
     switch (nc) {                                                                                    \
     case 1: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 1, hint); break; \
     case 2: for (int64_t i = 0; i < np; i++) body(l, pp + i * stride, a, out + 8 * i, ldo, 2, hint); break; \
