@@ -160,6 +160,7 @@ enum het_status het_mbench_alloc(struct het_mbench *mb, het_device *const *devs,
     memset(mb->amem, 0, mb->asize);
     layout(mb, true);
     resolve_views(mb->g);
+    for (int i = 0; i < het_graph_n_nodes(mb->g); i++) het_graph_nodes(mb->g)[i]->flags |= HET_TENSOR_FLAG_PROBE;
     st = fill_leaves(mb, err);
     if (st == HET_OK) st = register_all(mb, devs, n_devs, err);
     return st;

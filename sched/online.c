@@ -195,6 +195,7 @@ static enum het_status probe(het_sched *s, int d, const struct het_tensor *node,
     struct het_tensor copy = *node;
     copy.data = s->probe_buf;
     copy.flags &= ~(uint32_t)HET_TENSOR_FLAG_OUTPUT;
+    copy.flags |= HET_TENSOR_FLAG_PROBE;
     struct het_tensor *one = &copy;
     if (!het_device_supports_op(s->devices[d], one)) return HET_ERR_UNSUPPORTED;
     double clean = INFINITY;

@@ -10,7 +10,10 @@
  *     on plans;
  *   - a matmul over a view whose rows change from run to run (1 to 4):
  *     its plan, made for one row, is dropped once the view changed and the
- *     step is planned live, so its output has every row at every count.
+ *     step is planned live, so its output has every row at every count;
+ *   - every such run counted as a decode split in the device's stream
+ *     stats (cpu_stream.c races its hints on them), and a run holding a
+ *     probe (HET_TENSOR_FLAG_PROBE: a node run to time it) not counted.
  * Checked for results and for which steps ran on plans, never time.
  */
 #include <stdlib.h>
@@ -54,6 +57,7 @@ static struct het_tensor *weight(het_graph *g, int64_t k, int64_t n, const char 
 {
     const int64_t ne[2] = { k, n };
     struct het_tensor *w = het_new_tensor(g, HET_TYPE_Q8_0, 2, ne);
+    w->flags |= HET_TENSOR_FLAG_WEIGHT;
     snprintf(w->name, sizeof w->name, "%s", name);
     return w;
 }
@@ -205,6 +209,26 @@ static void test_plans(int threads)
           (unsigned long long)st.n_splits_kept, RUNS);
     CHECK(st.n_steps_kept == 4 * RUNS + 6, "%d threads: %llu steps on plans, not %d", threads,
           (unsigned long long)st.n_steps_kept, 4 * RUNS + 6);
+    struct het_cpu_stream_stats cs;
+    CHECK(het_cpu_device_stream_stats(dev, &cs) == HET_OK, "stream stats");
+    const uint64_t decode = cs.splits_nta + cs.splits_t0 + cs.splits_t1;
+    CHECK(decode == RUNS, "%d threads: %llu decode splits, not %d", threads, (unsigned long long)decode, RUNS);
+    /* a matmul run alone, as online.c probes one: counted, and not once flagged as a probe */
+    struct het_tensor *gate = NULL;
+    for (int i = 0; i < l.n && !gate; i++)
+        if (l.nodes[i]->op == HET_OP_MUL_MAT && l.nodes[i]->src[0] == l.w[4]) gate = l.nodes[i];
+    struct het_tensor alone = *gate, probe = *gate;
+    probe.flags |= HET_TENSOR_FLAG_PROBE;
+    struct het_tensor *one = &alone;
+    CHECK(het_device_run_split(dev, &one, 1, &err) == HET_OK, "the matmul alone: %s", err.msg);
+    het_cpu_device_stream_stats(dev, &cs);
+    CHECK(cs.splits_nta + cs.splits_t0 + cs.splits_t1 == decode + 1, "%d threads: the matmul alone counted",
+          threads);
+    one = &probe;
+    CHECK(het_device_run_split(dev, &one, 1, &err) == HET_OK, "the matmul as a probe: %s", err.msg);
+    het_cpu_device_stream_stats(dev, &cs);
+    CHECK(cs.splits_nta + cs.splits_t0 + cs.splits_t1 == decode + 1, "%d threads: a split holding a probe not counted",
+          threads);
     het_device_free(dev);
     for (int i = 0; i < l.n_bufs; i++) free(l.bufs[i]);
     het_graph_free(l.g);

@@ -498,7 +498,7 @@ static bool bench_config(const struct bench_run *b, int pp_n, int tg_n, int dept
             if (o->load) print_csw(&tg);
             printf("\n");
             if (have_cs) {
-                printf("stream the CPU's shared splits asked for the weights ahead with T1 in %llu, T0 in %llu, NTA in "
+                printf("stream the CPU's decode splits asked for the weights ahead with T1 in %llu, T0 in %llu, NTA in "
                        "%llu (",
                        (unsigned long long)cs.splits_t1, (unsigned long long)cs.splits_t0,
                        (unsigned long long)cs.splits_nta);

@@ -577,12 +577,16 @@ static bool cpu_kept_room(struct cpu_kept *k, int n)
  * rows (a prefill: its output matrix streams for the last row alone, but
  * its time is the other matmuls' arithmetic, and timed it made whichever
  * hint it ran with lose its race: tg128 at 45-52% of the read in one of
- * three fresh processes). */
+ * three fresh processes), and 0 for a split that holds a probe (a node run
+ * to time it: calibration ran the same matmul over and over, its weights
+ * in the caches, and on the Xeon won the race for T0 on every model's first
+ * run, its decode then at 62% of the read instead of 78%). */
 static double cpu_stream_bytes(struct het_tensor *const *nodes, int n)
 {
     double b = 0;
     for (int i = 0; i < n; i++) {
         const struct het_tensor *t = nodes[i];
+        if (t->flags & HET_TENSOR_FLAG_PROBE) return 0;
         if (t->op != HET_OP_MUL_MAT || !(t->src[0]->flags & HET_TENSOR_FLAG_WEIGHT)) continue;
         if (t->src[1]->ne[1] * t->src[1]->ne[2] * t->src[1]->ne[3] > 4) return 0;
         b += (double)het_nbytes(t->src[0]);

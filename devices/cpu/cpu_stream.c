@@ -32,6 +32,11 @@
  * every HET_CPU_STREAM_ROUND_EVERY timed splits, and every
  * HET_CPU_STREAM_READMIT-th round all hints race again. On the Xeon that
  * is 2 splits at NTA's 2x and 2 at T0's 1.3x once in 8 x 256 tokens.
+ * A round compares like with like: it times only the splits that stream
+ * the bytes its first did (race_add), and the device passes no split that
+ * holds a probe (HET_TENSOR_FLAG_PROBE: calibration's matmuls, run over and
+ * over with their weights in the caches, won the race for T0 on the Xeon
+ * on every model's first run, and its decode ran at 62% of the read).
  *
  * One race for the device, whatever the placement of its threads. Session
  * 38's first version ran one race per placement (one last-level cache or
@@ -75,6 +80,9 @@
  * split is one sample, and a burst on it must not cost 2048 splits. */
 #define HET_CPU_STREAM_DROP_FIRST   1.5
 #define HET_CPU_STREAM_SECOND_AFTER 32
+/* Timed splits of other bytes in a row after which a round begins again
+ * on the splits that come (the ones it was timing have stopped coming). */
+#define HET_CPU_STREAM_STRAYS 8
 /* Streamed decode weights a split needs for its time to count: below it
  * the hint is too small a part of the time to tell. */
 #define HET_CPU_STREAM_MIN_BYTES (4.0 * 1024 * 1024)
@@ -127,6 +135,8 @@ static void round_begin(struct het_cpu_stream_choice *s, struct het_cpu_stream_r
         return;
     }
     for (int h = 0; h < HET_CPU_STREAM_COUNT; h++) r->least[h] = 0;
+    r->bytes = 0;
+    r->strays = 0;
     r->reps = r->rounds == 1 ? 1 : 2; /* the first round costs the slow hints one split each */
     r->at = 0;
     s->races++;
@@ -151,14 +161,29 @@ static void round_end(struct het_cpu_stream_race *r)
     }
 }
 
-/* A split that streamed enough to time, run with hint h, its time per MB
- * (h is the round's hint at `at` while a round runs: update chose it). */
-static void race_add(struct het_cpu_stream_race *r, enum het_cpu_stream h, double ns_per_mb)
+/* A split that streamed `bytes`, enough to time, run with hint h, its time
+ * per MB (h is the round's hint at `at` while a round runs: update chose
+ * it). A round times only splits that stream the bytes its first one did:
+ * the same split, as a decode token runs it. Splits of other weights cost
+ * other times per byte (a lone matmul against a layer with its attention
+ * and norms), and calibration's, whose matmuls run as splits of their own,
+ * had the Xeon pick T0 over T1 (1.25x faster) on a model's first run. */
+static void race_add(struct het_cpu_stream_race *r, enum het_cpu_stream h, double ns_per_mb, double bytes)
 {
     if (r->at < 0) {
         r->since++;
         return;
     }
+    if (r->at == 0) r->bytes = bytes;
+    if (bytes != r->bytes) {
+        if (++r->strays < HET_CPU_STREAM_STRAYS) return;
+        for (int i = 0; i < HET_CPU_STREAM_COUNT; i++) r->least[i] = 0; /* begin again on what comes now */
+        r->at = 0;
+        r->bytes = 0;
+        r->strays = 0;
+        return;
+    }
+    r->strays = 0;
     if (r->least[h] == 0 || ns_per_mb < r->least[h]) r->least[h] = ns_per_mb;
     if (++r->at == r->reps * r->n_order) round_end(r);
 }
@@ -187,7 +212,7 @@ void het_cpu_stream_update(struct het_cpu_stream_choice *s, int64_t min_ns, int 
                            double stream_bytes)
 {
     const enum het_cpu_stream ran = s->hint;
-    s->splits[ran]++;
+    if (stream_bytes > 0) s->splits[ran]++;
     const bool measured = n >= HET_CPU_STREAM_MIN_WAITS;
     if (measured) {
         s->last[s->at] = min_ns;
@@ -202,7 +227,7 @@ void het_cpu_stream_update(struct het_cpu_stream_choice *s, int64_t min_ns, int 
     }
     if (s->mode == HET_CPU_STREAM_FIXED) return;
     if (stream_bytes >= HET_CPU_STREAM_MIN_BYTES && split_ns > 0) {
-        race_add(&s->race, ran, split_ns / (stream_bytes / (1024.0 * 1024.0)));
+        race_add(&s->race, ran, split_ns / (stream_bytes / (1024.0 * 1024.0)), stream_bytes);
     }
     struct het_cpu_stream_race *r = &s->race;
     if (r->at < 0 && r->since >= r->wait) round_begin(s, r);

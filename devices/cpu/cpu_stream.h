@@ -29,6 +29,8 @@ struct het_cpu_stream_race {
     int                 reps;                       /* splits each hint runs in it (1 or 2)    */
     int                 at;                         /* the next split's place in it (-1: none) */
     double              least[HET_CPU_STREAM_COUNT]; /* this round's ns per streamed MB      */
+    double              bytes;                      /* what its splits stream (0: not yet)   */
+    int                 strays;                     /* timed splits since of other bytes     */
     uint32_t            since;                      /* timed splits since the last round,    */
     uint32_t            wait;                       /* and how many the next one waits for   */
     uint32_t            rounds;                     /* rounds begun (with or without a race) */
@@ -42,7 +44,7 @@ struct het_cpu_stream_choice {
     int64_t                    last[3];    /* the last three splits' measures, ns,       */
     int                        n_last;     /* how many of them there are (<= 3),         */
     int                        at;         /* and where the next goes                    */
-    uint64_t                   splits[HET_CPU_STREAM_COUNT]; /* shared splits run with each */
+    uint64_t                   splits[HET_CPU_STREAM_COUNT]; /* decode splits run with each */
     uint64_t                   races;      /* rounds begun that race two hints or more    */
     struct het_cpu_stream_race race;
 };

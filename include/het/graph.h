@@ -82,6 +82,12 @@ enum het_tensor_flag {
      * that reader together with it may leave this node's output unwritten, so
      * a node the caller reads after compute must carry HET_TENSOR_FLAG_OUTPUT */
     HET_TENSOR_FLAG_ONE_READER = 1u << 6,
+    /* a node run to time it (calibration's microbenchmarks, the scheduler's
+     * online probes), its output thrown away: a device that tunes itself by
+     * how long its splits take does not learn from a split holding one (its
+     * weights may sit in the caches from the run before, and its time per
+     * byte is not a model's) */
+    HET_TENSOR_FLAG_PROBE = 1u << 7,
 };
 
 struct het_tensor {
