@@ -13,7 +13,8 @@
  *     step is planned live, so its output has every row at every count;
  *   - every such run counted as a decode split in the device's stream
  *     stats (cpu_stream.c races its hints on them), and a run holding a
- *     probe (HET_TENSOR_FLAG_PROBE: a node run to time it) not counted.
+ *     probe (HET_TENSOR_FLAG_PROBE: a node run to time it) not counted;
+ *     one thread's runs, without the pool, counted (and raced) as well.
  * Checked for results and for which steps ran on plans, never time.
  */
 #include <stdlib.h>
@@ -234,10 +235,41 @@ static void test_plans(int threads)
     het_graph_free(l.g);
 }
 
+/* One thread runs its splits alone, without the pool: they race the
+ * stream's hints all the same (counted as decode splits). */
+static void test_one_thread(void)
+{
+    struct layer l;
+    if (!layer_build(&l)) {
+        CHECK(false, "graph");
+        return;
+    }
+    het_error err = { 0 };
+    het_device *dev = het_cpu_device_init(1, &err);
+    CHECK(dev != NULL, "cpu device: %s", err.msg);
+    if (!dev) return;
+    CHECK(het_device_prepare_weights(dev, l.w, 8, &err) == HET_OK, "prepare weights: %s", err.msg);
+    layer_move(&l, 1);
+    int failed = 0;
+    for (int r = 0; r < 8; r++) {
+        layer_inputs(&l);
+        failed += het_device_run_split_in(dev, l.nodes, l.n, LAYOUT, &err) != HET_OK;
+    }
+    struct het_cpu_stream_stats cs;
+    CHECK(het_cpu_device_stream_stats(dev, &cs) == HET_OK && failed == 0, "1 thread: runs and stats (%s)", err.msg);
+    CHECK(cs.splits_nta + cs.splits_t0 + cs.splits_t1 == 8 && cs.races >= 1,
+          "1 thread: %llu of 8 decode splits counted, %llu races",
+          (unsigned long long)(cs.splits_nta + cs.splits_t0 + cs.splits_t1), (unsigned long long)cs.races);
+    het_device_free(dev);
+    for (int i = 0; i < l.n_bufs; i++) free(l.bufs[i]);
+    het_graph_free(l.g);
+}
+
 int main(void)
 {
     het_test_seed(4242);
     test_plans(2);
     test_plans(3);
+    test_one_thread();
     return het_test_finish();
 }

@@ -841,6 +841,7 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         .solo_part = s->solo_part, .solo_np = s->solo_np, .n = n, .failed = -1, .stream = c->stream.hint,
     };
     atomic_init(&j.solo_failed, UINT64_MAX);
+    const double t_run = het_now_us();
     /* one thread, or nodes too small to share: the calling thread alone,
      * without the pool's steps (no atomics, no worker woken) */
     if (c->n_threads == 1 || (n > 0 && work / (size_t)n < HET_CPU_SHARE_MIN_BYTES)) {
@@ -863,6 +864,9 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
                 t0 = t1;
             }
         }
+        /* its time races the hints too: one thread streams as the shared
+         * splits do (-t 1 on the Xeon ran NTA, untimed, at 39% of the read) */
+        het_cpu_stream_update(&c->stream, 0, 0, 1e3 * (het_now_us() - t_run), s->stream_bytes);
     } else {
         struct het_cpu_sync *sync = het_cpu_pool_sync(c->threads);
         /* every step of earlier jobs is over: the word holds the next step */
@@ -874,7 +878,6 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         s->ahead_set = true;
         if (s->kept.layout && !s->steps_set) s->steps_set = cpu_plan_steps(c, s, nodes, n);
         j.steps = s->kept.layout && s->steps_set ? s->step : NULL;
-        const double t_run = het_now_us();
         het_cpu_pool_run(c->threads, cpu_split_run, &j);
         dev->stats.n_steps_kept += j.n_steps_kept;
         c->last_split_us = het_now_us();

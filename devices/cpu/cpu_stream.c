@@ -32,6 +32,10 @@
  * every HET_CPU_STREAM_ROUND_EVERY timed splits, and every
  * HET_CPU_STREAM_READMIT-th round all hints race again. On the Xeon that
  * is 2 splits at NTA's 2x and 2 at T0's 1.3x once in 8 x 256 tokens.
+ * Every split that streams decode weights counts, the ones a lone thread
+ * runs without the pool included: at first only the pool's were timed,
+ * and `-t 1` on the Xeon ran the first round's NTA for good, decode at 39%
+ * of a thread's read instead of 84%.
  * A round compares like with like: it times only the splits that stream
  * the bytes its first did (race_add), and the device passes no split that
  * holds a probe (HET_TENSOR_FLAG_PROBE: calibration's matmuls, run over and

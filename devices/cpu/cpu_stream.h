@@ -52,10 +52,10 @@ struct het_cpu_stream_choice {
 /* The choice as HET_CPU_STREAM says (env: its value, NULL or "" for auto):
  * "auto", "nta", "t0" or "t1"; anything else is an error naming the value. */
 enum het_status het_cpu_stream_init(struct het_cpu_stream_choice *s, const char *env, het_error *err);
-/* A shared split ran with s->hint for split_ns, streaming stream_bytes of
- * decode weights (0: it streamed none worth timing); its caller saw n step
- * closes while spinning, the quickest min_ns after its closer stamped it.
- * Chooses the hint for the next split. */
+/* A split ran with s->hint for split_ns, streaming stream_bytes of decode
+ * weights (0: none, or a probe's); its caller saw n step closes while
+ * spinning (0: it ran alone), the quickest min_ns after its closer stamped
+ * it. Chooses the hint for the next split. */
 void het_cpu_stream_update(struct het_cpu_stream_choice *s, int64_t min_ns, int n, double split_ns,
                            double stream_bytes);
 const char *het_cpu_stream_name(enum het_cpu_stream hint);

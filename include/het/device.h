@@ -109,8 +109,8 @@ enum het_status het_cpu_device_set_f32_activations(het_device *dev, bool on, het
  * HET_CPU_STREAM=nta|t0|t1|auto. Counts since the device was made; the
  * hand-off it measures between its threads is reported beside them. */
 struct het_cpu_stream_stats {
-    uint64_t splits_nta, splits_t0, splits_t1; /* shared splits that streamed decode weights,
-                                                  run asking each way (probes not counted) */
+    uint64_t splits_nta, splits_t0, splits_t1; /* splits that streamed decode weights, run
+                                                  asking each way (probes not counted) */
     uint64_t races;                 /* rounds begun that race two hints or more      */
     double   handoff_ns;            /* the threads' last hand-off, median (0: none)   */
     double   far_ns;                /* from which the threads count as far apart     */
