@@ -23,6 +23,12 @@
 
 #define MB (1024.0 * 1024.0)
 
+/* a split that streams `bytes` (the caller's key: splits of equal bytes are alike) */
+static void upd(struct het_cpu_stream_choice *s, int64_t min_ns, int n, double split_ns, double bytes)
+{
+    het_cpu_stream_update(s, min_ns, n, split_ns, bytes, (uint64_t)bytes);
+}
+
 static void parse(void)
 {
     struct het_cpu_stream_choice s;
@@ -52,20 +58,20 @@ static void placement(void)
     const int64_t far = (int64_t)het_cpu_stream_far_ns(), near = far / 3;
     CHECK(far > 0, "a threshold");
     het_cpu_stream_init(&s, "auto", &err);
-    het_cpu_stream_update(&s, far * 2, 3, 0, 0); /* too few waits: nothing learnt */
+    upd(&s, far * 2, 3, 0, 0); /* too few waits: nothing learnt */
     CHECK(s.handoff_ns == 0 && !far_apart(&s), "3 waits: no measure");
-    het_cpu_stream_update(&s, far * 2, 100, 0, 0);
+    upd(&s, far * 2, 100, 0, 0);
     CHECK(far_apart(&s) && s.handoff_ns == (double)(far * 2), "far");
-    het_cpu_stream_update(&s, near, 100, 0, 0); /* fewer than three measures: the last one */
+    upd(&s, near, 100, 0, 0); /* fewer than three measures: the last one */
     CHECK(!far_apart(&s) && s.handoff_ns == (double)near, "far, near: near");
-    het_cpu_stream_update(&s, far + 10, 100, 0, 0);
+    upd(&s, far + 10, 100, 0, 0);
     CHECK(far_apart(&s), "far, near, far: far (median %.0f ns)", s.handoff_ns);
-    het_cpu_stream_update(&s, near, 100, 0, 0);
+    upd(&s, near, 100, 0, 0);
     CHECK(!far_apart(&s), "near, far, near: near (median %.0f ns)", s.handoff_ns);
-    het_cpu_stream_update(&s, near, 100, 0, 0);
-    het_cpu_stream_update(&s, far * 3, 100, 0, 0); /* one odd split */
+    upd(&s, near, 100, 0, 0);
+    upd(&s, far * 3, 100, 0, 0); /* one odd split */
     CHECK(!far_apart(&s) && s.handoff_ns == (double)near, "near, near, one far: near");
-    het_cpu_stream_update(&s, far, 100, 0, 0);
+    upd(&s, far, 100, 0, 0);
     CHECK(far_apart(&s), "near, far, far (at the threshold): far");
     CHECK(s.hint == HET_CPU_STREAM_NTA && s.splits[HET_CPU_STREAM_NTA] == 0 && s.races == 1 && s.race.at == 0,
           "the measure does not move the hint: the round's first (NTA) still to run, no decode split counted");
@@ -79,7 +85,7 @@ struct machine {
 
 static void run(struct het_cpu_stream_choice *s, const struct machine *m, int n)
 {
-    for (int i = 0; i < n; i++) het_cpu_stream_update(s, m->handoff, 100, m->cost[s->hint] * 64, 64 * MB);
+    for (int i = 0; i < n; i++) upd(s, m->handoff, 100, m->cost[s->hint] * 64, 64 * MB);
 }
 
 static void race(void)
@@ -145,7 +151,7 @@ static void race(void)
     run(&s, &close, 3 + second); /* the first round, then the second begins: T1 NTA T0 T0 NTA T1 */
     for (int i = 0; i < 6; i++) {
         const double c = i == 0 ? 5.0 : close.cost[s.hint]; /* T1's first, in a burst */
-        het_cpu_stream_update(&s, near, 100, c * 64, 64 * MB);
+        upd(&s, near, 100, c * 64, 64 * MB);
     }
     CHECK(s.hint == HET_CPU_STREAM_T1 && s.race.at == -1,
           "a hint's least time of two decides, not their mean (hint %s)", het_cpu_stream_name(s.hint));
@@ -157,18 +163,18 @@ static void race(void)
                                near };
     het_cpu_stream_init(&s, "auto", &err);
     for (int i = 0; i < 3; i++) {
-        het_cpu_stream_update(&s, near, 100, x.cost[s.hint] * 64, 64 * MB); /* the token's split */
+        upd(&s, near, 100, x.cost[s.hint] * 64, 64 * MB); /* the token's split */
         const double lone = s.hint == HET_CPU_STREAM_T0 ? 0.5 : 1.0;
-        het_cpu_stream_update(&s, near, 100, lone * 16, 16 * MB); /* another split */
+        upd(&s, near, 100, lone * 16, 16 * MB); /* another split */
     }
     CHECK(s.hint == HET_CPU_STREAM_T1 && s.race.at == -1 && s.races == 1,
           "splits of other bytes between a round's are not raced (hint %s)", het_cpu_stream_name(s.hint));
     /* a round whose splits stop coming begins again on the ones that come */
     het_cpu_stream_init(&s, "auto", &err);
-    het_cpu_stream_update(&s, near, 100, 64, 64 * MB); /* NTA, 64 MB: the round's bytes */
-    for (int i = 0; i < 7; i++) het_cpu_stream_update(&s, near, 100, 16, 16 * MB);
+    upd(&s, near, 100, 64, 64 * MB); /* NTA, 64 MB: the round's bytes */
+    for (int i = 0; i < 7; i++) upd(&s, near, 100, 16, 16 * MB);
     CHECK(s.race.at == 1 && s.hint == HET_CPU_STREAM_T0, "seven splits of other bytes wait (at %d)", s.race.at);
-    het_cpu_stream_update(&s, near, 100, 16, 16 * MB);
+    upd(&s, near, 100, 16, 16 * MB);
     CHECK(s.race.at == 0 && s.hint == HET_CPU_STREAM_NTA && s.race.least[HET_CPU_STREAM_NTA] == 0,
           "the eighth begins the round again (at %d, hint %s)", s.race.at, het_cpu_stream_name(s.hint));
     run(&s, &x, 3);
@@ -178,10 +184,10 @@ static void race(void)
     /* splits that stream too little are not timed */
     het_cpu_stream_init(&s, "auto", &err);
     const double small = het_cpu_stream_min_bytes() / 2;
-    for (int i = 0; i < 10; i++) het_cpu_stream_update(&s, near, 100, 1e9, small);
+    for (int i = 0; i < 10; i++) upd(&s, near, 100, 1e9, small);
     CHECK(s.hint == HET_CPU_STREAM_NTA && s.race.at == 0, "splits under %.0f bytes leave the round where it was",
           het_cpu_stream_min_bytes());
-    het_cpu_stream_update(&s, near, 100, 1.0 * 64, 64 * MB);
+    upd(&s, near, 100, 1.0 * 64, 64 * MB);
     CHECK(s.race.at == 1 && s.race.least[HET_CPU_STREAM_NTA] == 1.0, "a split of 64 MB is timed");
 }
 
@@ -191,7 +197,7 @@ static void fixed(void)
     het_error err = { 0 };
     const int64_t far = (int64_t)het_cpu_stream_far_ns();
     het_cpu_stream_init(&s, "nta", &err);
-    for (int i = 0; i < 5; i++) het_cpu_stream_update(&s, far * 4, 100, 64e6, 64 * MB);
+    for (int i = 0; i < 5; i++) upd(&s, far * 4, 100, 64e6, 64 * MB);
     CHECK(s.hint == HET_CPU_STREAM_NTA && s.splits[HET_CPU_STREAM_NTA] == 5 && s.handoff_ns == (double)(far * 4) &&
               s.races == 0,
           "fixed: NTA whatever the measure (which is still kept) and times");

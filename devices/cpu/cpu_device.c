@@ -148,7 +148,6 @@ struct cpu_split_state {
     struct het_tensor *const *nodes; /* the split whose state this is (its node list),  */
     int             n;               /* and its length                                  */
     uint64_t        last_run;   /* the device's split count when it last ran            */
-    double          stream_bytes; /* decode weights its matmuls stream (cpu_stream_bytes) */
 };
 
 #define CPU_SPLITS_KEPT 256
@@ -573,7 +572,8 @@ static bool cpu_kept_room(struct cpu_kept *k, int n)
 
 /* Bytes of weights the split's decode matmuls stream (at most 4 rows of
  * activations: runs of load-time panels, whose hint cpu_stream.c races),
- * the measure its time is taken per; 0 where any weight matmul has more
+ * the measure its time is taken per, and the most rows they have (*rows:
+ * splits with other rows are not raced against each other); 0 where any weight matmul has more
  * rows (a prefill: its output matrix streams for the last row alone, but
  * its time is the other matmuls' arithmetic, and timed it made whichever
  * hint it ran with lose its race: tg128 at 45-52% of the read in one of
@@ -581,14 +581,17 @@ static bool cpu_kept_room(struct cpu_kept *k, int n)
  * to time it: calibration ran the same matmul over and over, its weights
  * in the caches, and on the Xeon won the race for T0 on every model's first
  * run, its decode then at 62% of the read instead of 78%). */
-static double cpu_stream_bytes(struct het_tensor *const *nodes, int n)
+static double cpu_stream_bytes(struct het_tensor *const *nodes, int n, int64_t *rows)
 {
     double b = 0;
+    *rows = 0;
     for (int i = 0; i < n; i++) {
         const struct het_tensor *t = nodes[i];
         if (t->flags & HET_TENSOR_FLAG_PROBE) return 0;
         if (t->op != HET_OP_MUL_MAT || !(t->src[0]->flags & HET_TENSOR_FLAG_WEIGHT)) continue;
-        if (t->src[1]->ne[1] * t->src[1]->ne[2] * t->src[1]->ne[3] > 4) return 0;
+        const int64_t m = t->src[1]->ne[1] * t->src[1]->ne[2] * t->src[1]->ne[3];
+        if (m > 4) return 0;
+        if (m > *rows) *rows = m;
         b += (double)het_nbytes(t->src[0]);
     }
     return b;
@@ -643,7 +646,6 @@ static void cpu_decide(struct cpu_context *c, struct cpu_split_state *s, uint64_
         k->moved[k->n_moved++] = (struct cpu_kept_node){ i, cpu_node_geometry(nodes[i]), w, nw, 0 };
     }
     for (int i = 0; i < n; i += len[i]) cpu_whole_run(s, i, len[i]);
-    s->stream_bytes = cpu_stream_bytes(nodes, n);
     for (int m = 0; keep && m < k->n_moved; m++) k->moved[m].solo = s->solo[k->moved[m].i];
     /* each run of small nodes: its parts */
     for (int i = 0, e, m = 0; i < n; i = e) {
@@ -841,6 +843,10 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         .solo_part = s->solo_part, .solo_np = s->solo_np, .n = n, .failed = -1, .stream = c->stream.hint,
     };
     atomic_init(&j.solo_failed, UINT64_MAX);
+    /* measured at every run: a kept split's views may have moved (its rows) */
+    int64_t rows;
+    const double stream_bytes = cpu_stream_bytes(nodes, n, &rows);
+    const uint64_t like = (uint64_t)stream_bytes << 3 | (uint64_t)rows;
     const double t_run = het_now_us();
     /* one thread, or nodes too small to share: the calling thread alone,
      * without the pool's steps (no atomics, no worker woken) */
@@ -866,7 +872,7 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         }
         /* its time races the hints too: one thread streams as the shared
          * splits do (-t 1 on the Xeon ran NTA, untimed, at 39% of the read) */
-        het_cpu_stream_update(&c->stream, 0, 0, 1e3 * (het_now_us() - t_run), s->stream_bytes);
+        het_cpu_stream_update(&c->stream, 0, 0, 1e3 * (het_now_us() - t_run), stream_bytes, like);
     } else {
         struct het_cpu_sync *sync = het_cpu_pool_sync(c->threads);
         /* every step of earlier jobs is over: the word holds the next step */
@@ -882,7 +888,7 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         dev->stats.n_steps_kept += j.n_steps_kept;
         c->last_split_us = het_now_us();
         het_cpu_stream_update(&c->stream, j.handoff_ns, j.handoff_n, 1e3 * (c->last_split_us - t_run),
-                              s->stream_bytes);
+                              stream_bytes, like);
     }
     if (prof) het_cpu_profile_add_split(prof, het_cpu_profile_now_us(prof) - t_split - j.t_nodes);
     const uint64_t sf = atomic_load(&j.solo_failed);

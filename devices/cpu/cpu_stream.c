@@ -36,8 +36,8 @@
  * runs without the pool included: at first only the pool's were timed,
  * and `-t 1` on the Xeon ran the first round's NTA for good, decode at 39%
  * of a thread's read instead of 84%.
- * A round compares like with like: it times only the splits that stream
- * the bytes its first did (race_add), and the device passes no split that
+ * A round compares like with like: it times only the splits like its
+ * first (the same weights and rows; race_add), and the device passes no split that
  * holds a probe (HET_TENSOR_FLAG_PROBE: calibration's matmuls, run over and
  * over with their weights in the caches, won the race for T0 on the Xeon
  * on every model's first run, and its decode ran at 62% of the read).
@@ -84,7 +84,7 @@
  * split is one sample, and a burst on it must not cost 2048 splits. */
 #define HET_CPU_STREAM_DROP_FIRST   1.5
 #define HET_CPU_STREAM_SECOND_AFTER 32
-/* Timed splits of other bytes in a row after which a round begins again
+/* Timed splits not like the round's in a row after which it begins again
  * on the splits that come (the ones it was timing have stopped coming). */
 #define HET_CPU_STREAM_STRAYS 8
 /* Streamed decode weights a split needs for its time to count: below it
@@ -139,7 +139,7 @@ static void round_begin(struct het_cpu_stream_choice *s, struct het_cpu_stream_r
         return;
     }
     for (int h = 0; h < HET_CPU_STREAM_COUNT; h++) r->least[h] = 0;
-    r->bytes = 0;
+    r->like = 0;
     r->strays = 0;
     r->reps = r->rounds == 1 ? 1 : 2; /* the first round costs the slow hints one split each */
     r->at = 0;
@@ -165,25 +165,25 @@ static void round_end(struct het_cpu_stream_race *r)
     }
 }
 
-/* A split that streamed `bytes`, enough to time, run with hint h, its time
- * per MB (h is the round's hint at `at` while a round runs: update chose
- * it). A round times only splits that stream the bytes its first one did:
- * the same split, as a decode token runs it. Splits of other weights cost
- * other times per byte (a lone matmul against a layer with its attention
- * and norms), and calibration's, whose matmuls run as splits of their own,
- * had the Xeon pick T0 over T1 (1.25x faster) on a model's first run. */
-static void race_add(struct het_cpu_stream_race *r, enum het_cpu_stream h, double ns_per_mb, double bytes)
+/* A split that streamed enough to time, run with hint h, its time per MB
+ * (h is the round's hint at `at` while a round runs: update chose it). A
+ * round times only splits like its first one (`like`: the same weights and
+ * rows, as a decode token runs them). Splits of other weights cost other
+ * times per byte (a lone matmul against a layer with its attention and
+ * norms), and calibration's, whose matmuls run as splits of their own, had
+ * the Xeon pick T0 over T1 (1.25x faster) on a model's first run. */
+static void race_add(struct het_cpu_stream_race *r, enum het_cpu_stream h, double ns_per_mb, uint64_t like)
 {
     if (r->at < 0) {
         r->since++;
         return;
     }
-    if (r->at == 0) r->bytes = bytes;
-    if (bytes != r->bytes) {
+    if (r->at == 0) r->like = like;
+    if (like != r->like) {
         if (++r->strays < HET_CPU_STREAM_STRAYS) return;
         for (int i = 0; i < HET_CPU_STREAM_COUNT; i++) r->least[i] = 0; /* begin again on what comes now */
         r->at = 0;
-        r->bytes = 0;
+        r->like = 0;
         r->strays = 0;
         return;
     }
@@ -213,7 +213,7 @@ enum het_status het_cpu_stream_init(struct het_cpu_stream_choice *s, const char 
 }
 
 void het_cpu_stream_update(struct het_cpu_stream_choice *s, int64_t min_ns, int n, double split_ns,
-                           double stream_bytes)
+                           double stream_bytes, uint64_t like)
 {
     const enum het_cpu_stream ran = s->hint;
     if (stream_bytes > 0) s->splits[ran]++;
@@ -231,7 +231,7 @@ void het_cpu_stream_update(struct het_cpu_stream_choice *s, int64_t min_ns, int 
     }
     if (s->mode == HET_CPU_STREAM_FIXED) return;
     if (stream_bytes >= HET_CPU_STREAM_MIN_BYTES && split_ns > 0) {
-        race_add(&s->race, ran, split_ns / (stream_bytes / (1024.0 * 1024.0)), stream_bytes);
+        race_add(&s->race, ran, split_ns / (stream_bytes / (1024.0 * 1024.0)), like);
     }
     struct het_cpu_stream_race *r = &s->race;
     if (r->at < 0 && r->since >= r->wait) round_begin(s, r);

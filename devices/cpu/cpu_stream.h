@@ -29,8 +29,8 @@ struct het_cpu_stream_race {
     int                 reps;                       /* splits each hint runs in it (1 or 2)    */
     int                 at;                         /* the next split's place in it (-1: none) */
     double              least[HET_CPU_STREAM_COUNT]; /* this round's ns per streamed MB      */
-    double              bytes;                      /* what its splits stream (0: not yet)   */
-    int                 strays;                     /* timed splits since of other bytes     */
+    uint64_t            like;                       /* which splits it times (0: not yet)    */
+    int                 strays;                     /* timed splits since not like them      */
     uint32_t            since;                      /* timed splits since the last round,    */
     uint32_t            wait;                       /* and how many the next one waits for   */
     uint32_t            rounds;                     /* rounds begun (with or without a race) */
@@ -53,11 +53,13 @@ struct het_cpu_stream_choice {
  * "auto", "nta", "t0" or "t1"; anything else is an error naming the value. */
 enum het_status het_cpu_stream_init(struct het_cpu_stream_choice *s, const char *env, het_error *err);
 /* A split ran with s->hint for split_ns, streaming stream_bytes of decode
- * weights (0: none, or a probe's); its caller saw n step closes while
- * spinning (0: it ran alone), the quickest min_ns after its closer stamped
- * it. Chooses the hint for the next split. */
+ * weights (0: none, or a probe's); splits of equal `like` (nonzero) are
+ * alike enough to race the hints on (the caller's: the same weights, as
+ * many rows); its caller saw n step closes while spinning (0: it ran
+ * alone), the quickest min_ns after its closer stamped it. Chooses the hint
+ * for the next split. */
 void het_cpu_stream_update(struct het_cpu_stream_choice *s, int64_t min_ns, int n, double split_ns,
-                           double stream_bytes);
+                           double stream_bytes, uint64_t like);
 const char *het_cpu_stream_name(enum het_cpu_stream hint);
 /* The least close-to-seen time, ns, from which the threads count as far
  * apart (two last-level caches). */
