@@ -162,8 +162,9 @@ int main(int argc, char **argv)
     struct het_cpu_features f;
     het_cpu_features_detect(&f);
     const enum het_cpu_isa isa = het_cpu_isa_select(&f);
-    printf("threads %d, isa %s, %d rounds (read 256 MiB, then attention over %d layers' caches), %d/%d heads of %d,"
-           " F16 cache; medians, ratio min-max\n", nth, het_cpu_isa_name(isa), rounds, BA_LAYERS, BA_HEADS,
+    printf("threads %d, isa %s, rows asked for ahead with %s (HET_CPU_STREAM), %d rounds (read 256 MiB, then"
+           " attention over %d layers' caches), %d/%d heads of %d, F16 cache; medians, ratio min-max\n",
+           nth, het_cpu_isa_name(isa), het_cpu_stream_name(bench_stream_hint()), rounds, BA_LAYERS, BA_HEADS,
            BA_KV_HEADS, BA_HEAD_DIM);
     char buf[256];
     snprintf(buf, sizeof buf, "%s", depths);

@@ -169,7 +169,10 @@ static const int thread_counts[] = { 1, 2, 3 };
 #define N_THREAD_COUNTS ((int)(sizeof thread_counts / sizeof thread_counts[0]))
 
 /* shared: the threads take parts from one counter, as in the device (the
- * parts each thread runs differ from run to run); else the static split. */
+ * parts each thread runs differ from run to run); else the static split.
+ * Each thread count runs with another stream hint (1: NTA, 2: T0, 3: T1),
+ * so that the kernels instantiated per hint (decode attention's F16 rows)
+ * all run against the reference at every ISA level. */
 static enum het_status run_mode(kernel_fn fn, struct het_tensor *dst, int nth, enum het_cpu_isa isa, bool shared)
 {
     size_t ws = dst->op == HET_OP_ATTN ? het_cpu_attn_work_size(dst, nth) : 0;
@@ -184,7 +187,7 @@ static enum het_status run_mode(kernel_fn fn, struct het_tensor *dst, int nth, e
         het_cpu_worker_init(&wk, &sync);
         struct het_compute_params p = {
             .ith = omp_get_thread_num(), .nth = omp_get_num_threads(), .wdata = w, .wsize = ws, .isa = isa,
-            .worker = shared ? &wk : NULL,
+            .worker = shared ? &wk : NULL, .stream = (enum het_cpu_stream)((nth - 1) % HET_CPU_STREAM_COUNT),
         };
         if (p.ith == 0) got_nth = p.nth;
         st[p.ith] = p.nth == nth ? fn(&p, dst) : HET_ERR_DEVICE;

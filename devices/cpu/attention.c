@@ -87,6 +87,7 @@ struct attn_ctx {
     float                    scale;
     int64_t                  n_past;
     enum het_cpu_isa         isa;
+    enum het_cpu_stream      stream; /* the hint decode's F16 rows are asked for ahead with */
     het_attn_softmax_fn      softmax;
     het_attn_qk_fn           qk_f32;   /* on converted scratch rows   */
     het_attn_pv_fn           pv_f32;
@@ -479,13 +480,24 @@ static void attn_pick_kernels(struct attn_ctx *c)
     if (!avx2 || c->pl.hd % 8 != 0 || c->v->type != t || (t != HET_TYPE_F32 && t != HET_TYPE_F16) ||
         c->k->nb[0] != es || c->v->nb[0] != es)
         return;
+    /* an F16 cache's rows asked for ahead with the weights' raced hint */
+    static const het_attn_qk_fn qk512[HET_CPU_STREAM_COUNT] = {
+        [HET_CPU_STREAM_NTA] = het_attn_qk_f16_avx512, [HET_CPU_STREAM_T0] = het_attn_qk_f16_t0_avx512,
+        [HET_CPU_STREAM_T1] = het_attn_qk_f16_t1_avx512 };
+    static const het_attn_pv_fn pv512[HET_CPU_STREAM_COUNT] = {
+        [HET_CPU_STREAM_NTA] = het_attn_pv_f16_avx512, [HET_CPU_STREAM_T0] = het_attn_pv_f16_t0_avx512,
+        [HET_CPU_STREAM_T1] = het_attn_pv_f16_t1_avx512 };
+    static const het_attn_qk_fn qk256[HET_CPU_STREAM_COUNT] = {
+        [HET_CPU_STREAM_NTA] = het_attn_qk_f16_avx2, [HET_CPU_STREAM_T0] = het_attn_qk_f16_t0_avx2,
+        [HET_CPU_STREAM_T1] = het_attn_qk_f16_t1_avx2 };
+    const int h = c->stream < HET_CPU_STREAM_COUNT ? (int)c->stream : HET_CPU_STREAM_NTA;
     if (zmm) {
-        c->qk_cache = t == HET_TYPE_F16 ? het_attn_qk_f16_avx512 : het_attn_qk_f32_avx512;
-        c->pv_cache = t == HET_TYPE_F16 ? het_attn_pv_f16_avx512 : het_attn_pv_f32_avx512;
+        c->qk_cache = t == HET_TYPE_F16 ? qk512[h] : het_attn_qk_f32_avx512;
+        c->pv_cache = t == HET_TYPE_F16 ? pv512[h] : het_attn_pv_f32_avx512;
         return;
     }
-    c->qk_cache = t == HET_TYPE_F16 ? het_attn_qk_f16_avx2 : het_attn_qk_f32_avx2;
-    c->pv_cache = t == HET_TYPE_F16 ? het_attn_pv_f16_avx2 : het_attn_pv_f32_avx2;
+    c->qk_cache = t == HET_TYPE_F16 ? qk256[h] : het_attn_qk_f32_avx2;
+    c->pv_cache = t == HET_TYPE_F16 ? het_attn_pv_f16_avx2 : het_attn_pv_f32_avx2; /* asks with T1 (attn_avx2.c) */
 }
 
 /* ---- entry point ------------------------------------------------------------ */
@@ -553,7 +565,7 @@ enum het_status het_cpu_attn(const struct het_compute_params *p, struct het_tens
     if (st != HET_OK) return st;
     struct attn_ctx c = {
         .q = dst->src[0], .k = dst->src[1], .v = dst->src[2], .dst = dst,
-        .scale = het_get_op_param_f32(dst, 0), .n_past = dst->op_params[1], .isa = p->isa,
+        .scale = het_get_op_param_f32(dst, 0), .n_past = dst->op_params[1], .isa = p->isa, .stream = p->stream,
     };
     attn_plan_init(&c.pl, dst, p->nth);
     attn_pick_kernels(&c);

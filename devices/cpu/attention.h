@@ -21,7 +21,9 @@
 
 /* Decode's kernels ask for each F16 cache row this many keys ahead of the
  * one they read (arch/attn_loops.h says why and how far); attention.c asks
- * for a tile's first rows of K and V, which no earlier row asked for. */
+ * for a tile's first rows of K and V, which no earlier row asked for. The
+ * F16 kernels come one per hint they ask with (plain: NTA; _t0, _t1): the
+ * one the device's stream race chose (het_compute_params.stream). */
 #define HET_ATTN_PF_KEYS 24
 
 /* s[r*lds + j] = dot(q[r*hdp ..], row j of k) for r < nr, j < nk. */
@@ -58,13 +60,19 @@ void het_attn_t_pv_avx512(int nr, int nk, int hdp, const float *st, int ldt, con
 
 void het_attn_qk_f32_avx2(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds);
 void het_attn_qk_f16_avx2(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds);
+void het_attn_qk_f16_t0_avx2(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds);
+void het_attn_qk_f16_t1_avx2(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds);
 void het_attn_pv_f32_avx2(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o);
 void het_attn_pv_f16_avx2(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o);
 /* AVX-512 (attn_avx512.c): hdp % 16 == 0 */
 void het_attn_qk_f32_avx512(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds);
 void het_attn_qk_f16_avx512(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds);
+void het_attn_qk_f16_t0_avx512(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds);
+void het_attn_qk_f16_t1_avx512(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds);
 void het_attn_pv_f32_avx512(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o);
 void het_attn_pv_f16_avx512(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o);
+void het_attn_pv_f16_t0_avx512(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o);
+void het_attn_pv_f16_t1_avx512(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o);
 void het_attn_softmax_avx2(int nr, int nk, float *s, int lds, const int *valid, float *m, float *l, float *o,
                            int hdp);
 void het_attn_softmax_avx512(int nr, int nk, float *s, int lds, const int *valid, float *m, float *l, float *o,

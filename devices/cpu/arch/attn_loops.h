@@ -11,6 +11,10 @@
  *   attn_vload(p), attn_vstore(p, v)   q and o rows (the kernels' scratch)
  *   attn_vload_kv(F16, row, d)      ATTN_VLEN elements of a K or V row (F16
  *                                   != 0: an F16 cache) from element d
+ * F16, a compile-time constant everywhere, is 0 for F32 rows and
+ * ATTN_F16(hint) for an F16 cache whose rows decode asks for ahead with
+ * that hint (enum het_cpu_stream: the one the device's race chose for the
+ * weights, attn_pf_once).
  *   attn_vbcast(s, i, j)            s[i + j] in every lane (i and j apart:
  *                                   each file keeps its address arithmetic)
  *   attn_vfma(a, b, c)              a * b + c
@@ -22,6 +26,8 @@
  */
 #ifndef HET_CPU_ATTN_LOOPS_H
 #define HET_CPU_ATTN_LOOPS_H
+
+#include "devices/cpu/cpu_ops.h" /* enum het_cpu_stream */
 
 #define PV_COLS (2 * ATTN_VLEN)
 
@@ -116,17 +122,29 @@ static inline __attribute__((always_inline)) void pv_block(const int F16, const 
  * switched every 8 tokens in one process, Q4_0, token time NTA / L2: after
  * 0 tokens of context 0.983-0.998, 256 0.978-0.996, 1024 0.955-0.980
  * (Q4_K_M 0.978-0.982, beside two busy loops 0.961), 2048 0.961-0.981;
- * AVX2 (keys only: its PV passes read a row again) 0.986-0.993 at 1024. */
+ * AVX2 (keys only: its PV passes read a row again) 0.986-0.993 at 1024.
+ * On the Xeon VM, whose weight stream NTA halves (cpu_stream.c), NTA
+ * halved these rows too: bench_attn -t 2 -r 8, 28 layers' caches, one
+ * query token, cache/read 0.30-0.37 with NTA against 0.58-0.77 with T1
+ * (decode attention at 4096 keys 1.64 -> 0.78 ms a layer). So these rows
+ * are asked for with the hint the device's race chose for the weights
+ * (attention.c picks the kernel instance; the hint is part of F16). */
 #define ATTN_PF_KEYS HET_ATTN_PF_KEYS
+#define ATTN_F16(hint) (1 + (int)(hint))
 
 static inline __attribute__((always_inline)) void attn_pf_row(const char *row, size_t bytes)
 {
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(row + o, _MM_HINT_T1);
 }
 
-static inline __attribute__((always_inline)) void attn_pf_once(const char *row, size_t bytes)
+static inline __attribute__((always_inline)) void attn_pf_once(const int F16, const char *row, size_t bytes)
 {
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(row + o, _MM_HINT_NTA);
+    if (F16 == ATTN_F16(HET_CPU_STREAM_T1))
+        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(row + o, _MM_HINT_T1);
+    else if (F16 == ATTN_F16(HET_CPU_STREAM_T0))
+        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(row + o, _MM_HINT_T0);
+    else
+        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(row + o, _MM_HINT_NTA);
 }
 
 /* NR rows (NR < QK_ROWS: the leftover rows, or decode's 1-2) against all
@@ -138,7 +156,7 @@ static inline __attribute__((always_inline)) void qk_rows(const int F16, const i
     int j = 0;
     for (; j + QK_KEYS <= nk; j += QK_KEYS) {
         if (F16)
-            for (int c = 0; c < QK_KEYS; c++) attn_pf_once(k + (j + ATTN_PF_KEYS + c) * ldk, (size_t)hdp * 2);
+            for (int c = 0; c < QK_KEYS; c++) attn_pf_once(F16, k + (j + ATTN_PF_KEYS + c) * ldk, (size_t)hdp * 2);
         qk_block(F16, NR, QK_KEYS, hdp, q, k + j * ldk, ldk, s + j, lds);
     }
     for (; j < nk; j++) qk_block(F16, NR, 1, hdp, q, k + j * ldk, ldk, s + j, lds);

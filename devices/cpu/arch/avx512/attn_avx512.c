@@ -88,7 +88,17 @@ void het_attn_qk_f32_avx512(int nr, int nk, int hdp, const float *q, const void 
 
 void het_attn_qk_f16_avx512(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds)
 {
-    qk_all(1, nr, nk, hdp, q, k, ldk, s, lds);
+    qk_all(ATTN_F16(HET_CPU_STREAM_NTA), nr, nk, hdp, q, k, ldk, s, lds);
+}
+
+void het_attn_qk_f16_t0_avx512(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds)
+{
+    qk_all(ATTN_F16(HET_CPU_STREAM_T0), nr, nk, hdp, q, k, ldk, s, lds);
+}
+
+void het_attn_qk_f16_t1_avx512(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds)
+{
+    qk_all(ATTN_F16(HET_CPU_STREAM_T1), nr, nk, hdp, q, k, ldk, s, lds);
 }
 
 /* Decode's PV (NR <= 3 query rows): all NV * 16 columns of the rows in
@@ -107,7 +117,7 @@ INLINE void pv_keys(const int F16, const int NR, const int NV, int nk, int hdp, 
         for (int c = 0; c < NV; c++) acc[r][c] = _mm512_loadu_ps(o + r * hdp + 16 * c);
     for (int j = 0; j < nk; j++) {
         const char *row = v + j * ldv;
-        if (F16) attn_pf_once(row + (size_t)ATTN_PF_KEYS * ldv, (size_t)NV * 32); /* attn_loops.h says why */
+        if (F16) attn_pf_once(F16, row + (size_t)ATTN_PF_KEYS * ldv, (size_t)NV * 32); /* attn_loops.h says why */
         __m512 vv[8];
 #pragma GCC unroll 8
         for (int c = 0; c < NV; c++) vv[c] = attn_vload_kv(F16, row, 16 * c);
@@ -154,9 +164,22 @@ void het_attn_pv_f32_avx512(int nr, int nk, int hdp, const float *s, int lds, co
     if (!pv_decode(0, nr, nk, hdp, s, lds, v, ldv, o)) pv_all(0, nr, nk, hdp, s, lds, v, ldv, o);
 }
 
+#define ATTN_PV_F16(hint)                                                                                  \
+    if (!pv_decode(ATTN_F16(hint), nr, nk, hdp, s, lds, v, ldv, o)) pv_all(ATTN_F16(hint), nr, nk, hdp, s, lds, v, ldv, o)
+
 void het_attn_pv_f16_avx512(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o)
 {
-    if (!pv_decode(1, nr, nk, hdp, s, lds, v, ldv, o)) pv_all(1, nr, nk, hdp, s, lds, v, ldv, o);
+    ATTN_PV_F16(HET_CPU_STREAM_NTA);
+}
+
+void het_attn_pv_f16_t0_avx512(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o)
+{
+    ATTN_PV_F16(HET_CPU_STREAM_T0);
+}
+
+void het_attn_pv_f16_t1_avx512(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o)
+{
+    ATTN_PV_F16(HET_CPU_STREAM_T1);
 }
 
 void het_attn_softmax_avx512(int nr, int nk, float *s, int lds, const int *valid, float *m, float *l, float *o,
