@@ -506,8 +506,8 @@ static void attn_pick_kernels(struct attn_ctx *c)
  * F32 cache) reads each K and V row once, from memory: the kernels ask for
  * the row HET_ATTN_PF_KEYS keys ahead of the one they read, so a tile's
  * first HET_ATTN_PF_KEYS rows of each are asked for here, before its queries
- * are loaded, instead of arriving one miss after another (NTA, as the
- * kernels ask). bench_attn -t 2 (16/8 heads of 128, F16 cache, Zen 5, the
+ * are loaded, instead of arriving one miss after another (NTA when the
+ * kernels ask with NTA, else into the caches). bench_attn -t 2 (16/8 heads of 128, F16 cache, Zen 5, the
  * rounds alternating with and without): 0.79-0.80x the time at 16 keys,
  * 0.84-0.88x at 64, 0.91-0.93x at 256, 0.96-0.97x at 1024, 0.99x at 2048;
  * 16 or 32 rows did less, T1 hints less still. In a decode token, whose
@@ -521,7 +521,7 @@ static void attn_ask_first_rows(const struct attn_ctx *c, const struct attn_tile
     for (int kv = 0; kv < 2; kv++) {
         const struct het_tensor *a = kv ? c->v : c->k;
         het_vec_prefetch_rows(het_vec_row(a, t->hk, ka, t->b % a->ne[3]), n, a->nb[2], (size_t)c->pl.hd * a->nb[0],
-                              true);
+                              c->stream == HET_CPU_STREAM_NTA);
     }
 }
 
