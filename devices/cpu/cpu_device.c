@@ -573,11 +573,11 @@ static bool cpu_kept_room(struct cpu_kept *k, int n)
 /* Bytes of weights the split's decode matmuls stream (at most 4 rows of
  * activations: runs of load-time panels, whose hint cpu_stream.c races),
  * the measure its time is taken per, and the most rows they have (*rows:
- * splits with other rows are not raced against each other); 0 where any weight matmul has more
- * rows (a prefill: its output matrix streams for the last row alone, but
- * its time is the other matmuls' arithmetic, and timed it made whichever
- * hint it ran with lose its race: tg128 at 45-52% of the read in one of
- * three fresh processes), and 0 for a split that holds a probe (a node run
+ * splits with other rows are not raced against each other); 0 where any
+ * weight matmul has more rows (a prefill: its output matrix streams for
+ * the last row alone, but its time is the other matmuls' arithmetic, and
+ * timed it made whichever hint it ran with lose its race: tg128 at 45-52%
+ * of the read in one of three fresh processes), and 0 for a split that holds a probe (a node run
  * to time it: calibration ran the same matmul over and over, its weights
  * in the caches, and on the Xeon won the race for T0 on every model's first
  * run, its decode then at 62% of the read instead of 78%). */

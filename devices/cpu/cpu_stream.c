@@ -37,8 +37,8 @@
  * and `-t 1` on the Xeon ran the first round's NTA for good, decode at 39%
  * of a thread's read instead of 84%.
  * A round compares like with like: it times only the splits like its
- * first (the same weights and rows; race_add), and the device passes no split that
- * holds a probe (HET_TENSOR_FLAG_PROBE: calibration's matmuls, run over and
+ * first (the same weights and rows; race_add), and the device passes no
+ * split that holds a probe (HET_TENSOR_FLAG_PROBE: calibration's matmuls, run over and
  * over with their weights in the caches, won the race for T0 on the Xeon
  * on every model's first run, and its decode ran at 62% of the read).
  *

@@ -11,15 +11,15 @@
  *   attn_vload(p), attn_vstore(p, v)   q and o rows (the kernels' scratch)
  *   attn_vload_kv(F16, row, d)      ATTN_VLEN elements of a K or V row (F16
  *                                   != 0: an F16 cache) from element d
- * F16, a compile-time constant everywhere, is 0 for F32 rows and
- * ATTN_F16(hint) for an F16 cache whose rows decode asks for ahead with
- * that hint (enum het_cpu_stream: the one the device's race chose for the
- * weights, attn_pf_once).
  *   attn_vbcast(s, i, j)            s[i + j] in every lane (i and j apart:
  *                                   each file keeps its address arithmetic)
  *   attn_vfma(a, b, c)              a * b + c
  *   attn_scores(NK, acc, s)         the sums of acc[0..NK) (NK 1 or
  *                                   QK_KEYS) into s[0..NK)
+ * F16, a compile-time constant everywhere, is 0 for F32 rows and
+ * ATTN_F16(hint) for an F16 cache whose rows decode asks for ahead with
+ * that hint (enum het_cpu_stream: the one the device's race chose for the
+ * weights, attn_pf_once).
  * It defines qk_all and pv_all: the contracts of attention.h over any nr,
  * nk and hdp (a multiple of PV_COLS / 2), every row count a compile-time
  * constant in its instantiation so the accumulators stay in registers.
@@ -125,8 +125,8 @@ static inline __attribute__((always_inline)) void pv_block(const int F16, const 
  * AVX2 (keys only: its PV passes read a row again) 0.986-0.993 at 1024.
  * On the Xeon VM, whose weight stream NTA halves (cpu_stream.c), NTA
  * halved these rows too: bench_attn -t 2 -r 8, 28 layers' caches, one
- * query token, cache/read 0.30-0.37 with NTA against 0.58-0.77 with T1
- * (decode attention at 4096 keys 1.64 -> 0.78 ms a layer). So these rows
+ * query token, cache/read 0.31-0.37 with NTA against 0.55-0.78 with T1
+ * (decode attention at 4096 keys 1.59-1.74 -> 0.78-0.81 ms a layer). So these rows
  * are asked for with the hint the device's race chose for the weights
  * (attention.c picks the kernel instance; the hint is part of F16). */
 #define ATTN_PF_KEYS HET_ATTN_PF_KEYS

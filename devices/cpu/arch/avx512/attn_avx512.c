@@ -164,8 +164,9 @@ void het_attn_pv_f32_avx512(int nr, int nk, int hdp, const float *s, int lds, co
     if (!pv_decode(0, nr, nk, hdp, s, lds, v, ldv, o)) pv_all(0, nr, nk, hdp, s, lds, v, ldv, o);
 }
 
-#define ATTN_PV_F16(hint)                                                                                  \
-    if (!pv_decode(ATTN_F16(hint), nr, nk, hdp, s, lds, v, ldv, o)) pv_all(ATTN_F16(hint), nr, nk, hdp, s, lds, v, ldv, o)
+#define ATTN_PV_F16(hint)                                                                                      \
+    if (!pv_decode(ATTN_F16(hint), nr, nk, hdp, s, lds, v, ldv, o))                                                \
+    pv_all(ATTN_F16(hint), nr, nk, hdp, s, lds, v, ldv, o)
 
 void het_attn_pv_f16_avx512(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o)
 {
