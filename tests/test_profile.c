@@ -407,13 +407,14 @@ static void test_covers_large_shape(void)
  * as a CPU-type Vulkan driver's are bound by arithmetic) and whose other
  * nodes cost nothing; it records the most matmul nodes of each M (1..512)
  * any one split held. */
-struct slow_mm { int most[513]; };
+struct slow_mm { int most[513]; int not_probes; };
 
 static enum het_status slow_mm_run(het_device *d, struct het_tensor *const *nodes, int n, het_error *err)
 {
     struct slow_mm *s = d->context;
     int count = 0, m = 0;
     for (int i = 0; i < n; i++) {
+        s->not_probes += !(nodes[i]->flags & HET_TENSOR_FLAG_PROBE);
         if (nodes[i]->op != HET_OP_MUL_MAT) continue;
         count++;
         m = (int)nodes[i]->src[1]->ne[1];
@@ -432,7 +433,7 @@ static enum het_status slow_mm_run(het_device *d, struct het_tensor *const *node
 static void test_calibrate_slow_nodes(void)
 {
     static const struct het_device_i iface = { .supports_op = fake_supports, .run_split = slow_mm_run };
-    struct slow_mm s = { { 0 } };
+    struct slow_mm s = { { 0 }, 0 };
     het_device *dev = het_device_new(&iface, HET_DEVICE_VULKAN, "vulkan0", &s);
     dev->caps.host_timed = true;
     struct het_calibrate_needs needs = { .n_shapes = 1, .shapes = { { HET_TYPE_Q4_0, 256, 256, false } },
@@ -447,6 +448,8 @@ static void test_calibrate_slow_nodes(void)
      * overhead), times 4 for the next M's flops: at most ceil(2000 / 360) */
     CHECK(s.most[4] >= 1 && s.most[4] <= 6, "M = 4: at most 6 of 64 timed, got %d", s.most[4]);
     CHECK(s.most[16] >= 1 && s.most[16] <= 6, "M = 16: at most 6 of 64 timed, got %d", s.most[16]);
+    /* a device that tunes itself by its splits' times must see them as timing runs */
+    CHECK(s.not_probes == 0, "every node calibration ran is marked HET_TENSOR_FLAG_PROBE (%d not)", s.not_probes);
     het_profile_free(p);
     het_device_free(dev);
 }
