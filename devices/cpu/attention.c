@@ -507,8 +507,8 @@ static void attn_pick_kernels(struct attn_ctx *c)
  * the row HET_ATTN_PF_KEYS keys ahead of the one they read, so a tile's
  * first HET_ATTN_PF_KEYS rows of each are asked for here, before its queries
  * are loaded, instead of arriving one miss after another (NTA when the
- * kernels ask with NTA, else into the caches). bench_attn -t 2 (16/8 heads of 128, F16 cache, Zen 5, the
- * rounds alternating with and without): 0.79-0.80x the time at 16 keys,
+ * kernels ask with NTA, else into the caches). bench_attn -t 2 (16/8 heads
+ * of 128, F16 cache, Zen 5, the rounds alternating with and without): 0.79-0.80x the time at 16 keys,
  * 0.84-0.88x at 64, 0.91-0.93x at 256, 0.96-0.97x at 1024, 0.99x at 2048;
  * 16 or 32 rows did less, T1 hints less still. In a decode token, whose
  * cache rows the NTA weight stream leaves partly in L3, it is within the

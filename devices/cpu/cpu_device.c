@@ -148,6 +148,8 @@ struct cpu_split_state {
     struct het_tensor *const *nodes; /* the split whose state this is (its node list),  */
     int             n;               /* and its length                                  */
     uint64_t        last_run;   /* the device's split count when it last ran            */
+    double          stream_bytes; /* decode weights its matmuls stream, and their most     */
+    int64_t         stream_rows;  /* rows (cpu_stream_bytes; again when a node moved)       */
 };
 
 #define CPU_SPLITS_KEPT 256
@@ -577,10 +579,11 @@ static bool cpu_kept_room(struct cpu_kept *k, int n)
  * weight matmul has more rows (a prefill: its output matrix streams for
  * the last row alone, but its time is the other matmuls' arithmetic, and
  * timed it made whichever hint it ran with lose its race: tg128 at 45-52%
- * of the read in one of three fresh processes), and 0 for a split that holds a probe (a node run
- * to time it: calibration ran the same matmul over and over, its weights
- * in the caches, and on the Xeon won the race for T0 on every model's first
- * run, its decode then at 62% of the read instead of 78%). */
+ * of the read in one of three fresh processes), and 0 for a split that
+ * holds a probe (a node run to time it: calibration ran the same matmul
+ * over and over, its weights in the caches, and on the Xeon won the race
+ * for T0 on every model's first run, its decode then at 62% of the read
+ * instead of 78%). */
 static double cpu_stream_bytes(struct het_tensor *const *nodes, int n, int64_t *rows)
 {
     double b = 0;
@@ -646,6 +649,7 @@ static void cpu_decide(struct cpu_context *c, struct cpu_split_state *s, uint64_
         k->moved[k->n_moved++] = (struct cpu_kept_node){ i, cpu_node_geometry(nodes[i]), w, nw, 0 };
     }
     for (int i = 0; i < n; i += len[i]) cpu_whole_run(s, i, len[i]);
+    s->stream_bytes = cpu_stream_bytes(nodes, n, &s->stream_rows);
     for (int m = 0; keep && m < k->n_moved; m++) k->moved[m].solo = s->solo[k->moved[m].i];
     /* each run of small nodes: its parts */
     for (int i = 0, e, m = 0; i < n; i = e) {
@@ -723,6 +727,7 @@ static bool cpu_decide_kept(struct cpu_context *c, struct cpu_split_state *s, ui
         for (int i = 0; s->steps_set && i < n; i++) /* planned steps that looked at a changed node */
             if (s->step[i] && cpu_any_in(k->changed, nc, i, i + het_cpu_mm_step_nodes(s->step[i]) + 1))
                 s->step[i] = NULL;
+        s->stream_bytes = cpu_stream_bytes(nodes, n, &s->stream_rows); /* a matmul's rows may have moved */
     }
     *need = nd;
     *work = wk;
@@ -843,10 +848,8 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
         .solo_part = s->solo_part, .solo_np = s->solo_np, .n = n, .failed = -1, .stream = c->stream.hint,
     };
     atomic_init(&j.solo_failed, UINT64_MAX);
-    /* measured at every run: a kept split's views may have moved (its rows) */
-    int64_t rows;
-    const double stream_bytes = cpu_stream_bytes(nodes, n, &rows);
-    const uint64_t like = (uint64_t)stream_bytes << 3 | (uint64_t)rows;
+    const double stream_bytes = s->stream_bytes;
+    const uint64_t like = (uint64_t)stream_bytes << 3 | (uint64_t)s->stream_rows;
     const double t_run = het_now_us();
     /* one thread, or nodes too small to share: the calling thread alone,
      * without the pool's steps (no atomics, no worker woken) */

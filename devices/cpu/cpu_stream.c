@@ -38,9 +38,10 @@
  * of a thread's read instead of 84%.
  * A round compares like with like: it times only the splits like its
  * first (the same weights and rows; race_add), and the device passes no
- * split that holds a probe (HET_TENSOR_FLAG_PROBE: calibration's matmuls, run over and
- * over with their weights in the caches, won the race for T0 on the Xeon
- * on every model's first run, and its decode ran at 62% of the read).
+ * split that holds a probe (HET_TENSOR_FLAG_PROBE: calibration's
+ * matmuls, run over and over with their weights in the caches, won the
+ * race for T0 on the Xeon on every model's first run, and its decode ran
+ * at 62% of the read).
  *
  * One race for the device, whatever the placement of its threads. Session
  * 38's first version ran one race per placement (one last-level cache or

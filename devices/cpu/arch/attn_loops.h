@@ -20,7 +20,8 @@
  * ATTN_F16(hint) for an F16 cache whose rows decode asks for ahead with
  * that hint (enum het_cpu_stream: the one the device's race chose for the
  * weights, attn_pf_once).
- * It defines qk_all and pv_all: the contracts of attention.h over any nr,
+ * It defines qk_all and pv_all (and ATTN_QK_F16_DEF, an F16 QK entry point
+ * per hint): the contracts of attention.h over any nr,
  * nk and hdp (a multiple of PV_COLS / 2), every row count a compile-time
  * constant in its instantiation so the accumulators stay in registers.
  */
@@ -126,9 +127,9 @@ static inline __attribute__((always_inline)) void pv_block(const int F16, const 
  * On the Xeon VM, whose weight stream NTA halves (cpu_stream.c), NTA
  * halved these rows too: bench_attn -t 2 -r 8, 28 layers' caches, one
  * query token, cache/read 0.31-0.37 with NTA against 0.55-0.78 with T1
- * (decode attention at 4096 keys 1.59-1.74 -> 0.78-0.81 ms a layer). So these rows
- * are asked for with the hint the device's race chose for the weights
- * (attention.c picks the kernel instance; the hint is part of F16). */
+ * (decode attention at 4096 keys 1.59-1.74 -> 0.78-0.81 ms a layer). So
+ * these rows are asked for with the hint the device's race chose for the
+ * weights (attention.c picks the kernel instance; the hint is part of F16). */
 #define ATTN_PF_KEYS HET_ATTN_PF_KEYS
 #define ATTN_F16(hint) (1 + (int)(hint))
 
@@ -213,5 +214,13 @@ static inline __attribute__((always_inline)) void pv_all(const int F16, int nr, 
     default: break;
     }
 }
+
+/* An F16 cache's QK entry point (attention.h's contract) asking ahead with
+ * one hint: each file instantiates one per hint. */
+#define ATTN_QK_F16_DEF(name, hint)                                                                            \
+    void name(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds)          \
+    {                                                                                                          \
+        qk_all(ATTN_F16(hint), nr, nk, hdp, q, k, ldk, s, lds);                                                \
+    }
 
 #endif /* HET_CPU_ATTN_LOOPS_H */

@@ -66,20 +66,9 @@ void het_attn_qk_f32_avx2(int nr, int nk, int hdp, const float *q, const void *k
     qk_all(0, nr, nk, hdp, q, k, ldk, s, lds);
 }
 
-void het_attn_qk_f16_avx2(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds)
-{
-    qk_all(ATTN_F16(HET_CPU_STREAM_NTA), nr, nk, hdp, q, k, ldk, s, lds);
-}
-
-void het_attn_qk_f16_t0_avx2(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds)
-{
-    qk_all(ATTN_F16(HET_CPU_STREAM_T0), nr, nk, hdp, q, k, ldk, s, lds);
-}
-
-void het_attn_qk_f16_t1_avx2(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds)
-{
-    qk_all(ATTN_F16(HET_CPU_STREAM_T1), nr, nk, hdp, q, k, ldk, s, lds);
-}
+ATTN_QK_F16_DEF(het_attn_qk_f16_avx2, HET_CPU_STREAM_NTA)
+ATTN_QK_F16_DEF(het_attn_qk_f16_t0_avx2, HET_CPU_STREAM_T0)
+ATTN_QK_F16_DEF(het_attn_qk_f16_t1_avx2, HET_CPU_STREAM_T1)
 
 /* Decode's PV (NR <= 3 query rows). 16 ymm registers cannot hold a whole
  * output row of 2 or 3 query rows (128 columns: 16 vectors a row), so the

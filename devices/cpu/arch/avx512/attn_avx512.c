@@ -86,20 +86,9 @@ void het_attn_qk_f32_avx512(int nr, int nk, int hdp, const float *q, const void 
     qk_all(0, nr, nk, hdp, q, k, ldk, s, lds);
 }
 
-void het_attn_qk_f16_avx512(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds)
-{
-    qk_all(ATTN_F16(HET_CPU_STREAM_NTA), nr, nk, hdp, q, k, ldk, s, lds);
-}
-
-void het_attn_qk_f16_t0_avx512(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds)
-{
-    qk_all(ATTN_F16(HET_CPU_STREAM_T0), nr, nk, hdp, q, k, ldk, s, lds);
-}
-
-void het_attn_qk_f16_t1_avx512(int nr, int nk, int hdp, const float *q, const void *k, size_t ldk, float *s, int lds)
-{
-    qk_all(ATTN_F16(HET_CPU_STREAM_T1), nr, nk, hdp, q, k, ldk, s, lds);
-}
+ATTN_QK_F16_DEF(het_attn_qk_f16_avx512, HET_CPU_STREAM_NTA)
+ATTN_QK_F16_DEF(het_attn_qk_f16_t0_avx512, HET_CPU_STREAM_T0)
+ATTN_QK_F16_DEF(het_attn_qk_f16_t1_avx512, HET_CPU_STREAM_T1)
 
 /* Decode's PV (NR <= 3 query rows): all NV * 16 columns of the rows in
  * registers (NR * NV <= 24 accumulators), keys in the outer loop, so each V
@@ -164,24 +153,16 @@ void het_attn_pv_f32_avx512(int nr, int nk, int hdp, const float *s, int lds, co
     if (!pv_decode(0, nr, nk, hdp, s, lds, v, ldv, o)) pv_all(0, nr, nk, hdp, s, lds, v, ldv, o);
 }
 
-#define ATTN_PV_F16(hint)                                                                                      \
-    if (!pv_decode(ATTN_F16(hint), nr, nk, hdp, s, lds, v, ldv, o))                                                \
-    pv_all(ATTN_F16(hint), nr, nk, hdp, s, lds, v, ldv, o)
-
-void het_attn_pv_f16_avx512(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o)
-{
-    ATTN_PV_F16(HET_CPU_STREAM_NTA);
-}
-
-void het_attn_pv_f16_t0_avx512(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o)
-{
-    ATTN_PV_F16(HET_CPU_STREAM_T0);
-}
-
-void het_attn_pv_f16_t1_avx512(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o)
-{
-    ATTN_PV_F16(HET_CPU_STREAM_T1);
-}
+/* an F16 cache's PV asking ahead with one hint (attn_loops.h) */
+#define ATTN_PV_F16_DEF(name, hint)                                                                            \
+    void name(int nr, int nk, int hdp, const float *s, int lds, const void *v, size_t ldv, float *o)           \
+    {                                                                                                          \
+        if (!pv_decode(ATTN_F16(hint), nr, nk, hdp, s, lds, v, ldv, o))                                        \
+            pv_all(ATTN_F16(hint), nr, nk, hdp, s, lds, v, ldv, o);                                            \
+    }
+ATTN_PV_F16_DEF(het_attn_pv_f16_avx512, HET_CPU_STREAM_NTA)
+ATTN_PV_F16_DEF(het_attn_pv_f16_t0_avx512, HET_CPU_STREAM_T0)
+ATTN_PV_F16_DEF(het_attn_pv_f16_t1_avx512, HET_CPU_STREAM_T1)
 
 void het_attn_softmax_avx512(int nr, int nk, float *s, int lds, const int *valid, float *m, float *l, float *o,
                              int hdp)
