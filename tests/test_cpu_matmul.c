@@ -511,7 +511,7 @@ static void test_supports(void)
 static void test_dequant(enum het_cpu_isa best)
 {
     const struct het_mm_kernels *levels[] = { &het_mm_kernels_avx2, &het_mm_kernels_avx512,
-                                              &het_mm_kernels_avx512vnni };
+                                              &het_mm_kernels_avx512vnni, &het_mm_kernels_amx };
     for (int lv = HET_CPU_ISA_AVX2; lv <= (int)best; lv++) {
         const struct het_mm_kernels *k = levels[lv - HET_CPU_ISA_AVX2];
         for (int t = 0; t < HET_TYPE_COUNT; t++) {
@@ -551,7 +551,7 @@ static void test_dequant(enum het_cpu_isa best)
 static void test_quantize(enum het_cpu_isa best)
 {
     const struct het_mm_kernels *levels[] = { &het_mm_kernels_avx2, &het_mm_kernels_avx512,
-                                              &het_mm_kernels_avx512vnni };
+                                              &het_mm_kernels_avx512vnni, &het_mm_kernels_amx };
     const int64_t K = 32 * 72; /* more blocks than a quantiser may take at once */
     float *x = malloc(sizeof(float) * (size_t)K);
     for (int form = 0; form < 3; form++) { /* plain, with |q|, blocks sharing d in groups of 8 */
@@ -692,6 +692,57 @@ static void check_swiglu_case(const struct sw_case *c, enum het_cpu_isa isa)
     free_case(&d);
 }
 
+/* The AMX level's q4_0 and q8_0 batches (tile sums, packed activations)
+ * give avx512vnni's outputs bit for bit: the same integer sums, then the
+ * same float operations in the same order. Tails of 16 rows, K in chunks,
+ * GQA batches, padded b rows and dst. */
+static void test_amx_same_bits(enum het_cpu_isa best)
+{
+    if (best < HET_CPU_ISA_AMX) {
+        fprintf(stderr, "amx: not on this machine (its kernels cannot run here)\n");
+        return;
+    }
+    static const enum het_type types[] = {HET_TYPE_Q4_0, HET_TYPE_Q8_0};
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+        const struct mm_case cases[] = {
+            {types[t], 96, 40, 16, 1, 1, 0, false, false, true, false},
+            {types[t], 160, 33, 83, 1, 1, 1, false, true, true, false},
+            {types[t], 7424, 20, 37, 1, 1, 0, false, false, true, false},
+            {types[t], 96, 17, 21, 2, 4, 2, false, false, false, false},
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+            struct mm_data d;
+            if (!make_case(&cases[i], &d)) {
+                CHECK(false, "amx: cannot build case");
+                continue;
+            }
+            const size_t dbytes = d.dst.nb[2] * (size_t)cases[i].b2;
+            uint8_t *want = malloc(dbytes);
+            void *packed = cases[i].prepack ? attach_packed(&d.a, HET_CPU_ISA_AVX512VNNI) : NULL;
+            memset(d.d_buf, 0xff, dbytes);
+            enum het_status st = run_mm(&d.dst, 2, HET_CPU_ISA_AVX512VNNI, false);
+            memcpy(want, d.d_buf, dbytes);
+            free(packed);
+            d.a.extra = NULL;
+            packed = cases[i].prepack ? attach_packed(&d.a, HET_CPU_ISA_AMX) : NULL;
+            memset(d.d_buf, 0xff, dbytes);
+            if (st == HET_OK) st = run_mm(&d.dst, 2, HET_CPU_ISA_AMX, false);
+            int diff = 0;
+            for (int64_t bb = 0; bb < cases[i].b2; bb++)
+                for (int64_t m = 0; m < cases[i].M; m++) {
+                    const size_t o = (size_t)(m * d.dst.nb[1] + bb * d.dst.nb[2]);
+                    diff += memcmp(want + o, (uint8_t *)d.d_buf + o, (size_t)cases[i].N * sizeof(float)) != 0;
+                }
+            CHECK(st == HET_OK && diff == 0, "%s K=%lld N=%lld M=%lld: amx differs from avx512vnni in %d rows (%s)",
+                  het_type_name(types[t]), (long long)cases[i].K, (long long)cases[i].N, (long long)cases[i].M, diff,
+                  het_status_name(st));
+            free(packed);
+            free(want);
+            free_case(&d);
+        }
+    }
+}
+
 static void test_swiglu_fused(enum het_cpu_isa best)
 {
     static const enum het_type types[] = { HET_TYPE_F32, HET_TYPE_F16, HET_TYPE_Q4_0, HET_TYPE_Q8_0, HET_TYPE_Q4_K,
@@ -729,6 +780,7 @@ int main(void)
     test_repack_4d(best);
     test_segments(best);
     test_swiglu_fused(best);
+    test_amx_same_bits(best);
 
     static const enum het_type qtypes[] = {
         HET_TYPE_Q4_0, HET_TYPE_Q4_1, HET_TYPE_Q5_0, HET_TYPE_Q5_1, HET_TYPE_Q8_0,

@@ -89,6 +89,17 @@ static void check_loops(const struct het_cpu_features *f)
             het_peak_int8_avx512((int64_t)1 << 25, true, &s);
             CHECK(s == expect_dpbusd((int64_t)1 << 25, 5), "avx512 vpdpbusd long sink %u", s);
         }
+        if (f->amx_int8) {
+            /* C[0][0] of tdpbssd with A = B = bytes j % 7 - 3 (16 x 64),
+             * added up iters times, wrapping as the i32 lane does */
+            uint32_t c00 = 0;
+            for (int k4 = 0; k4 < 16; k4++)
+                for (int i = 0; i < 4; i++) c00 += (uint32_t)(((4 * k4 + i) % 7 - 3) * ((64 * k4 + i) % 7 - 3));
+            s = 0;
+            ops = het_peak_int8_amx(ITERS, &s);
+            CHECK(ops == (double)ITERS * 4 * 16 * 16 * 64 * 2, "amx int8 ops %.0f", ops);
+            CHECK(s == c00 * (uint32_t)ITERS, "amx tdpbssd sink %u, want %u", s, c00 * (uint32_t)ITERS);
+        }
         s = 0;
         ops = het_peak_f32_avx512(ITERS, &s);
         CHECK(ops == (double)ITERS * 12 * 16 * 2, "avx512 f32 ops %.0f", ops);
@@ -110,7 +121,8 @@ static void check_measure(enum het_cpu_isa isa)
     if (st != HET_OK) return;
     CHECK(isfinite(pk.int8_gops) && pk.int8_gops > 0, "%s int8 peak %g", het_cpu_isa_name(isa), pk.int8_gops);
     CHECK(isfinite(pk.f32_gflops) && pk.f32_gflops > 0, "%s f32 peak %g", het_cpu_isa_name(isa), pk.f32_gflops);
-    const char *want_int8 = isa == HET_CPU_ISA_AVX512VNNI ? "vpdpbusd zmm"
+    const char *want_int8 = isa == HET_CPU_ISA_AMX          ? "tdpbssd tmm"
+                            : isa == HET_CPU_ISA_AVX512VNNI ? "vpdpbusd zmm"
                             : isa == HET_CPU_ISA_AVX512   ? "vpmaddubsw zmm"
                                                           : "vpmaddubsw ymm";
     CHECK(strcmp(pk.int8_instr, want_int8) == 0, "%s measured with %s", het_cpu_isa_name(isa), pk.int8_instr);
@@ -123,8 +135,8 @@ int main(void)
     struct het_cpu_features f;
     het_cpu_features_detect(&f);
     const enum het_cpu_isa best = het_cpu_isa_select(&f);
-    fprintf(stderr, "cpu: avx2=%d avx512=%d avx512-vnni=%d; peak loops up to %s\n", f.avx2, f.avx512,
-            f.avx512_vnni, het_cpu_isa_name(best));
+    fprintf(stderr, "cpu: avx2=%d avx512=%d avx512-vnni=%d amx-int8=%d; peak loops up to %s\n", f.avx2, f.avx512,
+            f.avx512_vnni, f.amx_int8, het_cpu_isa_name(best));
     check_loops(&f);
     for (int lv = HET_CPU_ISA_SCALAR; lv <= (int)best; lv++) check_measure((enum het_cpu_isa)lv);
     if (best == HET_CPU_ISA_SCALAR) het_test_skip("no SIMD level on this machine");

@@ -5,7 +5,7 @@
  * is usable only when the CPU implements it AND the OS saves its registers
  * (XCR0), otherwise the first ymm/zmm instruction would fault. The chosen
  * level can be lowered (never raised) with
- * HET_CPU_ISA=scalar|avx2|avx512|avx512vnni so tests and benchmarks can
+ * HET_CPU_ISA=scalar|avx2|avx512|avx512vnni|amx so tests and benchmarks can
  * compare the kernel families on one machine (avx512 on a VNNI machine: the
  * AVX-512 kernels without VNNI); a value that names no level is refused by
  * the device (het_cpu_isa_env_check), not run at the best level. It also says which processor this is
@@ -21,10 +21,25 @@
 #include "devices/cpu/cpu_ops.h"
 #include "het/device.h"
 
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 static uint64_t het_cpu_xcr0(void) {
     uint32_t lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return ((uint64_t)hi << 32) | lo;
+}
+
+/* Linux's leave for this process to use the AMX tile data (XFEATURE 18);
+ * elsewhere no. */
+static bool het_cpu_amx_request(void) {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+#else
+    return false;
+#endif
 }
 
 /* Vendor, brand string and display family / model / stepping: a figure
@@ -133,6 +148,13 @@ void het_cpu_features_detect(struct het_cpu_features *f) {
     f->avx_vnni = f->avx2 && ((a1 >> 4) & 1);
     f->avx512_bf16 = f->avx512 && ((a1 >> 5) & 1);
     (void)b1; (void)c1; (void)d1;
+    /* AMX: tile and int8 units (leaf 7 EDX bits 24, 25), the tile state in
+     * XCR0 (bits 17, 18), and Linux's leave to use it: the tile data state
+     * is off for a process until it asks (arch_prctl ARCH_REQ_XCOMP_PERM,
+     * which grants it to every thread of the process, and may be asked
+     * again); a VM that does not pass the state through says no here. */
+    const bool amx_tile = (d >> 24) & 1, amx_int8 = (d >> 25) & 1;
+    f->amx_int8 = f->avx512_vnni && amx_tile && amx_int8 && (xcr0 & 0x60000) == 0x60000 && het_cpu_amx_request();
 }
 
 /* The level HET_CPU_ISA names: true and *lv, or false (unset, empty, or no level's name). */
@@ -152,6 +174,7 @@ enum het_cpu_isa het_cpu_isa_select(const struct het_cpu_features *f) {
     if (f->avx2) best = HET_CPU_ISA_AVX2;
     if (f->avx512) best = HET_CPU_ISA_AVX512;
     if (f->avx512_vnni) best = HET_CPU_ISA_AVX512VNNI;
+    if (f->amx_int8) best = HET_CPU_ISA_AMX;
     const char *env;
     if (het_cpu_isa_from_env(&cap, &env) && cap < best) best = cap;
     return best;
@@ -161,7 +184,7 @@ enum het_status het_cpu_isa_env_check(het_error *err) {
     enum het_cpu_isa lv;
     const char *env;
     if (het_cpu_isa_from_env(&lv, &env) || !env || !*env) return HET_OK;
-    return het_error_set(err, HET_ERR_INVALID, "cpu: HET_CPU_ISA='%s': expected scalar, avx2, avx512 or avx512vnni",
+    return het_error_set(err, HET_ERR_INVALID, "cpu: HET_CPU_ISA='%s': expected scalar, avx2, avx512, avx512vnni or amx",
                          env);
 }
 
@@ -171,6 +194,7 @@ const char *het_cpu_isa_name(enum het_cpu_isa isa) {
     case HET_CPU_ISA_AVX2:   return "avx2";
     case HET_CPU_ISA_AVX512: return "avx512";
     case HET_CPU_ISA_AVX512VNNI: return "avx512vnni";
+    case HET_CPU_ISA_AMX: return "amx";
     case HET_CPU_ISA_COUNT: break;
     }
     return "unknown";

@@ -31,6 +31,7 @@ struct het_cpu_features {
     bool avx512_vnni;
     bool avx_vnni;    /* VEX-encoded VNNI (Zen 5 / Alder Lake)         */
     bool avx512_bf16;
+    bool amx_int8;    /* AMX tiles + INT8, and the OS granted the state */
     /* which processor: cpuid's vendor, brand string (as the hypervisor
      * passes it: a VM may shorten it), and display family / model /
      * stepping (base and extended fields combined) */
@@ -40,7 +41,7 @@ struct het_cpu_features {
 };
 
 /* Kernel level actually used, chosen once when the device starts; lowered
- * by HET_CPU_ISA=scalar|avx2|avx512|avx512vnni for tests. Each level has
+ * by HET_CPU_ISA=scalar|avx2|avx512|avx512vnni|amx for tests. Each level has
  * its own kernel table (quant_dot.h); the levels are ordered, a higher one
  * able to run everything a lower one does. */
 enum het_cpu_isa {
@@ -48,6 +49,7 @@ enum het_cpu_isa {
     HET_CPU_ISA_AVX2       = 1,
     HET_CPU_ISA_AVX512     = 2, /* F/BW/VL/DQ; int8 sums by vpmaddubsw + vpmaddwd */
     HET_CPU_ISA_AVX512VNNI = 3, /* + AVX512-VNNI: int8 sums by vpdpbusd          */
+    HET_CPU_ISA_AMX        = 4, /* + AMX-INT8: prefill's q4_0/q8_0 sums by tiles */
     HET_CPU_ISA_COUNT
 };
 

@@ -17,8 +17,9 @@ enum peak_kind { PEAK_INT8, PEAK_F32 };
 static double run_kernel(enum peak_kind k, enum het_cpu_isa isa, int64_t iters,
                          uint32_t *sink)
 {
+    if (isa == HET_CPU_ISA_AMX && k == PEAK_INT8) return het_peak_int8_amx(iters, sink);
     if (isa >= HET_CPU_ISA_AVX512)
-        return k == PEAK_INT8 ? het_peak_int8_avx512(iters, isa == HET_CPU_ISA_AVX512VNNI, sink)
+        return k == PEAK_INT8 ? het_peak_int8_avx512(iters, isa >= HET_CPU_ISA_AVX512VNNI, sink)
                               : het_peak_f32_avx512(iters, sink);
     return k == PEAK_INT8 ? het_peak_int8_avx2(iters, sink) : het_peak_f32_avx2(iters, sink);
 }
@@ -60,7 +61,8 @@ enum het_status het_cpu_measure_peak(int n_threads, struct het_cpu_peak *out, he
     if (n_threads <= 0) n_threads = omp_get_num_procs();
     out->int8_gops = measure(PEAK_INT8, isa, n_threads) * 1e-9;
     out->f32_gflops = measure(PEAK_F32, isa, n_threads) * 1e-9;
-    out->int8_instr = isa == HET_CPU_ISA_AVX512VNNI ? "vpdpbusd zmm"
+    out->int8_instr = isa == HET_CPU_ISA_AMX          ? "tdpbssd tmm"
+                      : isa == HET_CPU_ISA_AVX512VNNI ? "vpdpbusd zmm"
                       : isa == HET_CPU_ISA_AVX512 ? "vpmaddubsw zmm" : "vpmaddubsw ymm";
     out->f32_instr = isa >= HET_CPU_ISA_AVX512 ? "vfmadd zmm" : "vfmadd ymm";
     return HET_OK;

@@ -14,5 +14,6 @@ double het_peak_int8_avx2(int64_t iters, uint32_t *sink);
 double het_peak_f32_avx2(int64_t iters, uint32_t *sink);
 double het_peak_int8_avx512(int64_t iters, bool vnni, uint32_t *sink);
 double het_peak_f32_avx512(int64_t iters, uint32_t *sink);
+double het_peak_int8_amx(int64_t iters, uint32_t *sink);
 
 #endif /* HET_CPU_PEAK_H */

@@ -22,7 +22,8 @@
  *   - for many rows of b (prefill), where the level has wide kernels:
  *     expands pairs of compact panels (load-time ones, or packed now) into
  *     wide byte panels in thread scratch, a group at a time, and runs the
- *     wide kernel (2R rows x xcols: 16 x 3 on AVX2, 32 x 4 on AVX-512)
+ *     wide kernel (2R rows x xcols: 16 x 3 on AVX2, 32 x 4 on AVX-512, 32 x 16
+ *     with AMX)
  *     with all of M streaming past each panel (K is
  *     cut into chunks only for very long rows).
  * Every loop over rows, panels or M is cut into parts that the threads take
@@ -47,7 +48,7 @@
 #define HET_MM_CHUNK_BYTES      (192u << 10)
 #define HET_MM_PANEL_ROWS_MAX   16
 /* Most activation rows a wide kernel takes per call (a level's xcols). */
-#define HET_MM_XCOLS_MAX        4
+#define HET_MM_XCOLS_MAX        64
 /* Rows of b from which the wide kernels (when the level has them) run. */
 #define HET_MM_WIDE_MIN_M       8
 /* every wide q4_K and q6_K batch gets activations grouped as its kernel wants */
@@ -56,8 +57,16 @@ _Static_assert(HET_Q8R_GROUP_MIN_M <= HET_MM_WIDE_MIN_M, "wide K-quant batches m
  * panel fits L1 loses more to the extra passes over dst than it gains;
  * streaming it from L2 is fine. Only very long rows are split. */
 #define HET_MM_WIDE_CHUNK_BYTES (128u << 10)
-/* Wide panel bytes expanded at once per thread (kept in L2 over all M). */
+/* Wide panel bytes expanded at once per thread (kept in L2 over all M). A
+ * level whose wide kernel reads packed activations (xpack) has the thread
+ * pack each pass's rows once per such group. */
 #define HET_MM_WIDE_GROUP_BYTES (256u << 10)
+/* The same where the wide kernel reads packed activations (xpack, the AMX
+ * level: cores with 2 MB of L2): each item group packs the rows again, so
+ * larger groups pack less often. bench_matmul -t 1 -T q4_0 -M 512 -p 1 on
+ * the Xeon VM, two runs: 628-641 tok/s (matmul only) with 256 KB, 730-741
+ * with 1 MB; the unpacked avx512vnni kernels ran the same with either. */
+#define HET_MM_WIDE_GROUP_BYTES_PACKED (1u << 20)
 #define HET_MM_WIDE_GROUP_MAX   64
 /* Fewest weight (or activation) bytes a part of a step should cover: the
  * atomic that hands a part out costs about what streaming ~1 KB does. */
@@ -117,6 +126,7 @@ struct het_mm_plan {
     size_t          x_bytes;      /* one wide item's chunk                          */
     het_xexpand_fn  xexpand_fn;
     het_xpanel_fn   xpanel_fn;
+    het_xpack_fn    xpack_fn;     /* wide kernel reads packed activations, or NULL */
     het_panels_fn   panels_fn;    /* runs of panels, or NULL                        */
     het_panel_fn    panel_fn;
     het_qgemv_fn    gemv_fn;
@@ -128,6 +138,7 @@ struct het_mm_plan {
 static const struct het_mm_kernels *het_mm_level(enum het_cpu_isa isa)
 {
     switch (isa) {
+    case HET_CPU_ISA_AMX:    return &het_mm_kernels_amx;
     case HET_CPU_ISA_AVX512VNNI: return &het_mm_kernels_avx512vnni;
     case HET_CPU_ISA_AVX512: return &het_mm_kernels_avx512;
     case HET_CPU_ISA_AVX2:   return &het_mm_kernels_avx2;
@@ -180,6 +191,7 @@ static void het_mm_resolve(struct het_mm_plan *p, enum het_cpu_isa isa)
     p->panels_fn = NULL;
     p->xexpand_fn = NULL;
     p->xpanel_fn = NULL;
+    p->xpack_fn = NULL;
     const struct het_mm_kernels *k = p->quantized ? het_mm_pick_panel(t, isa, p->K, &p->panel_fn, &p->pl) : NULL;
     if (!k) {
         p->panel_fn = NULL;
@@ -189,6 +201,7 @@ static void het_mm_resolve(struct het_mm_plan *p, enum het_cpu_isa isa)
     if (k->xpanel[p->pl.kind] && k->xexpand[p->pl.kind]) {
         p->xexpand_fn = k->xexpand[p->pl.kind];
         p->xpanel_fn = k->xpanel[p->pl.kind];
+        p->xpack_fn = k->xpack[p->pl.kind];
         p->xcols = k->xcols;
     }
 }
@@ -246,8 +259,24 @@ static bool het_mm_shapes_ok(const struct het_tensor *dst)
     return tr && a->ne[0] % tr->blck_size == 0 && a->ne[0] % HET_Q8R_BLOCK == 0 && a->nb[0] == tr->type_size;
 }
 
+/* Rows of b a wide pass takes at a time (their K chunk stays in L2). */
+static int64_t het_mm_wide_mc(const struct het_mm_plan *p)
+{
+    int64_t mc = (int64_t)(HET_MM_CHUNK_BYTES / ((size_t)p->x_kcb * p->ql.bs)) / p->xcols * p->xcols;
+    return mc < p->xcols ? p->xcols : mc;
+}
+
+/* Bytes of one pass's rows packed for the wide kernel (xpack). */
+static size_t het_mm_wide_pack_bytes(const struct het_mm_plan *p)
+{
+    if (!p->xpack_fn) return 0;
+    const int64_t groups = (het_mm_wide_mc(p) + HET_XPACK_ROWS - 1) / HET_XPACK_ROWS;
+    return het_mm_align((size_t)groups * (size_t)p->x_kcb * HET_XPACK_BLK);
+}
+
 /* Wide path: K chunk, group size and per-thread scratch (the group's wide
- * chunks, after the group's compact panels when a is not prepacked). */
+ * chunks, after the group's compact panels when a is not prepacked, then
+ * the packed rows of one pass when the kernel reads them packed). */
 static size_t het_mm_wide_plan(struct het_mm_plan *p, int nth, size_t tb)
 {
     const size_t xblk = het_xpanel_kind_blk_bytes(p->pl.kind, p->pl.R);
@@ -260,12 +289,13 @@ static size_t het_mm_wide_plan(struct het_mm_plan *p, int nth, size_t tb)
     const int64_t np = (p->N + p->pl.R - 1) / p->pl.R;
     const int64_t items = p->B2 * p->B3 * ((np + 1) / 2);
     const int64_t per_thread = (items + nth - 1) / nth;
-    int64_t group = (int64_t)(HET_MM_WIDE_GROUP_BYTES / p->x_bytes);
+    int64_t group = (int64_t)((p->xpack_fn ? HET_MM_WIDE_GROUP_BYTES_PACKED : HET_MM_WIDE_GROUP_BYTES) / p->x_bytes);
     if (group < 1) group = 1;
     if (group > HET_MM_WIDE_GROUP_MAX) group = HET_MM_WIDE_GROUP_MAX;
     p->x_group = per_thread < group ? per_thread : group;
     size_t need = p->x_bytes * (size_t)p->x_group;
     if (!p->prepacked) need += 2 * het_mm_align(p->pl.bytes) * (size_t)p->x_group;
+    need += het_mm_wide_pack_bytes(p);
     return need > tb ? need : tb;
 }
 
@@ -744,15 +774,31 @@ static void het_mm_put(const struct het_mm_plan *p, int64_t n0, int nr, int64_t 
     }
 }
 
+/* Rows [m0, m1) of batch bi, K blocks [kb0, kb1), packed for the wide
+ * kernel into ps: groups of HET_XPACK_ROWS rows, each nbk blocks. */
+static void het_mm_wide_pack(const struct het_mm_plan *p, const struct het_compute_params *cp, uint8_t *ps,
+                             int64_t bi, int64_t kb0, int64_t kb1, int64_t m0, int64_t m1)
+{
+    const int64_t i2 = bi % p->B2, i3 = bi / p->B2;
+    const size_t koff = (size_t)kb0 * p->ql.bs, gbytes = (size_t)(kb1 - kb0) * HET_XPACK_BLK;
+    for (int64_t m = m0; m < m1; m += HET_XPACK_ROWS, ps += gbytes) {
+        const int nc = m1 - m < HET_XPACK_ROWS ? (int)(m1 - m) : HET_XPACK_ROWS;
+        const uint8_t *act[HET_XPACK_ROWS];
+        for (int c = 0; c < nc; c++) act[c] = het_mm_act(p, cp, m + c, i2, i3) + koff;
+        p->xpack_fn(act, nc, kb1 - kb0, p->ql.bs, ps);
+    }
+}
+
 /* One wide item (rows n0.. of batch bi, K blocks [kb0, kb1)) against b rows
- * [m0, m1). */
+ * [m0, m1); ps: those rows packed (xpack), or NULL. */
 static void het_mm_wide_run(const struct het_mm_plan *p, const struct het_compute_params *cp, const uint8_t *xp,
-                            int64_t bi, int64_t n0, int64_t kb0, int64_t kb1, int64_t m0, int64_t m1)
+                            int64_t bi, int64_t n0, int64_t kb0, int64_t kb1, int64_t m0, int64_t m1,
+                            const uint8_t *ps)
 {
     const int64_t i2 = bi % p->B2, i3 = bi / p->B2;
     const int rows = 2 * p->pl.R;
     const int nr = p->N - n0 < rows ? (int)(p->N - n0) : rows;
-    const size_t koff = (size_t)kb0 * p->ql.bs;
+    const size_t koff = (size_t)kb0 * p->ql.bs, gbytes = (size_t)(kb1 - kb0) * HET_XPACK_BLK;
     const struct het_tensor *d = p->dst;
     /* full panels of a dense dst are written in place */
     const bool direct = nr == rows && d->nb[0] == sizeof(float) && d->nb[1] % sizeof(float) == 0;
@@ -760,7 +806,8 @@ static void het_mm_wide_run(const struct het_mm_plan *p, const struct het_comput
     for (int64_t m = m0; m < m1; m += p->xcols) {
         const int nc = m1 - m < p->xcols ? (int)(m1 - m) : p->xcols;
         const uint8_t *act[HET_MM_XCOLS_MAX];
-        for (int c = 0; c < nc; c++) act[c] = het_mm_act(p, cp, m + c, i2, i3) + koff;
+        if (ps) act[0] = ps + (size_t)((m - m0) / HET_XPACK_ROWS) * gbytes;
+        else for (int c = 0; c < nc; c++) act[c] = het_mm_act(p, cp, m + c, i2, i3) + koff;
         if (direct) {
             float *o = (float *)((char *)d->data + n0 * d->nb[0] + m * d->nb[1] + i2 * d->nb[2] + i3 * d->nb[3]);
             p->xpanel_fn(p->pl.R, kb1 - kb0, xp, act, nc, o, d->nb[1] / sizeof(float), kb0 > 0);
@@ -780,8 +827,8 @@ static void het_mm_wide_part(const struct het_mm_plan *p, const struct het_compu
     uint8_t *xs = het_mm_thread_scratch(p, cp);
     uint8_t *cs = xs + p->x_bytes * (size_t)p->x_group;   /* compact panels when not prepacked */
     const size_t cstride = het_mm_align(p->pl.bytes);
-    int64_t mc = (int64_t)(HET_MM_CHUNK_BYTES / ((size_t)p->x_kcb * p->ql.bs)) / p->xcols * p->xcols;
-    if (mc < p->xcols) mc = p->xcols;
+    uint8_t *ps = p->xpack_fn ? cs + (p->prepacked ? 0 : 2 * cstride * (size_t)p->x_group) : NULL;
+    const int64_t mc = het_mm_wide_mc(p);
     for (int64_t g0 = lo; g0 < hi; g0 += p->x_group) {
         const int64_t g1 = g0 + p->x_group < hi ? g0 + p->x_group : hi;
         const uint8_t *src[2 * HET_MM_WIDE_GROUP_MAX];
@@ -798,9 +845,15 @@ static void het_mm_wide_part(const struct het_mm_plan *p, const struct het_compu
                               xs + (size_t)(it - g0) * p->x_bytes);
             for (int64_t m0 = mlo; m0 < mhi; m0 += mc) {
                 const int64_t m1 = m0 + mc < mhi ? m0 + mc : mhi;
-                for (int64_t it = g0; it < g1; it++)
+                int64_t packed = -1; /* the batch whose rows ps holds */
+                for (int64_t it = g0; it < g1; it++) {
+                    if (ps && packed != it / nx) {
+                        packed = it / nx;
+                        het_mm_wide_pack(p, cp, ps, packed, kb0, kb1, m0, m1);
+                    }
                     het_mm_wide_run(p, cp, xs + (size_t)(it - g0) * p->x_bytes, it / nx, (it % nx) * 2 * R, kb0,
-                                    kb1, m0, m1);
+                                    kb1, m0, m1, ps);
+                }
             }
         }
     }

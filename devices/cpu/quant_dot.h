@@ -241,6 +241,14 @@ typedef void (*het_xexpand_fn)(const struct het_panel_layout *l, const void *p0,
  * (het_mm_plan_init), which the AVX-512 kernels rely on. */
 typedef void (*het_xpanel_fn)(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,
                               size_t ldo, bool accumulate);
+/* A kind whose wide kernel reads its activations packed (het_mm_kernels
+ * .xpack): nc (1..16) q8r rows a[c] (block stride bs, pointers at the
+ * first block), blocks [0, nb), written to dst as, per block, the rows'
+ * quants (16 x 32 bytes; rows past nc zero) and then their d (16 floats;
+ * 0 past nc). The wide kernel then gets a[0] = dst and the same nc. */
+#define HET_XPACK_ROWS 16
+#define HET_XPACK_BLK  (HET_XPACK_ROWS * 32 + HET_XPACK_ROWS * 4)
+typedef void (*het_xpack_fn)(const uint8_t *const *a, int nc, int64_t nb, size_t bs, void *dst);
 
 /* ---- load-time repacking -----------------------------------------------------
  * The CPU device may pack a weight once (het_cpu_mul_mat_repack into a buffer
@@ -323,6 +331,7 @@ struct het_mm_kernels {
     int             panel_rows;              /* R of the panels               */
     het_xexpand_fn  xexpand[HET_PANEL_COUNT]; /* compact kinds with a wide    */
     het_xpanel_fn   xpanel[HET_PANEL_COUNT];  /* kernel (NULL: none)          */
+    het_xpack_fn    xpack[HET_PANEL_COUNT];   /* NULL: reads the q8r rows     */
     int             xcols;                   /* activation rows per wide call */
 };
 
@@ -332,6 +341,7 @@ extern const struct het_mm_kernels het_mm_kernels_scalar;
 extern const struct het_mm_kernels het_mm_kernels_avx2;
 extern const struct het_mm_kernels het_mm_kernels_avx512;     /* without VNNI */
 extern const struct het_mm_kernels het_mm_kernels_avx512vnni; /* the same kernels with VNNI */
+extern const struct het_mm_kernels het_mm_kernels_amx;        /* + tile sums for prefill   */
 
 /* Scalar reference kernels (also the fallbacks of the SIMD tables). */
 void het_gemv_scalar(enum het_type type, int64_t K, const void *w, const uint8_t *const *a, int nc, float *out);

@@ -1,0 +1,219 @@
+/*
+ * panel_amx.c — the AMX level's kernel table (het_mm_kernels_amx): the
+ * avx512vnni kernels everywhere but prefill's wide panels of q4_0 and q8_0,
+ * whose integer sums run on the tile unit (AMX-INT8, tdpbssd).
+ *
+ * A wide block (32 rows x 32 k, quant_dot.h) is q[8][32][4]: for each group
+ * of 4 k, 32 rows of 4 bytes. Half of it (16 rows) read with a stride of 128
+ * bytes is the B operand of tdpbssd as it stands: K/4 = 8 rows of 16 x 4
+ * bytes. The A operand is 16 activation rows x 32 bytes of one q8r block
+ * (packed, below). One tdpbssd
+ * gives the 16 x 16 block sums that the AVX-512 kernel builds with 128
+ * vpdpbusd; the tile goes through memory to zmm registers, where each of its
+ * 16 rows is converted, scaled by the weights' d and the activation's d and
+ * added up (three vector instructions per 16 sums, as before; with the
+ * tile unit busy those run slower, and they, not the products, set the
+ * pace). Q4_0's
+ * nibbles are expanded as q - 8 (signed, so no activation-sum offset) and
+ * q8_0's keep their sign: both run tdpbssd (s8 x s8).
+ *
+ * Every call loads the tile configuration and releases the tiles at its
+ * end, so no tile state outlives a call and a thread needs no setup; a call
+ * takes up to 64 activation rows (xcols), 16 at a time. The activations
+ * come packed (het_xpack_amx, quant_dot.h): per block, 16 rows' quants side
+ * by side (one A tile, 512 contiguous bytes) and then their d, so a tile
+ * load reads 8 lines and the scales need no gather. The K-quants' wide
+ * kernels here are the avx512vnni ones, four activation rows a call.
+ *
+ * The OS must grant the tile data state first (het_cpu_amx_request, Linux
+ * arch_prctl); het_cpu_isa_select offers this level only then.
+ */
+#include <immintrin.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "devices/cpu/arch/avx512/panel_compact_avx512.h"
+#include "devices/cpu/quant_dot.h"
+
+#define HET_AMX_ROWS HET_XPACK_ROWS /* activation rows of one A tile, sums of one C tile */
+#define HET_AMX_XBLK 1152           /* het_xpanel_blk_bytes(16) */
+#define HET_AMX_XCOLS 64            /* activation rows a call: 4 packed groups */
+
+_Static_assert(HET_AMX_XBLK == 72 * 16, "a wide block of R = 16");
+_Static_assert(HET_XPACK_BLK == 16 * 32 + 16 * 4, "a packed block: A tile, then the rows' d");
+
+struct het_amx_tilecfg {
+    uint8_t  palette, start_row;
+    uint8_t  reserved[14];
+    uint16_t colsb[16];
+    uint8_t  rows[16];
+};
+
+/* tmm0..3: C (16 activation x 16 weight rows of i32); tmm4, 5: A (16
+ * activation rows x 32 int8); tmm6, 7: B (8 groups of 4 k x 16 weight rows) */
+static void het_amx_configure(void)
+{
+    struct het_amx_tilecfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 4; t++) c.rows[t] = 16, c.colsb[t] = 64;
+    for (int t = 4; t < 6; t++) c.rows[t] = 16, c.colsb[t] = 32;
+    for (int t = 6; t < 8; t++) c.rows[t] = 8, c.colsb[t] = 64;
+    _tile_loadconfig(&c);
+}
+
+/* Tile C = block b's sums: packed activations (A) times half h of the wide block (B). */
+#define HET_AMX_DOT(C, TA, TB, b)                                                                            \
+    do {                                                                                                     \
+        _tile_loadd(TA, ap + (size_t)(b) * HET_XPACK_BLK, 32);                                              \
+        _tile_loadd(TB, xp + (size_t)(b) * HET_AMX_XBLK + 64 * h, 128);                                     \
+        _tile_zero(C);                                                                                       \
+        _tile_dpbssd(C, TA, TB);                                                                             \
+    } while (0)
+
+/* Block b's sums, stored from their tile into cs, into the 16 accumulators:
+ * row m converted, times the weights' d times activation row m's d (the
+ * avx512vnni kernel's operations in its order, so both give the same bits). */
+#define HET_AMX_SCALE(cs, b)                                                                                 \
+    do {                                                                                                     \
+        const __m512 dw = _mm512_load_ps((const void *)(xp + (size_t)(b) * HET_AMX_XBLK + 1024 + 64 * h));  \
+        const float *da = (const float *)(const void *)(ap + (size_t)(b) * HET_XPACK_BLK + 512);             \
+        _Pragma("GCC unroll 16") for (int m = 0; m < HET_AMX_ROWS; m++)                                      \
+        {                                                                                                    \
+            const __m512i t = _mm512_load_si512((const void *)((cs) + 16 * m));                             \
+            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(da[m])), acc[m]); \
+        }                                                                                                    \
+    } while (0)
+
+/* Blocks [0, n) of a wide panel against 16 packed activation rows (nc of
+ * them real), the 16 weight rows of half h: out[c*ldo + 16h + r] (+)= the
+ * dot products. Tile sums pass through memory to the vector unit, and a
+ * load right behind the tile store waits for it; so the work is skewed over
+ * four C tiles: while block b's product runs, block b-1's sums are stored
+ * and block b-2's scaled (a standalone loop of these steps on the Xeon VM:
+ * 20.6 ns a block and half, against 23.9-27.3 ns with two tiles in turn). */
+static void het_amx_half(int64_t n, const uint8_t *xp, const uint8_t *ap, int nc, int h, float *out, size_t ldo,
+                         bool accumulate)
+{
+    int32_t cs[4][HET_AMX_ROWS * 16] __attribute__((aligned(64)));
+    __m512 acc[HET_AMX_ROWS];
+#pragma GCC unroll 16
+    for (int m = 0; m < HET_AMX_ROWS; m++) acc[m] = _mm512_setzero_ps();
+    /* block b in tile b % 4; A and B tiles alternate */
+    int64_t b = 0;
+    for (; b + 4 <= n; b += 4) {
+        HET_AMX_DOT(0, 4, 6, b);
+        if (b) {
+            _tile_stored(3, cs[3], 64);
+            HET_AMX_SCALE(cs[2], b - 2);
+        }
+        HET_AMX_DOT(1, 5, 7, b + 1);
+        _tile_stored(0, cs[0], 64);
+        if (b) HET_AMX_SCALE(cs[3], b - 1);
+        HET_AMX_DOT(2, 4, 6, b + 2);
+        _tile_stored(1, cs[1], 64);
+        HET_AMX_SCALE(cs[0], b);
+        HET_AMX_DOT(3, 5, 7, b + 3);
+        _tile_stored(2, cs[2], 64);
+        HET_AMX_SCALE(cs[1], b + 1);
+    }
+    if (b) { /* blocks b - 2 and b - 1 are still to finish */
+        _tile_stored(3, cs[3], 64);
+        HET_AMX_SCALE(cs[2], b - 2);
+        HET_AMX_SCALE(cs[3], b - 1);
+    }
+    for (; b < n; b++) {
+        HET_AMX_DOT(0, 4, 6, b);
+        _tile_stored(0, cs[0], 64);
+        HET_AMX_SCALE(cs[0], b);
+    }
+#pragma GCC unroll 16
+    for (int m = 0; m < HET_AMX_ROWS; m++) {
+        if (m >= nc) break;
+        float *o = out + ldo * (size_t)m + 16 * h;
+        _mm512_storeu_ps(o, accumulate ? _mm512_add_ps(acc[m], _mm512_loadu_ps(o)) : acc[m]);
+    }
+}
+
+/* Q40 (as q - 8) and Q80 wide panels against nc (1..16) packed rows a[0]. */
+static void het_xpanel_amx(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,
+                           size_t ldo, bool accumulate)
+{
+    (void)R;
+    het_amx_configure();
+    for (int g = 0; g < nc; g += HET_AMX_ROWS) {
+        const uint8_t *ap = a[0] + (size_t)(g / HET_AMX_ROWS) * (size_t)nb * HET_XPACK_BLK;
+        const int n = nc - g < HET_AMX_ROWS ? nc - g : HET_AMX_ROWS;
+        het_amx_half(nb, xp, ap, n, 0, out + ldo * (size_t)g, ldo, accumulate);
+        het_amx_half(nb, xp, ap, n, 1, out + ldo * (size_t)g, ldo, accumulate);
+    }
+    _tile_release();
+}
+
+/* het_xpack_fn: the rows' quants and d, block by block. */
+static void het_xpack_amx(const uint8_t *const *a, int nc, int64_t nb, size_t bs, void *dst)
+{
+    uint8_t *d = dst;
+    for (int64_t b = 0; b < nb; b++, d += HET_XPACK_BLK) {
+        float *da = (float *)(void *)(d + 512);
+        for (int m = 0; m < HET_AMX_ROWS; m++) {
+            __m256i q = _mm256_setzero_si256();
+            float dm = 0.0f;
+            if (m < nc) {
+                const uint8_t *blk = a[m] + (size_t)b * bs;
+                q = _mm256_loadu_si256((const __m256i *)(const void *)blk);
+                dm = ((const struct het_q8r_meta *)(const void *)(blk + bs - 32))->d;
+            }
+            _mm256_store_si256((__m256i *)(void *)(d + 32 * m), q);
+            da[m] = dm;
+        }
+    }
+}
+
+/* Q40 expanded by the AVX-512 walker (nibbles 0..15), then made q - 8. */
+static void het_xexpand_q40_amx(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,
+                                int64_t b1, void *dst)
+{
+    het_xexpand_q40_avx512(l, p0, p1, b0, b1, dst);
+    const __m512i eight = _mm512_set1_epi8(8);
+    for (int64_t b = 0; b < b1 - b0; b++) {
+        uint8_t *x = (uint8_t *)dst + (size_t)b * HET_AMX_XBLK;
+        for (int i = 0; i < 1024; i += 64)
+            _mm512_store_si512((void *)(x + i), _mm512_sub_epi8(_mm512_load_si512((const void *)(x + i)), eight));
+    }
+}
+
+/* The avx512vnni K-quant wide kernels take 4 rows a call: 16 in turn. */
+#define HET_AMX_BY4(name, vnni_fn)                                                                            \
+    static void name(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,         \
+                     size_t ldo, bool accumulate)                                                            \
+    {                                                                                                         \
+        for (int c = 0; c < nc; c += 4)                                                                       \
+            vnni_fn(R, nb, xp, a + c, nc - c < 4 ? nc - c : 4, out + ldo * (size_t)c, ldo, accumulate);       \
+    }
+HET_AMX_BY4(het_xpanel_q6c_amx, het_xpanel_q6c_avx512vnni)
+HET_AMX_BY4(het_xpanel_q4kc_amx, het_xpanel_q4kc_avx512vnni)
+
+const struct het_mm_kernels het_mm_kernels_amx = {
+    /* quantize, gemv, fdot, dequant: the levels below */
+    .panel = {
+        [HET_PANEL_Q40] = het_panel_q40_avx512vnni, [HET_PANEL_Q80] = het_panel_q80_avx512vnni,
+        [HET_PANEL_Q6C] = het_panel_q6c_avx512vnni, [HET_PANEL_Q4KC] = het_panel_q4kc_avx512vnni,
+    },
+    .panels = {
+        [HET_PANEL_Q40] = het_panels_q40_avx512vnni, [HET_PANEL_Q80] = het_panels_q80_avx512vnni,
+        [HET_PANEL_Q6C] = het_panels_q6c_avx512vnni, [HET_PANEL_Q4KC] = het_panels_q4kc_avx512vnni,
+    },
+    .panel_rows = 16,
+    .xexpand = {
+        /* q8_0 quants kept signed: the walker's instance without VNNI's +128 */
+        [HET_PANEL_Q40] = het_xexpand_q40_amx, [HET_PANEL_Q80] = het_xexpand_q80_avx512,
+        [HET_PANEL_Q6C] = het_xexpand_q6c_avx512vnni, [HET_PANEL_Q4KC] = het_xexpand_q4kc_avx512vnni,
+    },
+    .xpanel = {
+        [HET_PANEL_Q40] = het_xpanel_amx, [HET_PANEL_Q80] = het_xpanel_amx,
+        [HET_PANEL_Q6C] = het_xpanel_q6c_amx, [HET_PANEL_Q4KC] = het_xpanel_q4kc_amx,
+    },
+    .xpack = { [HET_PANEL_Q40] = het_xpack_amx, [HET_PANEL_Q80] = het_xpack_amx },
+    .xcols = HET_AMX_XCOLS,
+};

@@ -1,0 +1,47 @@
+/*
+ * peak_amx.c — the AMX level's int8 peak: tdpbssd on full tiles (16 x 64
+ * bytes of A, 16 x 64 bytes of B) into four C tiles, each pass four
+ * independent products, so the tile unit never waits on one result. The
+ * contract of cpu_peak.h: returns the operations performed.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "devices/cpu/cpu_peak.h"
+
+struct het_amx_peak_cfg {
+    uint8_t  palette, start_row;
+    uint8_t  reserved[14];
+    uint16_t colsb[16];
+    uint8_t  rows[16];
+};
+
+double het_peak_int8_amx(int64_t iters, uint32_t *sink)
+{
+    struct het_amx_peak_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 8; t++) c.rows[t] = 16, c.colsb[t] = 64;
+    int8_t src[16 * 64] __attribute__((aligned(64)));
+    for (int i = 0; i < 16 * 64; i++) src[i] = (int8_t)(i % 7 - 3);
+    int32_t out[16 * 16] __attribute__((aligned(64)));
+    _tile_loadconfig(&c);
+    _tile_loadd(4, src, 64);
+    _tile_loadd(5, src, 64);
+    _tile_loadd(6, src, 64);
+    _tile_loadd(7, src, 64);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t i = 0; i < iters; i++) {
+        _tile_dpbssd(0, 4, 6);
+        _tile_dpbssd(1, 4, 7);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+    }
+    _tile_stored(0, out, 64);
+    _tile_release();
+    *sink += (uint32_t)out[0];
+    return (double)iters * 4 * 16 * 16 * 64 * 2;
+}
