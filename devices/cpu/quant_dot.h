@@ -244,10 +244,11 @@ typedef void (*het_xpanel_fn)(int R, int64_t nb, const void *xp, const uint8_t *
 /* A kind whose wide kernel reads its activations packed (het_mm_kernels
  * .xpack): nc (1..16) q8r rows a[c] (block stride bs, pointers at the
  * first block), blocks [0, nb), written to dst as, per block, the rows'
- * quants (16 x 32 bytes; rows past nc zero) and then their d (16 floats;
- * 0 past nc). The wide kernel then gets a[0] = dst and the same nc. */
+ * quants (16 x 32 bytes; rows past nc zero), their d and their quants'
+ * sums (sum32) as floats (16 each; 0 past nc). The wide kernel then gets
+ * a[0] = dst and the same nc. */
 #define HET_XPACK_ROWS 16
-#define HET_XPACK_BLK  (HET_XPACK_ROWS * 32 + HET_XPACK_ROWS * 4)
+#define HET_XPACK_BLK  (HET_XPACK_ROWS * 32 + 2 * HET_XPACK_ROWS * 4)
 typedef void (*het_xpack_fn)(const uint8_t *const *a, int nc, int64_t nb, size_t bs, void *dst);
 
 /* ---- load-time repacking -----------------------------------------------------

@@ -1,46 +1,55 @@
 /*
  * panel_amx.c — the AMX level's kernel table (het_mm_kernels_amx): the
- * avx512vnni kernels everywhere but prefill's wide panels of q4_0 and q8_0,
- * whose integer sums run on the tile unit (AMX-INT8, tdpbssd).
+ * avx512vnni kernels everywhere but prefill's wide panels of q4_0, q8_0 and
+ * q4_K, whose integer sums run on the tile unit (AMX-INT8, tdpbssd).
  *
  * A wide block (32 rows x 32 k, quant_dot.h) is q[8][32][4]: for each group
  * of 4 k, 32 rows of 4 bytes. Half of it (16 rows) read with a stride of 128
  * bytes is the B operand of tdpbssd as it stands: K/4 = 8 rows of 16 x 4
- * bytes. The A operand is 16 activation rows x 32 bytes of one q8r block
- * (packed, below). One tdpbssd
+ * bytes. The A operand is 16 activation rows x 32 bytes of one block, which
+ * come packed (het_xpack_amx, quant_dot.h): per block, 16 rows' quants side
+ * by side (one A tile, 512 contiguous bytes), then their d and quant sums,
+ * so a tile load reads 8 lines and the scales need no gather. One tdpbssd
  * gives the 16 x 16 block sums that the AVX-512 kernel builds with 128
  * vpdpbusd; the tile goes through memory to zmm registers, where each of its
- * 16 rows is converted, scaled by the weights' d and the activation's d and
- * added up (three vector instructions per 16 sums, as before; with the
- * tile unit busy those run slower, and they, not the products, set the
- * pace). Q4_0's
- * nibbles are expanded as q - 8 (signed, so no activation-sum offset) and
- * q8_0's keep their sign: both run tdpbssd (s8 x s8).
+ * 16 rows is converted, scaled and added up. With the tile unit busy the
+ * vector instructions run slower, and they, not the products, set the pace:
+ *  - q4_0 and q8_0: acc[m] += cvt(C[m]) * (dw * da[m]) a block, three
+ *    instructions per 16 sums, the avx512vnni kernel's own operations in its
+ *    order (so both give the same bits). Q4_0's nibbles are expanded as
+ *    q - 8 (signed: no activation-sum offset) and q8_0's keep their sign.
+ *  - q4_K: the activations share d per super-block of 8 blocks, and the
+ *    expansion turns the rows' integer block scales into floats times the
+ *    rows' d, so a super-block's sums in units of the activation's d are
+ *    u[m] = sum of cvt(C[m]) * scd + (-dmin*mins) * sum32[m], two
+ *    instructions per 16 sums a block, and out[m] += u[m] * da[m] once per
+ *    super-block.
+ *  - q6_K is not here: its half blocks of 16 k have scales of their own (two
+ *    products of K = 16 a block, four vector instructions) and ran no faster
+ *    than avx512vnni's kernel (bench_matmul -t 1 -T q6_K -M 512 -p 1: 406-424
+ *    tok/s matmul-only against 408-428), which it keeps, 4 rows a call.
  *
  * Every call loads the tile configuration and releases the tiles at its
  * end, so no tile state outlives a call and a thread needs no setup; a call
- * takes up to 64 activation rows (xcols), 16 at a time. The activations
- * come packed (het_xpack_amx, quant_dot.h): per block, 16 rows' quants side
- * by side (one A tile, 512 contiguous bytes) and then their d, so a tile
- * load reads 8 lines and the scales need no gather. The K-quants' wide
- * kernels here are the avx512vnni ones, four activation rows a call.
+ * takes up to 64 activation rows (xcols), 16 at a time.
  *
  * The OS must grant the tile data state first (het_cpu_amx_request, Linux
  * arch_prctl); het_cpu_isa_select offers this level only then.
  */
 #include <immintrin.h>
 #include <stddef.h>
-#include <string.h>
 
 #include "devices/cpu/arch/avx512/panel_compact_avx512.h"
 #include "devices/cpu/quant_dot.h"
 
-#define HET_AMX_ROWS HET_XPACK_ROWS /* activation rows of one A tile, sums of one C tile */
-#define HET_AMX_XBLK 1152           /* het_xpanel_blk_bytes(16) */
-#define HET_AMX_XCOLS 64            /* activation rows a call: 4 packed groups */
+#define HET_AMX_ROWS   HET_XPACK_ROWS /* activation rows of one A tile, sums of one C tile */
+#define HET_AMX_XCOLS  64             /* activation rows a call: 4 packed groups          */
+#define HET_AMX_XBLK   1152           /* a q4_0 / q8_0 wide block: het_xpanel_blk_bytes(16) */
+#define HET_AMX_KQ_BLK 1280           /* a q4_K wide block, 8 to a super-block ...        */
+#define HET_AMX_KQ_SB  (HET_Q8R_GROUP_K * HET_AMX_KQ_BLK + 128) /* ... then the rows' d    */
 
 _Static_assert(HET_AMX_XBLK == 72 * 16, "a wide block of R = 16");
-_Static_assert(HET_XPACK_BLK == 16 * 32 + 16 * 4, "a packed block: A tile, then the rows' d");
+_Static_assert(HET_XPACK_BLK == 16 * 32 + 2 * 16 * 4, "a packed block: A tile, the rows' d, their sums");
 
 struct het_amx_tilecfg {
     uint8_t  palette, start_row;
@@ -50,55 +59,87 @@ struct het_amx_tilecfg {
 };
 
 /* tmm0..3: C (16 activation x 16 weight rows of i32); tmm4, 5: A (16
- * activation rows x 32 int8); tmm6, 7: B (8 groups of 4 k x 16 weight rows) */
-static void het_amx_configure(void)
+ * activation rows x 32 int8); tmm6, 7: B (8 groups of 4 k x 16 weight rows).
+ * A constant: GCC dropped the stores into a local copy before ldtilecfg read
+ * it (the tiles then faulted). */
+static const struct het_amx_tilecfg het_amx_cfg __attribute__((aligned(64))) = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 32, 32, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 8, 8},
+};
+
+/* Wide block i of a chunk (q4_K: its super-blocks end with the rows' d). */
+static inline const uint8_t *het_amx_block(const void *xp, int64_t i, const bool kq)
 {
-    struct het_amx_tilecfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 4; t++) c.rows[t] = 16, c.colsb[t] = 64;
-    for (int t = 4; t < 6; t++) c.rows[t] = 16, c.colsb[t] = 32;
-    for (int t = 6; t < 8; t++) c.rows[t] = 8, c.colsb[t] = 64;
-    _tile_loadconfig(&c);
+    if (!kq) return (const uint8_t *)xp + (size_t)i * HET_AMX_XBLK;
+    return (const uint8_t *)xp + (size_t)(i / HET_Q8R_GROUP_K) * HET_AMX_KQ_SB +
+           (size_t)(i % HET_Q8R_GROUP_K) * HET_AMX_KQ_BLK;
 }
 
 /* Tile C = block b's sums: packed activations (A) times half h of the wide block (B). */
 #define HET_AMX_DOT(C, TA, TB, b)                                                                            \
     do {                                                                                                     \
         _tile_loadd(TA, ap + (size_t)(b) * HET_XPACK_BLK, 32);                                              \
-        _tile_loadd(TB, xp + (size_t)(b) * HET_AMX_XBLK + 64 * h, 128);                                     \
+        _tile_loadd(TB, het_amx_block(xp, b, kq) + 64 * h, 128);                                            \
         _tile_zero(C);                                                                                       \
         _tile_dpbssd(C, TA, TB);                                                                             \
     } while (0)
 
-/* Block b's sums, stored from their tile into cs, into the 16 accumulators:
- * row m converted, times the weights' d times activation row m's d (the
- * avx512vnni kernel's operations in its order, so both give the same bits). */
-#define HET_AMX_SCALE(cs, b)                                                                                 \
-    do {                                                                                                     \
-        const __m512 dw = _mm512_load_ps((const void *)(xp + (size_t)(b) * HET_AMX_XBLK + 1024 + 64 * h));  \
-        const float *da = (const float *)(const void *)(ap + (size_t)(b) * HET_XPACK_BLK + 512);             \
-        _Pragma("GCC unroll 16") for (int m = 0; m < HET_AMX_ROWS; m++)                                      \
-        {                                                                                                    \
-            const __m512i t = _mm512_load_si512((const void *)((cs) + 16 * m));                             \
-            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(da[m])), acc[m]); \
-        }                                                                                                    \
-    } while (0)
+/* Block b's sums, stored from their tile into cs earlier, into acc (q4_0,
+ * q8_0) or u (q4_K; at a super-block's last block u goes out). */
+#define HET_AMX_SCALE(cs, b) het_amx_scale(kq, cs, b, n, xp, ap, h, acc, u, nc, out, ldo, accumulate)
+
+static inline __attribute__((always_inline)) void het_amx_scale(const bool kq, const int32_t *cs, int64_t b, int64_t n,
+                                                                const uint8_t *xp, const uint8_t *ap, int h,
+                                                                __m512 *acc, __m512 *u, int nc, float *out,
+                                                                size_t ldo, bool accumulate)
+{
+    const uint8_t *x = het_amx_block(xp, b, kq) + 64 * h;
+    const uint8_t *pa = ap + (size_t)b * HET_XPACK_BLK;
+    const float *da = (const float *)(const void *)(pa + 512), *sq = (const float *)(const void *)(pa + 576);
+    if (!kq) {
+        const __m512 dw = _mm512_load_ps((const void *)(x + 1024));
+#pragma GCC unroll 16
+        for (int m = 0; m < HET_AMX_ROWS; m++) {
+            const __m512i t = _mm512_load_si512((const void *)(cs + 16 * m));
+            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(da[m])), acc[m]);
+        }
+        return;
+    }
+    const __m512 scd = _mm512_load_ps((const void *)(x + 1024)), mn = _mm512_load_ps((const void *)(x + 1152));
+#pragma GCC unroll 16
+    for (int m = 0; m < HET_AMX_ROWS; m++) {
+        u[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cs + 16 * m))), scd, u[m]);
+        u[m] = _mm512_fmadd_ps(mn, _mm512_set1_ps(sq[m]), u[m]);
+    }
+    if (b % HET_Q8R_GROUP_K != HET_Q8R_GROUP_K - 1 && b != n - 1) return;
+    const bool add = accumulate || b >= HET_Q8R_GROUP_K; /* the chunk's first super-block writes */
+#pragma GCC unroll 16
+    for (int m = 0; m < HET_AMX_ROWS; m++) {
+        if (m < nc) { /* da is the super-block's, the same in each of its blocks */
+            float *o = out + ldo * (size_t)m + 16 * h;
+            const __m512 v = _mm512_mul_ps(u[m], _mm512_set1_ps(da[m]));
+            _mm512_storeu_ps(o, add ? _mm512_add_ps(v, _mm512_loadu_ps(o)) : v);
+        }
+        u[m] = _mm512_setzero_ps();
+    }
+}
 
 /* Blocks [0, n) of a wide panel against 16 packed activation rows (nc of
  * them real), the 16 weight rows of half h: out[c*ldo + 16h + r] (+)= the
- * dot products. Tile sums pass through memory to the vector unit, and a
- * load right behind the tile store waits for it; so the work is skewed over
- * four C tiles: while block b's product runs, block b-1's sums are stored
- * and block b-2's scaled (a standalone loop of these steps on the Xeon VM:
- * 20.6 ns a block and half, against 23.9-27.3 ns with two tiles in turn). */
-static void het_amx_half(int64_t n, const uint8_t *xp, const uint8_t *ap, int nc, int h, float *out, size_t ldo,
-                         bool accumulate)
+ * dot products. A load right behind a tile store waits for it, so the work
+ * is skewed over four C tiles: while block b's product runs, block b-1's
+ * sums are stored and block b-2's scaled (a standalone loop of these steps
+ * on the Xeon VM: 20.6 ns a block and half, against 23.9-27.3 ns with two
+ * tiles in turn). */
+static inline __attribute__((always_inline)) void het_amx_half(const bool kq, int64_t n, const uint8_t *xp,
+                                                               const uint8_t *ap, int nc, int h, float *out,
+                                                               size_t ldo, bool accumulate)
 {
     int32_t cs[4][HET_AMX_ROWS * 16] __attribute__((aligned(64)));
-    __m512 acc[HET_AMX_ROWS];
+    __m512 acc[HET_AMX_ROWS], u[HET_AMX_ROWS];
 #pragma GCC unroll 16
-    for (int m = 0; m < HET_AMX_ROWS; m++) acc[m] = _mm512_setzero_ps();
+    for (int m = 0; m < HET_AMX_ROWS; m++) acc[m] = u[m] = _mm512_setzero_ps();
     /* block b in tile b % 4; A and B tiles alternate */
     int64_t b = 0;
     for (; b + 4 <= n; b += 4) {
@@ -127,6 +168,7 @@ static void het_amx_half(int64_t n, const uint8_t *xp, const uint8_t *ap, int nc
         _tile_stored(0, cs[0], 64);
         HET_AMX_SCALE(cs[0], b);
     }
+    if (kq) return; /* u went out super-block by super-block */
 #pragma GCC unroll 16
     for (int m = 0; m < HET_AMX_ROWS; m++) {
         if (m >= nc) break;
@@ -135,37 +177,61 @@ static void het_amx_half(int64_t n, const uint8_t *xp, const uint8_t *ap, int nc
     }
 }
 
-/* Q40 (as q - 8) and Q80 wide panels against nc (1..16) packed rows a[0]. */
-static void het_xpanel_amx(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,
-                           size_t ldo, bool accumulate)
+/* nc (1..64) packed rows from a[0], groups of 16 one after another. */
+static inline __attribute__((always_inline)) void het_amx_wide(const bool kq, int64_t nb, const void *xp,
+                                                               const uint8_t *const *a, int nc, float *out,
+                                                               size_t ldo, bool accumulate)
 {
-    (void)R;
-    het_amx_configure();
+    _tile_loadconfig(&het_amx_cfg);
     for (int g = 0; g < nc; g += HET_AMX_ROWS) {
         const uint8_t *ap = a[0] + (size_t)(g / HET_AMX_ROWS) * (size_t)nb * HET_XPACK_BLK;
         const int n = nc - g < HET_AMX_ROWS ? nc - g : HET_AMX_ROWS;
-        het_amx_half(nb, xp, ap, n, 0, out + ldo * (size_t)g, ldo, accumulate);
-        het_amx_half(nb, xp, ap, n, 1, out + ldo * (size_t)g, ldo, accumulate);
+        for (int h = 0; h < 2; h++) het_amx_half(kq, nb, xp, ap, n, h, out + ldo * (size_t)g, ldo, accumulate);
     }
     _tile_release();
 }
 
-/* het_xpack_fn: the rows' quants and d, block by block. */
+static void het_xpanel_amx(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,
+                           size_t ldo, bool accumulate)
+{
+    (void)R;
+    het_amx_wide(false, nb, xp, a, nc, out, ldo, accumulate);
+}
+
+static void het_xpanel_q4kc_amx(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,
+                                size_t ldo, bool accumulate)
+{
+    (void)R;
+    het_amx_wide(true, nb, xp, a, nc, out, ldo, accumulate);
+}
+
+/* q6_K: avx512vnni's wide kernel, four activation rows a call */
+static void het_xpanel_q6c_amx(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,
+                               size_t ldo, bool accumulate)
+{
+    for (int c = 0; c < nc; c += 4)
+        het_xpanel_q6c_avx512vnni(R, nb, xp, a + c, nc - c < 4 ? nc - c : 4, out + ldo * (size_t)c, ldo, accumulate);
+}
+
+/* het_xpack_fn: the rows' quants, d and quant sums, block by block. */
 static void het_xpack_amx(const uint8_t *const *a, int nc, int64_t nb, size_t bs, void *dst)
 {
     uint8_t *d = dst;
     for (int64_t b = 0; b < nb; b++, d += HET_XPACK_BLK) {
-        float *da = (float *)(void *)(d + 512);
+        float *da = (float *)(void *)(d + 512), *sq = (float *)(void *)(d + 576);
         for (int m = 0; m < HET_AMX_ROWS; m++) {
             __m256i q = _mm256_setzero_si256();
-            float dm = 0.0f;
+            float dm = 0.0f, sm = 0.0f;
             if (m < nc) {
                 const uint8_t *blk = a[m] + (size_t)b * bs;
+                const struct het_q8r_meta *mt = (const struct het_q8r_meta *)(const void *)(blk + bs - 32);
                 q = _mm256_loadu_si256((const __m256i *)(const void *)blk);
-                dm = ((const struct het_q8r_meta *)(const void *)(blk + bs - 32))->d;
+                dm = mt->d;
+                sm = (float)mt->sum32;
             }
             _mm256_store_si256((__m256i *)(void *)(d + 32 * m), q);
             da[m] = dm;
+            sq[m] = sm;
         }
     }
 }
@@ -183,16 +249,21 @@ static void het_xexpand_q40_amx(const struct het_panel_layout *l, const void *p0
     }
 }
 
-/* The avx512vnni K-quant wide kernels take 4 rows a call: 16 in turn. */
-#define HET_AMX_BY4(name, vnni_fn)                                                                            \
-    static void name(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,         \
-                     size_t ldo, bool accumulate)                                                            \
-    {                                                                                                         \
-        for (int c = 0; c < nc; c += 4)                                                                       \
-            vnni_fn(R, nb, xp, a + c, nc - c < 4 ? nc - c : 4, out + ldo * (size_t)c, ldo, accumulate);       \
+/* Q4KC expanded by the AVX-512 walker, then each block's int32 row scales
+ * (+1024, two halves of 16 rows) made floats times the rows' d. */
+static void het_xexpand_q4kc_amx(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,
+                                 int64_t b1, void *dst)
+{
+    het_xexpand_q4kc_avx512vnni(l, p0, p1, b0, b1, dst);
+    for (int64_t i = 0; i < b1 - b0; i++) {
+        uint8_t *sb = (uint8_t *)dst + (size_t)(i / HET_Q8R_GROUP_K) * HET_AMX_KQ_SB;
+        float *f = (float *)(void *)(sb + (size_t)(i % HET_Q8R_GROUP_K) * HET_AMX_KQ_BLK + 1024);
+        const float *d = (const float *)(const void *)(sb + HET_Q8R_GROUP_K * HET_AMX_KQ_BLK);
+        for (int hh = 0; hh < 2; hh++)
+            _mm512_store_ps(f + 16 * hh, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(f + 16 * hh))),
+                                                       _mm512_load_ps(d + 16 * hh)));
     }
-HET_AMX_BY4(het_xpanel_q6c_amx, het_xpanel_q6c_avx512vnni)
-HET_AMX_BY4(het_xpanel_q4kc_amx, het_xpanel_q4kc_avx512vnni)
+}
 
 const struct het_mm_kernels het_mm_kernels_amx = {
     /* quantize, gemv, fdot, dequant: the levels below */
@@ -208,12 +279,15 @@ const struct het_mm_kernels het_mm_kernels_amx = {
     .xexpand = {
         /* q8_0 quants kept signed: the walker's instance without VNNI's +128 */
         [HET_PANEL_Q40] = het_xexpand_q40_amx, [HET_PANEL_Q80] = het_xexpand_q80_avx512,
-        [HET_PANEL_Q6C] = het_xexpand_q6c_avx512vnni, [HET_PANEL_Q4KC] = het_xexpand_q4kc_avx512vnni,
+        [HET_PANEL_Q6C] = het_xexpand_q6c_avx512vnni, [HET_PANEL_Q4KC] = het_xexpand_q4kc_amx,
     },
     .xpanel = {
         [HET_PANEL_Q40] = het_xpanel_amx, [HET_PANEL_Q80] = het_xpanel_amx,
         [HET_PANEL_Q6C] = het_xpanel_q6c_amx, [HET_PANEL_Q4KC] = het_xpanel_q4kc_amx,
     },
-    .xpack = { [HET_PANEL_Q40] = het_xpack_amx, [HET_PANEL_Q80] = het_xpack_amx },
+    .xpack = {
+        [HET_PANEL_Q40] = het_xpack_amx, [HET_PANEL_Q80] = het_xpack_amx,
+        [HET_PANEL_Q4KC] = het_xpack_amx, /* Q6C: reads the q8r rows */
+    },
     .xcols = HET_AMX_XCOLS,
 };

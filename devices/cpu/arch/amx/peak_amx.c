@@ -5,7 +5,6 @@
  * contract of cpu_peak.h: returns the operations performed.
  */
 #include <immintrin.h>
-#include <string.h>
 
 #include "devices/cpu/cpu_peak.h"
 
@@ -16,16 +15,19 @@ struct het_amx_peak_cfg {
     uint8_t  rows[16];
 };
 
+/* every tile 16 rows x 64 bytes (a constant: see panel_amx.c) */
+static const struct het_amx_peak_cfg het_amx_peak_cfg __attribute__((aligned(64))) = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+
 double het_peak_int8_amx(int64_t iters, uint32_t *sink)
 {
-    struct het_amx_peak_cfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 8; t++) c.rows[t] = 16, c.colsb[t] = 64;
     int8_t src[16 * 64] __attribute__((aligned(64)));
     for (int i = 0; i < 16 * 64; i++) src[i] = (int8_t)(i % 7 - 3);
     int32_t out[16 * 16] __attribute__((aligned(64)));
-    _tile_loadconfig(&c);
+    _tile_loadconfig(&het_amx_peak_cfg);
     _tile_loadd(4, src, 64);
     _tile_loadd(5, src, 64);
     _tile_loadd(6, src, 64);
