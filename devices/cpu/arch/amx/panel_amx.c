@@ -1,7 +1,7 @@
 /*
  * panel_amx.c — the AMX level's kernel table (het_mm_kernels_amx): the
- * avx512vnni kernels everywhere but prefill's wide panels of q4_0, q8_0 and
- * q4_K, whose integer sums run on the tile unit (AMX-INT8, tdpbssd).
+ * avx512vnni kernels everywhere but prefill's wide panels (q4_0, q8_0, q4_K,
+ * q6_K), whose integer sums run on the tile unit (AMX-INT8, tdpbssd).
  *
  * A wide block (32 rows x 32 k, quant_dot.h) is q[8][32][4]: for each group
  * of 4 k, 32 rows of 4 bytes. Half of it (16 rows) read with a stride of 128
@@ -24,10 +24,14 @@
  *    u[m] = sum of cvt(C[m]) * scd + (-dmin*mins) * sum32[m], two
  *    instructions per 16 sums a block, and out[m] += u[m] * da[m] once per
  *    super-block.
- *  - q6_K is not here: its half blocks of 16 k have scales of their own (two
- *    products of K = 16 a block, four vector instructions) and ran no faster
- *    than avx512vnni's kernel (bench_matmul -t 1 -T q6_K -M 512 -p 1: 406-424
- *    tok/s matmul-only against 408-428), which it keeps, 4 rows a call.
+ *  - q6_K: its half blocks of 16 k have scales of their own, so the walker's
+ *    step is a half block (a product of K = 16, tiles configured for it),
+ *    with q - 32 quants and the half blocks' scales as floats times the
+ *    rows' d; one instruction pair per 16 sums a step, out once per
+ *    super-block. Done a block at a time (both halves' products, then both
+ *    scalings) it ran no faster than avx512vnni's kernel (bench_matmul -t 1
+ *    -T q6_K -M 512 -p 1: 406-424 tok/s matmul-only against 408-428); as
+ *    steps of the four-tile walker 451-462 against 390-394.
  *
  * Every call loads the tile configuration and releases the tiles at its
  * end, so no tile state outlives a call and a thread needs no setup; a call
@@ -67,37 +71,51 @@ static const struct het_amx_tilecfg het_amx_cfg __attribute__((aligned(64))) = {
     .colsb = {64, 64, 64, 64, 32, 32, 64, 64},
     .rows = {16, 16, 16, 16, 16, 16, 8, 8},
 };
+/* q6_K's half blocks: A 16 rows x 16 int8, B 4 groups of 4 k */
+static const struct het_amx_tilecfg het_amx_cfg_half __attribute__((aligned(64))) = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 16, 16, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 4, 4},
+};
+
+/* What a walker step is: a block of q4_0 / q8_0 (its own d), of q4_K (a
+ * super-block's d), or half a block of q6_K (a super-block's d). */
+enum het_amx_kind { HET_AMX_Q8, HET_AMX_Q4K, HET_AMX_Q6K };
 
 /* Wide block i of a chunk (q4_K: its super-blocks end with the rows' d). */
-static inline const uint8_t *het_amx_block(const void *xp, int64_t i, const bool kq)
+static inline const uint8_t *het_amx_block(const void *xp, int64_t i, const enum het_amx_kind kind)
 {
-    if (!kq) return (const uint8_t *)xp + (size_t)i * HET_AMX_XBLK;
+    if (kind == HET_AMX_Q8) return (const uint8_t *)xp + (size_t)i * HET_AMX_XBLK;
     return (const uint8_t *)xp + (size_t)(i / HET_Q8R_GROUP_K) * HET_AMX_KQ_SB +
            (size_t)(i % HET_Q8R_GROUP_K) * HET_AMX_KQ_BLK;
 }
 
-/* Tile C = block b's sums: packed activations (A) times half h of the wide block (B). */
-#define HET_AMX_DOT(C, TA, TB, b)                                                                            \
+/* Tile C = step j's sums: packed activations (A) times half h of the wide
+ * block (B); q6_K's step j is half block j % 2 of block j / 2. */
+#define HET_AMX_DOT(C, TA, TB, j)                                                                            \
     do {                                                                                                     \
-        _tile_loadd(TA, ap + (size_t)(b) * HET_XPACK_BLK, 32);                                              \
-        _tile_loadd(TB, het_amx_block(xp, b, kq) + 64 * h, 128);                                            \
+        const int64_t b_ = kind == HET_AMX_Q6K ? (j) / 2 : (j);                                              \
+        const size_t s_ = kind == HET_AMX_Q6K ? (size_t)((j) & 1) : 0;                                      \
+        _tile_loadd(TA, ap + (size_t)b_ * HET_XPACK_BLK + 16 * s_, 32);                                     \
+        _tile_loadd(TB, het_amx_block(xp, b_, kind) + 512 * s_ + 64 * h, 128);                              \
         _tile_zero(C);                                                                                       \
         _tile_dpbssd(C, TA, TB);                                                                             \
     } while (0)
 
-/* Block b's sums, stored from their tile into cs earlier, into acc (q4_0,
- * q8_0) or u (q4_K; at a super-block's last block u goes out). */
-#define HET_AMX_SCALE(cs, b) het_amx_scale(kq, cs, b, n, xp, ap, h, acc, u, nc, out, ldo, accumulate)
+/* Step j's sums, stored from their tile into cs earlier, into acc (q4_0,
+ * q8_0) or u (q4_K, q6_K; at a super-block's last step u goes out). */
+#define HET_AMX_SCALE(cs, j) het_amx_scale(kind, cs, j, n, xp, ap, h, acc, u, nc, out, ldo, accumulate)
 
-static inline __attribute__((always_inline)) void het_amx_scale(const bool kq, const int32_t *cs, int64_t b, int64_t n,
-                                                                const uint8_t *xp, const uint8_t *ap, int h,
-                                                                __m512 *acc, __m512 *u, int nc, float *out,
-                                                                size_t ldo, bool accumulate)
+static inline __attribute__((always_inline)) void het_amx_scale(const enum het_amx_kind kind, const int32_t *cs,
+                                                                int64_t j, int64_t n, const uint8_t *xp,
+                                                                const uint8_t *ap, int h, __m512 *acc, __m512 *u,
+                                                                int nc, float *out, size_t ldo, bool accumulate)
 {
-    const uint8_t *x = het_amx_block(xp, b, kq) + 64 * h;
+    const int64_t b = kind == HET_AMX_Q6K ? j / 2 : j;
+    const uint8_t *x = het_amx_block(xp, b, kind) + 64 * h;
     const uint8_t *pa = ap + (size_t)b * HET_XPACK_BLK;
     const float *da = (const float *)(const void *)(pa + 512), *sq = (const float *)(const void *)(pa + 576);
-    if (!kq) {
+    if (kind == HET_AMX_Q8) {
         const __m512 dw = _mm512_load_ps((const void *)(x + 1024));
 #pragma GCC unroll 16
         for (int m = 0; m < HET_AMX_ROWS; m++) {
@@ -106,13 +124,21 @@ static inline __attribute__((always_inline)) void het_amx_scale(const bool kq, c
         }
         return;
     }
-    const __m512 scd = _mm512_load_ps((const void *)(x + 1024)), mn = _mm512_load_ps((const void *)(x + 1152));
+    if (kind == HET_AMX_Q4K) {
+        const __m512 scd = _mm512_load_ps((const void *)(x + 1024)), mn = _mm512_load_ps((const void *)(x + 1152));
 #pragma GCC unroll 16
-    for (int m = 0; m < HET_AMX_ROWS; m++) {
-        u[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cs + 16 * m))), scd, u[m]);
-        u[m] = _mm512_fmadd_ps(mn, _mm512_set1_ps(sq[m]), u[m]);
+        for (int m = 0; m < HET_AMX_ROWS; m++) {
+            u[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cs + 16 * m))), scd, u[m]);
+            u[m] = _mm512_fmadd_ps(mn, _mm512_set1_ps(sq[m]), u[m]);
+        }
+    } else { /* q6_K: half block j % 2's scales times the rows' d */
+        const __m512 scd = _mm512_load_ps((const void *)(x + 1024 + 128 * (j & 1)));
+#pragma GCC unroll 16
+        for (int m = 0; m < HET_AMX_ROWS; m++)
+            u[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cs + 16 * m))), scd, u[m]);
     }
-    if (b % HET_Q8R_GROUP_K != HET_Q8R_GROUP_K - 1 && b != n - 1) return;
+    /* out at a super-block's last step */
+    if (j != n - 1 && (b % HET_Q8R_GROUP_K != HET_Q8R_GROUP_K - 1 || (kind == HET_AMX_Q6K && !(j & 1)))) return;
     const bool add = accumulate || b >= HET_Q8R_GROUP_K; /* the chunk's first super-block writes */
 #pragma GCC unroll 16
     for (int m = 0; m < HET_AMX_ROWS; m++) {
@@ -127,12 +153,13 @@ static inline __attribute__((always_inline)) void het_amx_scale(const bool kq, c
 
 /* Blocks [0, n) of a wide panel against 16 packed activation rows (nc of
  * them real), the 16 weight rows of half h: out[c*ldo + 16h + r] (+)= the
- * dot products. A load right behind a tile store waits for it, so the work
- * is skewed over four C tiles: while block b's product runs, block b-1's
- * sums are stored and block b-2's scaled (a standalone loop of these steps
+ * dot products, over n steps (blocks; q6_K: half blocks). A load right
+ * behind a tile store waits for it, so the work is skewed over four C
+ * tiles: while step b's product runs, step b-1's sums are stored and step
+ * b-2's scaled (a standalone loop of these steps
  * on the Xeon VM: 20.6 ns a block and half, against 23.9-27.3 ns with two
  * tiles in turn). */
-static inline __attribute__((always_inline)) void het_amx_half(const bool kq, int64_t n, const uint8_t *xp,
+static inline __attribute__((always_inline)) void het_amx_half(const enum het_amx_kind kind, int64_t n, const uint8_t *xp,
                                                                const uint8_t *ap, int nc, int h, float *out,
                                                                size_t ldo, bool accumulate)
 {
@@ -140,7 +167,7 @@ static inline __attribute__((always_inline)) void het_amx_half(const bool kq, in
     __m512 acc[HET_AMX_ROWS], u[HET_AMX_ROWS];
 #pragma GCC unroll 16
     for (int m = 0; m < HET_AMX_ROWS; m++) acc[m] = u[m] = _mm512_setzero_ps();
-    /* block b in tile b % 4; A and B tiles alternate */
+    /* step b in tile b % 4; A and B tiles alternate */
     int64_t b = 0;
     for (; b + 4 <= n; b += 4) {
         HET_AMX_DOT(0, 4, 6, b);
@@ -168,7 +195,7 @@ static inline __attribute__((always_inline)) void het_amx_half(const bool kq, in
         _tile_stored(0, cs[0], 64);
         HET_AMX_SCALE(cs[0], b);
     }
-    if (kq) return; /* u went out super-block by super-block */
+    if (kind != HET_AMX_Q8) return; /* u went out super-block by super-block */
 #pragma GCC unroll 16
     for (int m = 0; m < HET_AMX_ROWS; m++) {
         if (m >= nc) break;
@@ -178,15 +205,16 @@ static inline __attribute__((always_inline)) void het_amx_half(const bool kq, in
 }
 
 /* nc (1..64) packed rows from a[0], groups of 16 one after another. */
-static inline __attribute__((always_inline)) void het_amx_wide(const bool kq, int64_t nb, const void *xp,
-                                                               const uint8_t *const *a, int nc, float *out,
-                                                               size_t ldo, bool accumulate)
+static inline __attribute__((always_inline)) void het_amx_wide(const enum het_amx_kind kind, int64_t nb,
+                                                               const void *xp, const uint8_t *const *a, int nc,
+                                                               float *out, size_t ldo, bool accumulate)
 {
-    _tile_loadconfig(&het_amx_cfg);
+    _tile_loadconfig(kind == HET_AMX_Q6K ? &het_amx_cfg_half : &het_amx_cfg);
+    const int64_t steps = kind == HET_AMX_Q6K ? 2 * nb : nb;
     for (int g = 0; g < nc; g += HET_AMX_ROWS) {
         const uint8_t *ap = a[0] + (size_t)(g / HET_AMX_ROWS) * (size_t)nb * HET_XPACK_BLK;
         const int n = nc - g < HET_AMX_ROWS ? nc - g : HET_AMX_ROWS;
-        for (int h = 0; h < 2; h++) het_amx_half(kq, nb, xp, ap, n, h, out + ldo * (size_t)g, ldo, accumulate);
+        for (int h = 0; h < 2; h++) het_amx_half(kind, steps, xp, ap, n, h, out + ldo * (size_t)g, ldo, accumulate);
     }
     _tile_release();
 }
@@ -195,22 +223,21 @@ static void het_xpanel_amx(int R, int64_t nb, const void *xp, const uint8_t *con
                            size_t ldo, bool accumulate)
 {
     (void)R;
-    het_amx_wide(false, nb, xp, a, nc, out, ldo, accumulate);
+    het_amx_wide(HET_AMX_Q8, nb, xp, a, nc, out, ldo, accumulate);
 }
 
 static void het_xpanel_q4kc_amx(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,
                                 size_t ldo, bool accumulate)
 {
     (void)R;
-    het_amx_wide(true, nb, xp, a, nc, out, ldo, accumulate);
+    het_amx_wide(HET_AMX_Q4K, nb, xp, a, nc, out, ldo, accumulate);
 }
 
-/* q6_K: avx512vnni's wide kernel, four activation rows a call */
 static void het_xpanel_q6c_amx(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,
                                size_t ldo, bool accumulate)
 {
-    for (int c = 0; c < nc; c += 4)
-        het_xpanel_q6c_avx512vnni(R, nb, xp, a + c, nc - c < 4 ? nc - c : 4, out + ldo * (size_t)c, ldo, accumulate);
+    (void)R;
+    het_amx_wide(HET_AMX_Q6K, nb, xp, a, nc, out, ldo, accumulate);
 }
 
 /* het_xpack_fn: the rows' quants, d and quant sums, block by block. */
@@ -249,19 +276,43 @@ static void het_xexpand_q40_amx(const struct het_panel_layout *l, const void *p0
     }
 }
 
-/* Q4KC expanded by the AVX-512 walker, then each block's int32 row scales
- * (+1024, two halves of 16 rows) made floats times the rows' d. */
+/* The first nv int32 scale vectors of each K-quant wide block (+1024 +
+ * 128 v, two halves of 16 rows) made floats times the rows' d. */
+static void het_amx_kq_scales(void *dst, int64_t nblk, int nv)
+{
+    for (int64_t i = 0; i < nblk; i++) {
+        uint8_t *sb = (uint8_t *)dst + (size_t)(i / HET_Q8R_GROUP_K) * HET_AMX_KQ_SB;
+        float *f = (float *)(void *)(sb + (size_t)(i % HET_Q8R_GROUP_K) * HET_AMX_KQ_BLK + 1024);
+        const float *d = (const float *)(const void *)(sb + HET_Q8R_GROUP_K * HET_AMX_KQ_BLK);
+        for (int v = 0; v < nv; v++)
+            for (int hh = 0; hh < 2; hh++) {
+                float *fv = f + 32 * v + 16 * hh;
+                _mm512_store_ps(fv, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)fv)),
+                                                  _mm512_load_ps(d + 16 * hh)));
+            }
+    }
+}
+
+/* Q4KC expanded by the AVX-512 walker, its row scales then made floats times the rows' d. */
 static void het_xexpand_q4kc_amx(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,
                                  int64_t b1, void *dst)
 {
     het_xexpand_q4kc_avx512vnni(l, p0, p1, b0, b1, dst);
+    het_amx_kq_scales(dst, b1 - b0, 1);
+}
+
+/* Q6C expanded by the AVX-512 walker (0..63), made q - 32, its half-block
+ * row scales made floats times the rows' d. */
+static void het_xexpand_q6c_amx(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,
+                                int64_t b1, void *dst)
+{
+    het_xexpand_q6c_avx512vnni(l, p0, p1, b0, b1, dst);
+    het_amx_kq_scales(dst, b1 - b0, 2);
+    const __m512i k32 = _mm512_set1_epi8(32);
     for (int64_t i = 0; i < b1 - b0; i++) {
-        uint8_t *sb = (uint8_t *)dst + (size_t)(i / HET_Q8R_GROUP_K) * HET_AMX_KQ_SB;
-        float *f = (float *)(void *)(sb + (size_t)(i % HET_Q8R_GROUP_K) * HET_AMX_KQ_BLK + 1024);
-        const float *d = (const float *)(const void *)(sb + HET_Q8R_GROUP_K * HET_AMX_KQ_BLK);
-        for (int hh = 0; hh < 2; hh++)
-            _mm512_store_ps(f + 16 * hh, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(f + 16 * hh))),
-                                                       _mm512_load_ps(d + 16 * hh)));
+        uint8_t *x = (uint8_t *)dst + (size_t)(i / HET_Q8R_GROUP_K) * HET_AMX_KQ_SB + (size_t)(i % HET_Q8R_GROUP_K) * HET_AMX_KQ_BLK;
+        for (int k = 0; k < 1024; k += 64)
+            _mm512_store_si512((void *)(x + k), _mm512_sub_epi8(_mm512_load_si512((const void *)(x + k)), k32));
     }
 }
 
@@ -279,7 +330,7 @@ const struct het_mm_kernels het_mm_kernels_amx = {
     .xexpand = {
         /* q8_0 quants kept signed: the walker's instance without VNNI's +128 */
         [HET_PANEL_Q40] = het_xexpand_q40_amx, [HET_PANEL_Q80] = het_xexpand_q80_avx512,
-        [HET_PANEL_Q6C] = het_xexpand_q6c_avx512vnni, [HET_PANEL_Q4KC] = het_xexpand_q4kc_amx,
+        [HET_PANEL_Q6C] = het_xexpand_q6c_amx, [HET_PANEL_Q4KC] = het_xexpand_q4kc_amx,
     },
     .xpanel = {
         [HET_PANEL_Q40] = het_xpanel_amx, [HET_PANEL_Q80] = het_xpanel_amx,
@@ -287,7 +338,7 @@ const struct het_mm_kernels het_mm_kernels_amx = {
     },
     .xpack = {
         [HET_PANEL_Q40] = het_xpack_amx, [HET_PANEL_Q80] = het_xpack_amx,
-        [HET_PANEL_Q4KC] = het_xpack_amx, /* Q6C: reads the q8r rows */
+        [HET_PANEL_Q6C] = het_xpack_amx, [HET_PANEL_Q4KC] = het_xpack_amx,
     },
     .xcols = HET_AMX_XCOLS,
 };
