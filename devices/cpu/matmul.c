@@ -22,8 +22,8 @@
  *   - for many rows of b (prefill), where the level has wide kernels:
  *     expands pairs of compact panels (load-time ones, or packed now) into
  *     wide byte panels in thread scratch, a group at a time, and runs the
- *     wide kernel (2R rows x xcols: 16 x 3 on AVX2, 32 x 4 on AVX-512, 32 x 16
- *     with AMX)
+ *     wide kernel (2R rows x xcols: 16 x 3 on AVX2, 32 x 4 on AVX-512, 32 x 64
+ *     with AMX, whose kernels read the rows packed 16 at a time: xpack)
  *     with all of M streaming past each panel (K is
  *     cut into chunks only for very long rows).
  * Every loop over rows, panels or M is cut into parts that the threads take

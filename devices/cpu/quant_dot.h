@@ -246,7 +246,8 @@ typedef void (*het_xpanel_fn)(int R, int64_t nb, const void *xp, const uint8_t *
  * first block), blocks [0, nb), written to dst as, per block, the rows'
  * quants (16 x 32 bytes; rows past nc zero), their d and their quants'
  * sums (sum32) as floats (16 each; 0 past nc). The wide kernel then gets
- * a[0] = dst and the same nc. */
+ * a[0] = the first such group and nc rows in all: groups of 16 rows one
+ * after another, nb blocks each (the last group may hold fewer). */
 #define HET_XPACK_ROWS 16
 #define HET_XPACK_BLK  (HET_XPACK_ROWS * 32 + 2 * HET_XPACK_ROWS * 4)
 typedef void (*het_xpack_fn)(const uint8_t *const *a, int nc, int64_t nb, size_t bs, void *dst);

@@ -49,7 +49,7 @@
 #define HET_AMX_ROWS   HET_XPACK_ROWS /* activation rows of one A tile, sums of one C tile */
 #define HET_AMX_XCOLS  64             /* activation rows a call: 4 packed groups          */
 #define HET_AMX_XBLK   1152           /* a q4_0 / q8_0 wide block: het_xpanel_blk_bytes(16) */
-#define HET_AMX_KQ_BLK 1280           /* a q4_K wide block, 8 to a super-block ...        */
+#define HET_AMX_KQ_BLK 1280           /* a q4_K or q6_K wide block, 8 to a super-block ... */
 #define HET_AMX_KQ_SB  (HET_Q8R_GROUP_K * HET_AMX_KQ_BLK + 128) /* ... then the rows' d    */
 
 _Static_assert(HET_AMX_XBLK == 72 * 16, "a wide block of R = 16");
@@ -82,7 +82,7 @@ static const struct het_amx_tilecfg het_amx_cfg_half __attribute__((aligned(64))
  * super-block's d), or half a block of q6_K (a super-block's d). */
 enum het_amx_kind { HET_AMX_Q8, HET_AMX_Q4K, HET_AMX_Q6K };
 
-/* Wide block i of a chunk (q4_K: its super-blocks end with the rows' d). */
+/* Wide block i of a chunk (q4_K, q6_K: their super-blocks end with the rows' d). */
 static inline const uint8_t *het_amx_block(const void *xp, int64_t i, const enum het_amx_kind kind)
 {
     if (kind == HET_AMX_Q8) return (const uint8_t *)xp + (size_t)i * HET_AMX_XBLK;
