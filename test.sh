@@ -17,11 +17,18 @@ echo "== tests"
 (cd build-test && ctest --output-on-failure -j"$jobs")
 # Every ISA level cpuid can select must run somewhere in the suite: the kernel
 # tests iterate the levels themselves; the end-to-end tests run once more with
-# the AVX2 kernels when the machine would otherwise pick AVX-512. (On an
-# AVX2-only machine the AVX-512 code cannot run at all; the tests say so.)
+# the AVX2 kernels when the machine would otherwise pick AVX-512, and once
+# more with avx512vnni's when it would pick the AMX level (whose prefill
+# kernels differ). (On an AVX2-only machine the AVX-512 code cannot run at
+# all; the tests say so.)
+e2e='test_cli|test_forward|test_reference|test_batch'
 if grep -qw avx512bw /proc/cpuinfo; then
     echo "== end-to-end tests again with the AVX2 kernels (HET_CPU_ISA=avx2)"
-    (cd build-test && HET_CPU_ISA=avx2 ctest --output-on-failure -j"$jobs" -R 'test_cli|test_forward|test_reference|test_batch')
+    (cd build-test && HET_CPU_ISA=avx2 ctest --output-on-failure -j"$jobs" -R "$e2e")
+fi
+if grep -qw amx_int8 /proc/cpuinfo && grep -qw avx512_vnni /proc/cpuinfo; then
+    echo "== end-to-end tests again with the AVX-512 VNNI kernels (HET_CPU_ISA=avx512vnni)"
+    (cd build-test && HET_CPU_ISA=avx512vnni ctest --output-on-failure -j"$jobs" -R "$e2e")
 fi
 
 if [ "${HET_TEST_QUICK:-0}" = 1 ]; then exit 0; fi
