@@ -43,29 +43,17 @@
 #include <immintrin.h>
 #include <stddef.h>
 
+#include "devices/cpu/arch/amx/amx_tilecfg.h"
 #include "devices/cpu/arch/avx512/panel_compact_avx512.h"
 #include "devices/cpu/quant_dot.h"
 
 #define HET_AMX_ROWS   HET_XPACK_ROWS /* activation rows of one A tile, sums of one C tile */
 #define HET_AMX_XCOLS  64             /* activation rows a call: 4 packed groups          */
-#define HET_AMX_XBLK   1152           /* a q4_0 / q8_0 wide block: het_xpanel_blk_bytes(16) */
-#define HET_AMX_KQ_BLK 1280           /* a q4_K or q6_K wide block, 8 to a super-block ... */
-#define HET_AMX_KQ_SB  (HET_Q8R_GROUP_K * HET_AMX_KQ_BLK + 128) /* ... then the rows' d    */
-
-_Static_assert(HET_AMX_XBLK == 72 * 16, "a wide block of R = 16");
 _Static_assert(HET_XPACK_BLK == 16 * 32 + 2 * 16 * 4, "a packed block: A tile, the rows' d, their sums");
-
-struct het_amx_tilecfg {
-    uint8_t  palette, start_row;
-    uint8_t  reserved[14];
-    uint16_t colsb[16];
-    uint8_t  rows[16];
-};
 
 /* tmm0..3: C (16 activation x 16 weight rows of i32); tmm4, 5: A (16
  * activation rows x 32 int8); tmm6, 7: B (8 groups of 4 k x 16 weight rows).
- * A constant: GCC dropped the stores into a local copy before ldtilecfg read
- * it (the tiles then faulted). */
+ * A constant (amx_tilecfg.h says why). */
 static const struct het_amx_tilecfg het_amx_cfg __attribute__((aligned(64))) = {
     .palette = 1,
     .colsb = {64, 64, 64, 64, 32, 32, 64, 64},
@@ -82,12 +70,21 @@ static const struct het_amx_tilecfg het_amx_cfg_half __attribute__((aligned(64))
  * super-block's d), or half a block of q6_K (a super-block's d). */
 enum het_amx_kind { HET_AMX_Q8, HET_AMX_Q4K, HET_AMX_Q6K };
 
-/* Wide block i of a chunk (q4_K, q6_K: their super-blocks end with the rows' d). */
+/* Wide block i of a chunk (het_x_block: q4_K's and q6_K's super-blocks end with the rows' d). */
 static inline const uint8_t *het_amx_block(const void *xp, int64_t i, const enum het_amx_kind kind)
 {
-    if (kind == HET_AMX_Q8) return (const uint8_t *)xp + (size_t)i * HET_AMX_XBLK;
-    return (const uint8_t *)xp + (size_t)(i / HET_Q8R_GROUP_K) * HET_AMX_KQ_SB +
-           (size_t)(i % HET_Q8R_GROUP_K) * HET_AMX_KQ_BLK;
+    return het_x_block((void *)(uintptr_t)xp, i, kind == HET_AMX_Q8 ? HET_PANEL_Q40 : HET_PANEL_Q4KC);
+}
+
+/* Subtract k from the quants (the first 1024 bytes) of wide blocks [0, nblk). */
+static void het_amx_quants_less(void *dst, int64_t nblk, enum het_panel_kind kind, char k)
+{
+    const __m512i kv = _mm512_set1_epi8(k);
+    for (int64_t i = 0; i < nblk; i++) {
+        uint8_t *x = het_x_block(dst, i, kind);
+        for (int j = 0; j < 1024; j += 64)
+            _mm512_store_si512((void *)(x + j), _mm512_sub_epi8(_mm512_load_si512((const void *)(x + j)), kv));
+    }
 }
 
 /* Tile C = step j's sums: packed activations (A) times half h of the wide
@@ -268,12 +265,7 @@ static void het_xexpand_q40_amx(const struct het_panel_layout *l, const void *p0
                                 int64_t b1, void *dst)
 {
     het_xexpand_q40_avx512(l, p0, p1, b0, b1, dst);
-    const __m512i eight = _mm512_set1_epi8(8);
-    for (int64_t b = 0; b < b1 - b0; b++) {
-        uint8_t *x = (uint8_t *)dst + (size_t)b * HET_AMX_XBLK;
-        for (int i = 0; i < 1024; i += 64)
-            _mm512_store_si512((void *)(x + i), _mm512_sub_epi8(_mm512_load_si512((const void *)(x + i)), eight));
-    }
+    het_amx_quants_less(dst, b1 - b0, HET_PANEL_Q40, 8);
 }
 
 /* The first nv int32 scale vectors of each K-quant wide block (+1024 +
@@ -281,9 +273,8 @@ static void het_xexpand_q40_amx(const struct het_panel_layout *l, const void *p0
 static void het_amx_kq_scales(void *dst, int64_t nblk, int nv)
 {
     for (int64_t i = 0; i < nblk; i++) {
-        uint8_t *sb = (uint8_t *)dst + (size_t)(i / HET_Q8R_GROUP_K) * HET_AMX_KQ_SB;
-        float *f = (float *)(void *)(sb + (size_t)(i % HET_Q8R_GROUP_K) * HET_AMX_KQ_BLK + 1024);
-        const float *d = (const float *)(const void *)(sb + HET_Q8R_GROUP_K * HET_AMX_KQ_BLK);
+        float *f = (float *)(void *)(het_x_block(dst, i, HET_PANEL_Q4KC) + 1024);
+        const float *d = (const float *)(const void *)het_x_sb_d(dst, i);
         for (int v = 0; v < nv; v++)
             for (int hh = 0; hh < 2; hh++) {
                 float *fv = f + 32 * v + 16 * hh;
@@ -308,12 +299,7 @@ static void het_xexpand_q6c_amx(const struct het_panel_layout *l, const void *p0
 {
     het_xexpand_q6c_avx512vnni(l, p0, p1, b0, b1, dst);
     het_amx_kq_scales(dst, b1 - b0, 2);
-    const __m512i k32 = _mm512_set1_epi8(32);
-    for (int64_t i = 0; i < b1 - b0; i++) {
-        uint8_t *x = (uint8_t *)dst + (size_t)(i / HET_Q8R_GROUP_K) * HET_AMX_KQ_SB + (size_t)(i % HET_Q8R_GROUP_K) * HET_AMX_KQ_BLK;
-        for (int k = 0; k < 1024; k += 64)
-            _mm512_store_si512((void *)(x + k), _mm512_sub_epi8(_mm512_load_si512((const void *)(x + k)), k32));
-    }
+    het_amx_quants_less(dst, b1 - b0, HET_PANEL_Q6C, 32);
 }
 
 const struct het_mm_kernels het_mm_kernels_amx = {

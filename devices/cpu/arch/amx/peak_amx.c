@@ -6,17 +6,11 @@
  */
 #include <immintrin.h>
 
+#include "devices/cpu/arch/amx/amx_tilecfg.h"
 #include "devices/cpu/cpu_peak.h"
 
-struct het_amx_peak_cfg {
-    uint8_t  palette, start_row;
-    uint8_t  reserved[14];
-    uint16_t colsb[16];
-    uint8_t  rows[16];
-};
-
-/* every tile 16 rows x 64 bytes (a constant: see panel_amx.c) */
-static const struct het_amx_peak_cfg het_amx_peak_cfg __attribute__((aligned(64))) = {
+/* every tile 16 rows x 64 bytes */
+static const struct het_amx_tilecfg het_amx_peak_cfg __attribute__((aligned(64))) = {
     .palette = 1,
     .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
     .rows = {16, 16, 16, 16, 16, 16, 16, 16},

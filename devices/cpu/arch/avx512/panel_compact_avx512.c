@@ -460,27 +460,6 @@ HET_INLINE void het_u4n_t(const struct het_panel_layout *l, const uint8_t *panel
  * (a prefill's weights do not stay in cache), so each block asks
  * HET_PF_AHEAD bytes ahead, as the decode walker asks ahead. */
 
-/* The K-quants' wide blocks come in super-blocks: 8 blocks of 1280 bytes,
- * then the rows' float d[32] (het_xpanel_kind_blk_bytes). Block i of a
- * chunk, and the d of its super-block: */
-#define HET_X_KQ_BLK 1280
-#define HET_X_KQ_SB  (HET_Q8R_GROUP_K * HET_X_KQ_BLK + 128)
-_Static_assert(HET_X_KQ_SB == HET_Q8R_GROUP_K * 81 * 16, "het_xpanel_kind_blk_bytes(Q4KC, 16) is a super-block's share");
-
-HET_INLINE bool het_x_kquant(enum het_panel_kind kind) { return kind == HET_PANEL_Q4KC || kind == HET_PANEL_Q6C; }
-
-HET_INLINE uint8_t *het_x_sb_d(void *dst, int64_t i)
-{
-    return (uint8_t *)dst + (size_t)(i / HET_Q8R_GROUP_K) * HET_X_KQ_SB + HET_Q8R_GROUP_K * HET_X_KQ_BLK;
-}
-
-HET_INLINE uint8_t *het_x_block(void *dst, int64_t i, const enum het_panel_kind kind)
-{
-    if (het_x_kquant(kind))
-        return (uint8_t *)dst + (size_t)(i / HET_Q8R_GROUP_K) * HET_X_KQ_SB + (size_t)(i % HET_Q8R_GROUP_K) * HET_X_KQ_BLK;
-    return (uint8_t *)dst + (size_t)i * het_xpanel_kind_blk_bytes(kind, 16);
-}
-
 HET_INLINE void het_xexpand_t(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,
                               int64_t b1, void *dst, const enum het_panel_kind kind, const bool vnni)
 {

@@ -35,4 +35,26 @@ HET_AVX512_COMPACT_DECLS(q80_avx512vnni)
 HET_AVX512_COMPACT_DECLS(q6c_avx512vnni)
 HET_AVX512_COMPACT_DECLS(q4kc_avx512vnni)
 
+/* The K-quants' wide blocks come in super-blocks: 8 blocks of 1280 bytes,
+ * then the rows' float d[32] (het_xpanel_kind_blk_bytes). Block i of a
+ * chunk, and the d of its super-block (the AVX-512 expansion writes them,
+ * the AVX-512 and AMX wide kernels read them): */
+#define HET_X_KQ_BLK 1280
+#define HET_X_KQ_SB  (HET_Q8R_GROUP_K * HET_X_KQ_BLK + 128)
+_Static_assert(HET_X_KQ_SB == HET_Q8R_GROUP_K * 81 * 16, "het_xpanel_kind_blk_bytes(Q4KC, 16) is a super-block's share");
+
+static inline bool het_x_kquant(enum het_panel_kind kind) { return kind == HET_PANEL_Q4KC || kind == HET_PANEL_Q6C; }
+
+static inline uint8_t *het_x_sb_d(void *dst, int64_t i)
+{
+    return (uint8_t *)dst + (size_t)(i / HET_Q8R_GROUP_K) * HET_X_KQ_SB + HET_Q8R_GROUP_K * HET_X_KQ_BLK;
+}
+
+static inline uint8_t *het_x_block(void *dst, int64_t i, const enum het_panel_kind kind)
+{
+    if (het_x_kquant(kind))
+        return (uint8_t *)dst + (size_t)(i / HET_Q8R_GROUP_K) * HET_X_KQ_SB + (size_t)(i % HET_Q8R_GROUP_K) * HET_X_KQ_BLK;
+    return (uint8_t *)dst + (size_t)i * het_xpanel_kind_blk_bytes(kind, 16);
+}
+
 #endif /* HET_CPU_PANEL_COMPACT_AVX512_H */
