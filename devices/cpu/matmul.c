@@ -124,6 +124,7 @@ struct het_mm_plan {
     int64_t         x_kcb;        /* blocks per K chunk                             */
     int64_t         x_group;      /* wide items expanded at once per thread         */
     size_t          x_bytes;      /* one wide item's chunk                          */
+    size_t          x_blk;        /* a block's share of a wide item                 */
     het_xexpand_fn  xexpand_fn;
     het_xpanel_fn   xpanel_fn;
     het_xpack_fn    xpack_fn;     /* wide kernel reads packed activations, or NULL */
@@ -203,6 +204,8 @@ static void het_mm_resolve(struct het_mm_plan *p, enum het_cpu_isa isa)
         p->xpanel_fn = k->xpanel[p->pl.kind];
         p->xpack_fn = k->xpack[p->pl.kind];
         p->xcols = k->xcols;
+        p->x_blk = k->xblk_bytes[p->pl.kind] ? k->xblk_bytes[p->pl.kind]
+                                             : het_xpanel_kind_blk_bytes(p->pl.kind, p->pl.R);
     }
 }
 
@@ -279,7 +282,7 @@ static size_t het_mm_wide_pack_bytes(const struct het_mm_plan *p)
  * the packed rows of one pass when the kernel reads them packed). */
 static size_t het_mm_wide_plan(struct het_mm_plan *p, int nth, size_t tb)
 {
-    const size_t xblk = het_xpanel_kind_blk_bytes(p->pl.kind, p->pl.R);
+    const size_t xblk = p->x_blk;
     p->x_kcb = (int64_t)(HET_MM_WIDE_CHUNK_BYTES / xblk);
     if (p->x_kcb < 1) p->x_kcb = 1;
     if (p->x_kcb > p->pl.nb) p->x_kcb = p->pl.nb;

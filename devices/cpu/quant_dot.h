@@ -334,6 +334,8 @@ struct het_mm_kernels {
     het_xexpand_fn  xexpand[HET_PANEL_COUNT]; /* compact kinds with a wide    */
     het_xpanel_fn   xpanel[HET_PANEL_COUNT];  /* kernel (NULL: none)          */
     het_xpack_fn    xpack[HET_PANEL_COUNT];   /* NULL: reads the q8r rows     */
+    size_t          xblk_bytes[HET_PANEL_COUNT]; /* a block's share of the wide
+                                                  * form (0: het_xpanel_kind_blk_bytes) */
     int             xcols;                   /* activation rows per wide call */
 };
 

@@ -18,20 +18,26 @@
  *    instructions per 16 sums, the avx512vnni kernel's own operations in its
  *    order (so both give the same bits). Q4_0's nibbles are expanded as
  *    q - 8 (signed: no activation-sum offset) and q8_0's keep their sign.
- *  - q4_K: the activations share d per super-block of 8 blocks, and the
- *    expansion turns the rows' integer block scales into floats times the
- *    rows' d, so a super-block's sums in units of the activation's d are
- *    u[m] = sum of cvt(C[m]) * scd + (-dmin*mins) * sum32[m], two
- *    instructions per 16 sums a block, and out[m] += u[m] * da[m] once per
- *    super-block.
- *  - q6_K: its half blocks of 16 k have scales of their own, so the walker's
- *    step is a half block (a product of K = 16, tiles configured for it),
- *    with q - 32 quants and the half blocks' scales as floats times the
- *    rows' d; one instruction pair per 16 sums a step, out once per
- *    super-block. Done a block at a time (both halves' products, then both
- *    scalings) it ran no faster than avx512vnni's kernel (bench_matmul -t 1
- *    -T q6_K -M 512 -p 1: 406-424 tok/s matmul-only against 408-428); as
- *    steps of the four-tile walker 451-462 against 390-394.
+ *  - q4_K and q6_K: the super-block's integer sub-scales go into the
+ *    expanded weights, so the tile sums a whole super-block (256 k) exactly
+ *    and the vector work comes once per super-block instead of once per
+ *    block or half block. A weight w = sc * q (q6_K: sc * (q - 32)) needs up
+ *    to 13 bits; it is stored as two byte planes, w = 256 * H + L with L its
+ *    low byte read as signed and H = (w + 128) >> 8 (q4_K 0..4, q6_K
+ *    -16..16), and per 64 k two products, C_H += A * H and C_L += A * L.
+ *    At the super-block's end, (C_H << 8) + C_L is the integer dot of the
+ *    activation quants with sc * q (|sum| < 2^31: 256 * 127 * 4096); it is
+ *    scaled by the rows' d and the activation's d, and q4_K's mins come in
+ *    as -dmin * m times the activation's block sums, eight products a row
+ *    of 16. The tiles are A0, A1 (two groups of 16 activation rows), B_H,
+ *    B_L (16 weight rows) and the four C_{group, plane}: every tile load
+ *    feeds two products. A block-by-block form (one product and one
+ *    scaling per block, q6_K per half block) ran 599-610 tok/s (q4_K) and
+ *    451-462 (q6_K) in bench_matmul -t 1 -M 512 -p 1; figures of this form
+ *    in bench/README.md (session 41).
+ *    The activations for these come packed per super-block (het_xpack_kq):
+ *    per 64 k, 16 rows x 64 bytes (one A tile), then the rows' d and their
+ *    8 block sums.
  *
  * Every call loads the tile configuration and releases the tiles at its
  * end, so no tile state outlives a call and a thread needs no setup; a call
@@ -42,6 +48,7 @@
  */
 #include <immintrin.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "devices/cpu/arch/amx/amx_tilecfg.h"
 #include "devices/cpu/arch/avx512/panel_compact_avx512.h"
@@ -59,22 +66,8 @@ static const struct het_amx_tilecfg het_amx_cfg __attribute__((aligned(64))) = {
     .colsb = {64, 64, 64, 64, 32, 32, 64, 64},
     .rows = {16, 16, 16, 16, 16, 16, 8, 8},
 };
-/* q6_K's half blocks: A 16 rows x 16 int8, B 4 groups of 4 k */
-static const struct het_amx_tilecfg het_amx_cfg_half __attribute__((aligned(64))) = {
-    .palette = 1,
-    .colsb = {64, 64, 64, 64, 16, 16, 64, 64},
-    .rows = {16, 16, 16, 16, 16, 16, 4, 4},
-};
 
-/* What a walker step is: a block of q4_0 / q8_0 (its own d), of q4_K (a
- * super-block's d), or half a block of q6_K (a super-block's d). */
-enum het_amx_kind { HET_AMX_Q8, HET_AMX_Q4K, HET_AMX_Q6K };
-
-/* Wide block i of a chunk (het_x_block: q4_K's and q6_K's super-blocks end with the rows' d). */
-static inline const uint8_t *het_amx_block(const void *xp, int64_t i, const enum het_amx_kind kind)
-{
-    return het_x_block((void *)(uintptr_t)xp, i, kind == HET_AMX_Q8 ? HET_PANEL_Q40 : HET_PANEL_Q4KC);
-}
+/* ---- q4_0, q8_0: a product and a scaling per block ------------------------------ */
 
 /* Subtract k from the quants (the first 1024 bytes) of wide blocks [0, nblk). */
 static void het_amx_quants_less(void *dst, int64_t nblk, enum het_panel_kind kind, char k)
@@ -87,112 +80,72 @@ static void het_amx_quants_less(void *dst, int64_t nblk, enum het_panel_kind kin
     }
 }
 
-/* Tile C = step j's sums: packed activations (A) times half h of the wide
- * block (B); q6_K's step j is half block j % 2 of block j / 2. */
+/* Tile C = block j's sums: packed activations (A) times half h of the wide
+ * block (B). */
 #define HET_AMX_DOT(C, TA, TB, j)                                                                            \
     do {                                                                                                     \
-        const int64_t b_ = kind == HET_AMX_Q6K ? (j) / 2 : (j);                                              \
-        const size_t s_ = kind == HET_AMX_Q6K ? (size_t)((j) & 1) : 0;                                      \
-        _tile_loadd(TA, ap + (size_t)b_ * HET_XPACK_BLK + 16 * s_, 32);                                     \
-        _tile_loadd(TB, het_amx_block(xp, b_, kind) + 512 * s_ + 64 * h, 128);                              \
+        _tile_loadd(TA, ap + (size_t)(j) * HET_XPACK_BLK, 32);                                               \
+        _tile_loadd(TB, het_x_block((void *)(uintptr_t)xp, j, HET_PANEL_Q40) + 64 * h, 128);                 \
         _tile_zero(C);                                                                                       \
         _tile_dpbssd(C, TA, TB);                                                                             \
     } while (0)
 
-/* Step j's sums, stored from their tile into cs earlier, into acc (q4_0,
- * q8_0) or u (q4_K, q6_K; at a super-block's last step u goes out). */
-#define HET_AMX_SCALE(cs, j) het_amx_scale(kind, cs, j, n, xp, ap, h, acc, u, nc, out, ldo, accumulate)
-
-static inline __attribute__((always_inline)) void het_amx_scale(const enum het_amx_kind kind, const int32_t *cs,
-                                                                int64_t j, int64_t n, const uint8_t *xp,
-                                                                const uint8_t *ap, int h, __m512 *acc, __m512 *u,
-                                                                int nc, float *out, size_t ldo, bool accumulate)
+/* Block j's sums, stored from their tile into cs earlier, into acc. */
+static inline __attribute__((always_inline)) void het_amx_scale(const int32_t *cs, int64_t j, const uint8_t *xp,
+                                                                const uint8_t *ap, int h, __m512 *acc)
 {
-    const int64_t b = kind == HET_AMX_Q6K ? j / 2 : j;
-    const uint8_t *x = het_amx_block(xp, b, kind) + 64 * h;
-    const uint8_t *pa = ap + (size_t)b * HET_XPACK_BLK;
-    const float *da = (const float *)(const void *)(pa + 512), *sq = (const float *)(const void *)(pa + 576);
-    if (kind == HET_AMX_Q8) {
-        const __m512 dw = _mm512_load_ps((const void *)(x + 1024));
-#pragma GCC unroll 16
-        for (int m = 0; m < HET_AMX_ROWS; m++) {
-            const __m512i t = _mm512_load_si512((const void *)(cs + 16 * m));
-            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(da[m])), acc[m]);
-        }
-        return;
-    }
-    if (kind == HET_AMX_Q4K) {
-        const __m512 scd = _mm512_load_ps((const void *)(x + 1024)), mn = _mm512_load_ps((const void *)(x + 1152));
-#pragma GCC unroll 16
-        for (int m = 0; m < HET_AMX_ROWS; m++) {
-            u[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cs + 16 * m))), scd, u[m]);
-            u[m] = _mm512_fmadd_ps(mn, _mm512_set1_ps(sq[m]), u[m]);
-        }
-    } else { /* q6_K: half block j % 2's scales times the rows' d */
-        const __m512 scd = _mm512_load_ps((const void *)(x + 1024 + 128 * (j & 1)));
-#pragma GCC unroll 16
-        for (int m = 0; m < HET_AMX_ROWS; m++)
-            u[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cs + 16 * m))), scd, u[m]);
-    }
-    /* out at a super-block's last step */
-    if (j != n - 1 && (b % HET_Q8R_GROUP_K != HET_Q8R_GROUP_K - 1 || (kind == HET_AMX_Q6K && !(j & 1)))) return;
-    const bool add = accumulate || b >= HET_Q8R_GROUP_K; /* the chunk's first super-block writes */
+    const uint8_t *x = het_x_block((void *)(uintptr_t)xp, j, HET_PANEL_Q40) + 64 * h;
+    const float *da = (const float *)(const void *)(ap + (size_t)j * HET_XPACK_BLK + 512);
+    const __m512 dw = _mm512_load_ps((const void *)(x + 1024));
 #pragma GCC unroll 16
     for (int m = 0; m < HET_AMX_ROWS; m++) {
-        if (m < nc) { /* da is the super-block's, the same in each of its blocks */
-            float *o = out + ldo * (size_t)m + 16 * h;
-            const __m512 v = _mm512_mul_ps(u[m], _mm512_set1_ps(da[m]));
-            _mm512_storeu_ps(o, add ? _mm512_add_ps(v, _mm512_loadu_ps(o)) : v);
-        }
-        u[m] = _mm512_setzero_ps();
+        const __m512i t = _mm512_load_si512((const void *)(cs + 16 * m));
+        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(da[m])), acc[m]);
     }
 }
 
 /* Blocks [0, n) of a wide panel against 16 packed activation rows (nc of
  * them real), the 16 weight rows of half h: out[c*ldo + 16h + r] (+)= the
- * dot products, over n steps (blocks; q6_K: half blocks). A load right
- * behind a tile store waits for it, so the work is skewed over four C
- * tiles: while step b's product runs, step b-1's sums are stored and step
- * b-2's scaled (a standalone loop of these steps
+ * dot products. A load right behind a tile store waits for it, so the work
+ * is skewed over four C tiles: while block b's product runs, block b-1's
+ * sums are stored and block b-2's scaled (a standalone loop of these steps
  * on the Xeon VM: 20.6 ns a block and half, against 23.9-27.3 ns with two
  * tiles in turn). */
-static inline __attribute__((always_inline)) void het_amx_half(const enum het_amx_kind kind, int64_t n, const uint8_t *xp,
-                                                               const uint8_t *ap, int nc, int h, float *out,
-                                                               size_t ldo, bool accumulate)
+static void het_amx_half(int64_t n, const uint8_t *xp, const uint8_t *ap, int nc, int h, float *out, size_t ldo,
+                         bool accumulate)
 {
     int32_t cs[4][HET_AMX_ROWS * 16] __attribute__((aligned(64)));
-    __m512 acc[HET_AMX_ROWS], u[HET_AMX_ROWS];
+    __m512 acc[HET_AMX_ROWS];
 #pragma GCC unroll 16
-    for (int m = 0; m < HET_AMX_ROWS; m++) acc[m] = u[m] = _mm512_setzero_ps();
-    /* step b in tile b % 4; A and B tiles alternate */
+    for (int m = 0; m < HET_AMX_ROWS; m++) acc[m] = _mm512_setzero_ps();
+    /* block b in tile b % 4; A and B tiles alternate */
     int64_t b = 0;
     for (; b + 4 <= n; b += 4) {
         HET_AMX_DOT(0, 4, 6, b);
         if (b) {
             _tile_stored(3, cs[3], 64);
-            HET_AMX_SCALE(cs[2], b - 2);
+            het_amx_scale(cs[2], b - 2, xp, ap, h, acc);
         }
         HET_AMX_DOT(1, 5, 7, b + 1);
         _tile_stored(0, cs[0], 64);
-        if (b) HET_AMX_SCALE(cs[3], b - 1);
+        if (b) het_amx_scale(cs[3], b - 1, xp, ap, h, acc);
         HET_AMX_DOT(2, 4, 6, b + 2);
         _tile_stored(1, cs[1], 64);
-        HET_AMX_SCALE(cs[0], b);
+        het_amx_scale(cs[0], b, xp, ap, h, acc);
         HET_AMX_DOT(3, 5, 7, b + 3);
         _tile_stored(2, cs[2], 64);
-        HET_AMX_SCALE(cs[1], b + 1);
+        het_amx_scale(cs[1], b + 1, xp, ap, h, acc);
     }
     if (b) { /* blocks b - 2 and b - 1 are still to finish */
         _tile_stored(3, cs[3], 64);
-        HET_AMX_SCALE(cs[2], b - 2);
-        HET_AMX_SCALE(cs[3], b - 1);
+        het_amx_scale(cs[2], b - 2, xp, ap, h, acc);
+        het_amx_scale(cs[3], b - 1, xp, ap, h, acc);
     }
     for (; b < n; b++) {
         HET_AMX_DOT(0, 4, 6, b);
         _tile_stored(0, cs[0], 64);
-        HET_AMX_SCALE(cs[0], b);
+        het_amx_scale(cs[0], b, xp, ap, h, acc);
     }
-    if (kind != HET_AMX_Q8) return; /* u went out super-block by super-block */
 #pragma GCC unroll 16
     for (int m = 0; m < HET_AMX_ROWS; m++) {
         if (m >= nc) break;
@@ -201,43 +154,22 @@ static inline __attribute__((always_inline)) void het_amx_half(const enum het_am
     }
 }
 
-/* nc (1..64) packed rows from a[0], groups of 16 one after another. */
-static inline __attribute__((always_inline)) void het_amx_wide(const enum het_amx_kind kind, int64_t nb,
-                                                               const void *xp, const uint8_t *const *a, int nc,
-                                                               float *out, size_t ldo, bool accumulate)
-{
-    _tile_loadconfig(kind == HET_AMX_Q6K ? &het_amx_cfg_half : &het_amx_cfg);
-    const int64_t steps = kind == HET_AMX_Q6K ? 2 * nb : nb;
-    for (int g = 0; g < nc; g += HET_AMX_ROWS) {
-        const uint8_t *ap = a[0] + (size_t)(g / HET_AMX_ROWS) * (size_t)nb * HET_XPACK_BLK;
-        const int n = nc - g < HET_AMX_ROWS ? nc - g : HET_AMX_ROWS;
-        for (int h = 0; h < 2; h++) het_amx_half(kind, steps, xp, ap, n, h, out + ldo * (size_t)g, ldo, accumulate);
-    }
-    _tile_release();
-}
-
+/* het_xpanel_fn of q4_0 and q8_0: nc (1..64) packed rows from a[0], groups
+ * of 16 one after another. */
 static void het_xpanel_amx(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,
                            size_t ldo, bool accumulate)
 {
     (void)R;
-    het_amx_wide(HET_AMX_Q8, nb, xp, a, nc, out, ldo, accumulate);
+    _tile_loadconfig(&het_amx_cfg);
+    for (int g = 0; g < nc; g += HET_AMX_ROWS) {
+        const uint8_t *ap = a[0] + (size_t)(g / HET_AMX_ROWS) * (size_t)nb * HET_XPACK_BLK;
+        const int n = nc - g < HET_AMX_ROWS ? nc - g : HET_AMX_ROWS;
+        for (int h = 0; h < 2; h++) het_amx_half(nb, xp, ap, n, h, out + ldo * (size_t)g, ldo, accumulate);
+    }
+    _tile_release();
 }
 
-static void het_xpanel_q4kc_amx(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,
-                                size_t ldo, bool accumulate)
-{
-    (void)R;
-    het_amx_wide(HET_AMX_Q4K, nb, xp, a, nc, out, ldo, accumulate);
-}
-
-static void het_xpanel_q6c_amx(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,
-                               size_t ldo, bool accumulate)
-{
-    (void)R;
-    het_amx_wide(HET_AMX_Q6K, nb, xp, a, nc, out, ldo, accumulate);
-}
-
-/* het_xpack_fn: the rows' quants, d and quant sums, block by block. */
+/* het_xpack_fn of q4_0 and q8_0: the rows' quants, d and quant sums, block by block. */
 static void het_xpack_amx(const uint8_t *const *a, int nc, int64_t nb, size_t bs, void *dst)
 {
     uint8_t *d = dst;
@@ -268,38 +200,245 @@ static void het_xexpand_q40_amx(const struct het_panel_layout *l, const void *p0
     het_amx_quants_less(dst, b1 - b0, HET_PANEL_Q40, 8);
 }
 
-/* The first nv int32 scale vectors of each K-quant wide block (+1024 +
- * 128 v, two halves of 16 rows) made floats times the rows' d. */
-static void het_amx_kq_scales(void *dst, int64_t nblk, int nv)
+/* ---- q4_K, q6_K: a super-block's integer sums on the tiles ------------------------
+ *
+ * A wide super-block (32 weight rows, HET_AMX_KQ_SB_Q6 or _Q4K bytes): for
+ * each 64 k (step s), half h (16 rows) and plane (H, L), one B tile of
+ * 16 x 64 bytes at ((s * 2 + h) * 2 + plane) * 1024, the rows' d[32] at
+ * 16384, and for q4_K, -dmin * m[8 blocks][32] at 16512. A packed
+ * super-block of 16 activation rows (HET_AMX_KQ_XSB bytes, 8 packed blocks'
+ * room): per step s, one A tile of 16 rows x 64 bytes at 1024 * s, the rows'
+ * d[16] at 4096, their block sums sq[8 blocks][16] at 4160. */
+#define HET_AMX_KQ_STEPS 4
+#define HET_AMX_KQ_W     16384
+#define HET_AMX_KQ_SB_Q6 (HET_AMX_KQ_W + 128)
+#define HET_AMX_KQ_SB_Q4K (HET_AMX_KQ_W + 128 + 1024)
+#define HET_AMX_KQ_XSB   (HET_Q8R_GROUP_K * HET_XPACK_BLK)
+_Static_assert(HET_Q8R_GROUP_K * 32 == HET_AMX_KQ_STEPS * 64, "a super-block is four steps of 64 k");
+_Static_assert(4096 + 64 + 512 <= HET_AMX_KQ_XSB, "a packed super-block fits its 8 blocks' room");
+_Static_assert(HET_AMX_KQ_SB_Q6 % 64 == 0 && HET_AMX_KQ_SB_Q4K % 64 == 0 && HET_AMX_KQ_SB_Q6 % HET_Q8R_GROUP_K == 0 &&
+                   HET_AMX_KQ_SB_Q4K % HET_Q8R_GROUP_K == 0,
+               "wide super-blocks of 64-byte lines, with a whole block's share");
+
+/* Every tile 16 rows of 64 bytes: tmm0..3 C (group 0 H, group 0 L, group 1
+ * H, group 1 L), tmm4, 5 A (groups 0, 1), tmm6, 7 B (H, L). */
+static const struct het_amx_tilecfg het_amx_cfg_kq __attribute__((aligned(64))) = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+
+/* The 16 x 16 sums of one group's C_H, C_L (cs: 256 + 256 int32) into
+ * acc (16 rows of 16 floats): acc[m][r] (+)= da[m] * (d[r] * ((C_H << 8) +
+ * C_L) + q4_K's sum over blocks g of mn[g][r] * sq[g][m]). */
+static inline __attribute__((always_inline)) void het_amx_kq_acc(const bool Q4K, const int32_t *cs,
+                                                                 const uint8_t *w, const uint8_t *x, int h,
+                                                                 float *acc, bool add)
 {
-    for (int64_t i = 0; i < nblk; i++) {
-        float *f = (float *)(void *)(het_x_block(dst, i, HET_PANEL_Q4KC) + 1024);
-        const float *d = (const float *)(const void *)het_x_sb_d(dst, i);
-        for (int v = 0; v < nv; v++)
-            for (int hh = 0; hh < 2; hh++) {
-                float *fv = f + 32 * v + 16 * hh;
-                _mm512_store_ps(fv, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)fv)),
-                                                  _mm512_load_ps(d + 16 * hh)));
-            }
+    const __m512 dw = _mm512_load_ps((const void *)(w + HET_AMX_KQ_W + 64 * h));
+    const float *da = (const float *)(const void *)(x + 4096), *sq = (const float *)(const void *)(x + 4160);
+    __m512 mn[HET_Q8R_GROUP_K];
+    if (Q4K)
+#pragma GCC unroll 8
+        for (int g = 0; g < HET_Q8R_GROUP_K; g++)
+            mn[g] = _mm512_load_ps((const void *)(w + HET_AMX_KQ_W + 128 + 128 * g + 64 * h));
+#pragma GCC unroll 4
+    for (int m = 0; m < HET_AMX_ROWS; m++) {
+        const __m512i ch = _mm512_load_si512((const void *)(cs + 16 * m));
+        const __m512i cl = _mm512_load_si512((const void *)(cs + 256 + 16 * m));
+        const __m512 v = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(ch, 8), cl));
+        __m512 r;
+        if (Q4K) {
+            __m512 u = _mm512_mul_ps(v, dw);
+#pragma GCC unroll 8
+            for (int g = 0; g < HET_Q8R_GROUP_K; g++) u = _mm512_fmadd_ps(mn[g], _mm512_set1_ps(sq[16 * g + m]), u);
+            r = _mm512_mul_ps(u, _mm512_set1_ps(da[m]));
+        } else {
+            r = _mm512_mul_ps(v, _mm512_mul_ps(dw, _mm512_set1_ps(da[m])));
+        }
+        _mm512_store_ps(acc + 16 * m, add ? _mm512_add_ps(r, _mm512_load_ps(acc + 16 * m)) : r);
     }
 }
 
-/* Q4KC expanded by the AVX-512 walker, its row scales then made floats times the rows' d. */
+/* out[m*ldo + 16h ..] (+)= acc's row m, m < nc. */
+static void het_amx_kq_put(const float *acc, int nc, int h, float *out, size_t ldo, bool accumulate)
+{
+    for (int m = 0; m < nc; m++) {
+        float *o = out + ldo * (size_t)m + 16 * h;
+        const __m512 r = _mm512_load_ps(acc + 16 * m);
+        _mm512_storeu_ps(o, accumulate ? _mm512_add_ps(r, _mm512_loadu_ps(o)) : r);
+    }
+}
+
+/* Super-blocks [0, nsb) of a wide K-quant panel, weight half h, against
+ * one or TWO groups of 16 packed activation rows (x0, x1; n0 and n1 of
+ * them real). Each super-block: zero the C tiles, four steps of A and B
+ * loads and products, store, scale into acc; out at the end. */
+static inline __attribute__((always_inline)) void het_amx_kq_half(const bool Q4K, const bool TWO, int64_t nsb,
+                                                                  const uint8_t *xp, const uint8_t *x0,
+                                                                  const uint8_t *x1, int n0, int n1, int h,
+                                                                  float *out, size_t ldo, bool accumulate)
+{
+    const size_t wsb = Q4K ? HET_AMX_KQ_SB_Q4K : HET_AMX_KQ_SB_Q6;
+    int32_t cs[2][512] __attribute__((aligned(64)));
+    float acc[2][HET_AMX_ROWS * 16] __attribute__((aligned(64)));
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *w = xp + (size_t)s * wsb, *a0 = x0 + (size_t)s * HET_AMX_KQ_XSB,
+                      *a1 = x1 + (size_t)s * HET_AMX_KQ_XSB;
+        _tile_zero(0);
+        _tile_zero(1);
+        if (TWO) {
+            _tile_zero(2);
+            _tile_zero(3);
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < HET_AMX_KQ_STEPS; k++) {
+            const uint8_t *b = w + (size_t)((k * 2 + h) * 2) * 1024;
+            _tile_loadd(4, a0 + 1024 * k, 64);
+            _tile_loadd(6, b, 64);
+            _tile_dpbssd(0, 4, 6);
+            _tile_loadd(7, b + 1024, 64);
+            _tile_dpbssd(1, 4, 7);
+            if (TWO) {
+                _tile_loadd(5, a1 + 1024 * k, 64);
+                _tile_dpbssd(2, 5, 6);
+                _tile_dpbssd(3, 5, 7);
+            }
+        }
+        _tile_stored(0, cs[0], 64);
+        _tile_stored(1, cs[0] + 256, 64);
+        if (TWO) {
+            _tile_stored(2, cs[1], 64);
+            _tile_stored(3, cs[1] + 256, 64);
+        }
+        het_amx_kq_acc(Q4K, cs[0], w, a0, h, acc[0], s > 0);
+        if (TWO) het_amx_kq_acc(Q4K, cs[1], w, a1, h, acc[1], s > 0);
+    }
+    /* out once at the end: its rows lie N floats apart, often in one cache set */
+    het_amx_kq_put(acc[0], n0, h, out, ldo, accumulate);
+    if (TWO) het_amx_kq_put(acc[1], n1, h, out + ldo * HET_AMX_ROWS, ldo, accumulate);
+}
+
+/* het_xpanel_fn of q4_K and q6_K (nb a multiple of 8: whole super-blocks):
+ * groups of 16 packed rows from a[0], two at a time. */
+static inline __attribute__((always_inline)) void het_amx_kq(const bool Q4K, int64_t nb, const void *xp,
+                                                             const uint8_t *const *a, int nc, float *out,
+                                                             size_t ldo, bool accumulate)
+{
+    const int64_t nsb = nb / HET_Q8R_GROUP_K;
+    const size_t gbytes = (size_t)nb * HET_XPACK_BLK;
+    _tile_loadconfig(&het_amx_cfg_kq);
+    for (int g = 0; g < nc; g += 2 * HET_AMX_ROWS) {
+        const uint8_t *x0 = a[0] + (size_t)(g / HET_AMX_ROWS) * gbytes;
+        const int n0 = nc - g < HET_AMX_ROWS ? nc - g : HET_AMX_ROWS, rest = nc - g - n0;
+        const int n1 = rest < HET_AMX_ROWS ? rest : HET_AMX_ROWS;
+        float *o = out + ldo * (size_t)g;
+        for (int h = 0; h < 2; h++) {
+            if (n1 > 0) het_amx_kq_half(Q4K, true, nsb, xp, x0, x0 + gbytes, n0, n1, h, o, ldo, accumulate);
+            else het_amx_kq_half(Q4K, false, nsb, xp, x0, x0, n0, 0, h, o, ldo, accumulate);
+        }
+    }
+    _tile_release();
+}
+
+static void het_xpanel_q4kc_amx(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,
+                                size_t ldo, bool accumulate)
+{
+    (void)R;
+    het_amx_kq(true, nb, xp, a, nc, out, ldo, accumulate);
+}
+
+static void het_xpanel_q6c_amx(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,
+                               size_t ldo, bool accumulate)
+{
+    (void)R;
+    het_amx_kq(false, nb, xp, a, nc, out, ldo, accumulate);
+}
+
+/* het_xpack_fn of q4_K and q6_K: per super-block, the rows' quants as four
+ * A tiles of 64 k, their d (one per super-block) and block sums; rows past
+ * nc are zeros. */
+static void het_xpack_kq(const uint8_t *const *a, int nc, int64_t nb, size_t bs, void *dst)
+{
+    for (int64_t s = 0; s < nb / HET_Q8R_GROUP_K; s++) {
+        uint8_t *d = (uint8_t *)dst + (size_t)s * HET_AMX_KQ_XSB;
+        float *da = (float *)(void *)(d + 4096), *sq = (float *)(void *)(d + 4160);
+        for (int m = 0; m < HET_AMX_ROWS; m++) {
+            const uint8_t *row = m < nc ? a[m] + (size_t)s * HET_Q8R_GROUP_K * bs : NULL;
+            for (int b = 0; b < HET_Q8R_GROUP_K; b++) {
+                __m256i q = _mm256_setzero_si256();
+                float sm = 0.0f;
+                if (row) {
+                    const uint8_t *blk = row + (size_t)b * bs;
+                    q = _mm256_loadu_si256((const __m256i *)(const void *)blk);
+                    sm = (float)((const struct het_q8r_meta *)(const void *)(blk + bs - 32))->sum32;
+                }
+                _mm256_store_si256((__m256i *)(void *)(d + 1024 * (b / 2) + 64 * m + 32 * (b % 2)), q);
+                sq[16 * b + m] = sm;
+            }
+            da[m] = row ? ((const struct het_q8r_meta *)(const void *)(row + bs - 32))->d : 0.0f;
+        }
+    }
+}
+
+/* One super-block of the AVX-512 expansion (t: HET_X_KQ_SB bytes; q4_K
+ * quants 0..15 with int32 sc[32] and float -dmin*m[32] a block, q6_K 0..63
+ * with int32 sc_half[2][32]) as the wide super-block above. */
+static void het_amx_kq_planes(const bool Q4K, const uint8_t *t, uint8_t *dst)
+{
+    /* 32 int16 lanes are 8 columns of 4 k: lane i takes column i / 4 */
+    const __m512i lo8 = _mm512_set_epi16(7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 5, 5, 4, 4, 4, 4, 3, 3, 3, 3, 2, 2, 2, 2, 1,
+                                          1, 1, 1, 0, 0, 0, 0);
+    const __m512i hi8 = _mm512_add_epi16(lo8, _mm512_set1_epi16(8));
+    const __m512i off = _mm512_set1_epi16(Q4K ? 0 : 32), r128 = _mm512_set1_epi16(128);
+    for (int s = 0; s < HET_AMX_KQ_STEPS; s++)
+        for (int h = 0; h < 2; h++) {
+            uint8_t *ph = dst + (size_t)((s * 2 + h) * 2) * 1024, *pl = ph + 1024;
+            for (int kk = 0; kk < 16; kk++) {
+                const uint8_t *blk = t + (size_t)(2 * s + kk / 8) * HET_X_KQ_BLK;
+                const int g = kk % 8;
+                /* the 16 rows' int32 scales of this group's (half) block, as int16 */
+                const int32_t *sc = (const int32_t *)(const void *)(blk + 1024 + (Q4K ? 0 : 128 * (g / 4))) + 16 * h;
+                const __m512i s16 = _mm512_castsi256_si512(_mm512_cvtepi32_epi16(_mm512_loadu_si512((const void *)sc)));
+                const __m512i q = _mm512_loadu_si512((const void *)(blk + 128 * g + 64 * h));
+                __m256i hl[2], hh[2];
+                for (int c = 0; c < 2; c++) {
+                    const __m512i qw = _mm512_sub_epi16(
+                        _mm512_cvtepu8_epi16(c ? _mm512_extracti64x4_epi64(q, 1) : _mm512_castsi512_si256(q)), off);
+                    const __m512i w = _mm512_mullo_epi16(qw, _mm512_permutexvar_epi16(c ? hi8 : lo8, s16));
+                    hl[c] = _mm512_cvtepi16_epi8(w);
+                    hh[c] = _mm512_cvtepi16_epi8(_mm512_srai_epi16(_mm512_add_epi16(w, r128), 8));
+                }
+                _mm512_store_si512((void *)(ph + 64 * kk), _mm512_inserti64x4(_mm512_castsi256_si512(hh[0]), hh[1], 1));
+                _mm512_store_si512((void *)(pl + 64 * kk), _mm512_inserti64x4(_mm512_castsi256_si512(hl[0]), hl[1], 1));
+            }
+        }
+    float *dw = (float *)(void *)(dst + HET_AMX_KQ_W);
+    const float *d = (const float *)(const void *)(t + HET_Q8R_GROUP_K * HET_X_KQ_BLK);
+    for (int r = 0; r < 32; r++) dw[r] = d[r];
+    if (Q4K)
+        for (int b = 0; b < HET_Q8R_GROUP_K; b++)
+            memcpy(dst + HET_AMX_KQ_W + 128 + 128 * b, t + (size_t)b * HET_X_KQ_BLK + 1152, 128);
+}
+
 static void het_xexpand_q4kc_amx(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,
                                  int64_t b1, void *dst)
 {
-    het_xexpand_q4kc_avx512vnni(l, p0, p1, b0, b1, dst);
-    het_amx_kq_scales(dst, b1 - b0, 1);
+    uint8_t t[HET_X_KQ_SB] __attribute__((aligned(64)));
+    for (int64_t b = b0; b < b1; b += HET_Q8R_GROUP_K) {
+        het_xexpand_q4kc_avx512vnni(l, p0, p1, b, b + HET_Q8R_GROUP_K, t);
+        het_amx_kq_planes(true, t, (uint8_t *)dst + (size_t)((b - b0) / HET_Q8R_GROUP_K) * HET_AMX_KQ_SB_Q4K);
+    }
 }
 
-/* Q6C expanded by the AVX-512 walker (0..63), made q - 32, its half-block
- * row scales made floats times the rows' d. */
 static void het_xexpand_q6c_amx(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,
                                 int64_t b1, void *dst)
 {
-    het_xexpand_q6c_avx512vnni(l, p0, p1, b0, b1, dst);
-    het_amx_kq_scales(dst, b1 - b0, 2);
-    het_amx_quants_less(dst, b1 - b0, HET_PANEL_Q6C, 32);
+    uint8_t t[HET_X_KQ_SB] __attribute__((aligned(64)));
+    for (int64_t b = b0; b < b1; b += HET_Q8R_GROUP_K) {
+        het_xexpand_q6c_avx512vnni(l, p0, p1, b, b + HET_Q8R_GROUP_K, t);
+        het_amx_kq_planes(false, t, (uint8_t *)dst + (size_t)((b - b0) / HET_Q8R_GROUP_K) * HET_AMX_KQ_SB_Q6);
+    }
 }
 
 const struct het_mm_kernels het_mm_kernels_amx = {
@@ -324,7 +463,11 @@ const struct het_mm_kernels het_mm_kernels_amx = {
     },
     .xpack = {
         [HET_PANEL_Q40] = het_xpack_amx, [HET_PANEL_Q80] = het_xpack_amx,
-        [HET_PANEL_Q6C] = het_xpack_amx, [HET_PANEL_Q4KC] = het_xpack_amx,
+        [HET_PANEL_Q6C] = het_xpack_kq, [HET_PANEL_Q4KC] = het_xpack_kq,
+    },
+    /* the K-quants' wide super-blocks, a block's share */
+    .xblk_bytes = {
+        [HET_PANEL_Q6C] = HET_AMX_KQ_SB_Q6 / HET_Q8R_GROUP_K, [HET_PANEL_Q4KC] = HET_AMX_KQ_SB_Q4K / HET_Q8R_GROUP_K,
     },
     .xcols = HET_AMX_XCOLS,
 };
