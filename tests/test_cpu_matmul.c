@@ -814,6 +814,8 @@ int main(void)
                 {ty, K2, 33, 1, 1, 1, 2, false, true, true, false},
                 /* rows long enough that the wide kernels split K in chunks */
                 {ty, 7424, 20, 9, 1, 1, 0, false, true, true, false},
+                /* more rows than one wide call takes (AMX: 64, then a lone group of 16) */
+                {ty, K2, 33, 70, 1, 1, 1, false, false, true, false},
                 /* F32 activations (exact mode): no int8 rounding allowed for */
                 {ty, K1, 1, 1, 1, 1, 0, false, false, false, true},
                 {ty, K2, 17, 5, 1, 1, 1, false, true, false, true},
