@@ -10,12 +10,18 @@
  * A device asked for an unknown kernel level (HET_CPU_ISA) or stream hint
  * (HET_CPU_STREAM) is refused with a message naming the value, not run at
  * a level or with a hint it chose instead. het_cpu_largest_cache_bytes is
- * at least the cache size /proc/cpuinfo gives.
+ * at least the cache size /proc/cpuinfo gives. A process whose HET_CPU_ISA
+ * caps the level below amx never asks Linux for the AMX tile state.
  */
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "devices/cpu/cpu_ops.h"
 #include "het/device.h"
@@ -93,6 +99,28 @@ static void refused_env(void)
     refused("HET_CPU_STREAM", "t2");
 }
 
+/* Detection with HET_CPU_ISA=avx512vnni leaves the process without the
+ * tile-data permission (arch_prctl ARCH_GET_XCOMP_PERM, bit 18) and without
+ * amx; it must run before anything else here detects. */
+static void capped_asks_nothing(void)
+{
+    const char *old = getenv("HET_CPU_ISA");
+    char *keep = old ? strdup(old) : NULL;
+    setenv("HET_CPU_ISA", "avx512vnni", 1);
+    struct het_cpu_features f;
+    het_cpu_features_detect(&f);
+    CHECK(!f.amx_int8, "HET_CPU_ISA=avx512vnni, yet amx detected");
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    uint64_t perm = 0;
+    if (syscall(SYS_arch_prctl, 0x1022 /* ARCH_GET_XCOMP_PERM */, &perm) == 0)
+        CHECK(!(perm >> 18 & 1), "HET_CPU_ISA=avx512vnni, yet the process holds the AMX tile state (0x%llx)",
+              (unsigned long long)perm);
+#endif
+    if (keep) setenv("HET_CPU_ISA", keep, 1);
+    else unsetenv("HET_CPU_ISA");
+    free(keep);
+}
+
 /* The largest cache sysfs reports: at least the "cache size" /proc/cpuinfo
  * gives (the last level on Intel, L2 on AMD), and none when sysfs lists none. */
 static void largest_cache(void)
@@ -109,6 +137,7 @@ static void largest_cache(void)
 
 int main(void)
 {
+    capped_asks_nothing();
     check_table();
 
     struct het_cpu_features f;

@@ -42,6 +42,18 @@ static bool het_cpu_amx_request(void) {
 #endif
 }
 
+/* The level HET_CPU_ISA names: true and *lv, or false (unset, empty, or no level's name). */
+static bool het_cpu_isa_from_env(enum het_cpu_isa *lv, const char **env) {
+    *env = getenv("HET_CPU_ISA");
+    if (!*env || !**env) return false;
+    for (int i = HET_CPU_ISA_SCALAR; i < HET_CPU_ISA_COUNT; i++)
+        if (strcmp(*env, het_cpu_isa_name((enum het_cpu_isa)i)) == 0) {
+            *lv = (enum het_cpu_isa)i;
+            return true;
+        }
+    return false;
+}
+
 /* Vendor, brand string and display family / model / stepping: a figure
  * means nothing without the core it was measured on, and a VM's brand
  * string ("AMD EPYC") may not say which. */
@@ -152,21 +164,16 @@ void het_cpu_features_detect(struct het_cpu_features *f) {
      * XCR0 (bits 17, 18), and Linux's leave to use it: the tile data state
      * is off for a process until it asks (arch_prctl ARCH_REQ_XCOMP_PERM,
      * which grants it to every thread of the process, and may be asked
-     * again); a VM that does not pass the state through says no here. */
+     * again); a VM that does not pass the state through says no here. The
+     * grant changes the process (Linux then holds every alternate signal
+     * stack to the larger state's size), so a process whose HET_CPU_ISA
+     * caps the level below amx does not ask, and has no amx. */
     const bool amx_tile = (d >> 24) & 1, amx_int8 = (d >> 25) & 1;
-    f->amx_int8 = f->avx512_vnni && amx_tile && amx_int8 && (xcr0 & 0x60000) == 0x60000 && het_cpu_amx_request();
-}
-
-/* The level HET_CPU_ISA names: true and *lv, or false (unset, empty, or no level's name). */
-static bool het_cpu_isa_from_env(enum het_cpu_isa *lv, const char **env) {
-    *env = getenv("HET_CPU_ISA");
-    if (!*env || !**env) return false;
-    for (int i = HET_CPU_ISA_SCALAR; i < HET_CPU_ISA_COUNT; i++)
-        if (strcmp(*env, het_cpu_isa_name((enum het_cpu_isa)i)) == 0) {
-            *lv = (enum het_cpu_isa)i;
-            return true;
-        }
-    return false;
+    enum het_cpu_isa cap;
+    const char *env;
+    const bool capped = het_cpu_isa_from_env(&cap, &env) && cap < HET_CPU_ISA_AMX;
+    f->amx_int8 = f->avx512_vnni && amx_tile && amx_int8 && (xcr0 & 0x60000) == 0x60000 && !capped &&
+                  het_cpu_amx_request();
 }
 
 enum het_cpu_isa het_cpu_isa_select(const struct het_cpu_features *f) {

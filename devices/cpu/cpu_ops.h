@@ -31,7 +31,8 @@ struct het_cpu_features {
     bool avx512_vnni;
     bool avx_vnni;    /* VEX-encoded VNNI (Zen 5 / Alder Lake)         */
     bool avx512_bf16;
-    bool amx_int8;    /* AMX tiles + INT8, and the OS granted the state */
+    bool amx_int8;    /* AMX tiles + INT8, and the OS granted the state (not
+                       * asked for when HET_CPU_ISA caps the level below amx) */
     /* which processor: cpuid's vendor, brand string (as the hypervisor
      * passes it: a VM may shorten it), and display family / model /
      * stepping (base and extended fields combined) */
