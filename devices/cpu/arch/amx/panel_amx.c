@@ -12,8 +12,11 @@
  * so a tile load reads 8 lines and the scales need no gather. One tdpbssd
  * gives the 16 x 16 block sums that the AVX-512 kernel builds with 128
  * vpdpbusd; the tile goes through memory to zmm registers, where each of its
- * 16 rows is converted, scaled and added up. With the tile unit busy the
- * vector instructions run slower, and they, not the products, set the pace:
+ * 16 rows is converted, scaled and added up. Standalone loops of such a
+ * step on the Xeon VM (bench/README.md, session 41; TSC cycles per block and
+ * half): tile loads and product alone 23-29, the product alone 16, the
+ * scaling alone 24-31, all of it 44-74. The two streams hardly overlap, and
+ * a product of K = 32 costs what one of K = 64 does:
  *  - q4_0 and q8_0: acc[m] += cvt(C[m]) * (dw * da[m]) a block, three
  *    instructions per 16 sums, the avx512vnni kernel's own operations in its
  *    order (so both give the same bits). Q4_0's nibbles are expanded as
