@@ -16,7 +16,8 @@
  * step on the Xeon VM (bench/README.md, session 41; TSC cycles per block and
  * half): tile loads and product alone 23-29, the product alone 16, the
  * scaling alone 24-31, all of it 44-74. The two streams hardly overlap, and
- * a product of K = 32 costs what one of K = 64 does:
+ * a product of K = 32 costs about what one of K = 64 does (the peak loop's,
+ * 13):
  *  - q4_0 and q8_0: acc[m] += cvt(C[m]) * (dw * da[m]) a block, three
  *    instructions per 16 sums, the avx512vnni kernel's own operations in its
  *    order (so both give the same bits). Q4_0's nibbles are expanded as
