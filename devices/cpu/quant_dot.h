@@ -243,11 +243,14 @@ typedef void (*het_xpanel_fn)(int R, int64_t nb, const void *xp, const uint8_t *
                               size_t ldo, bool accumulate);
 /* A kind whose wide kernel reads its activations packed (het_mm_kernels
  * .xpack): nc (1..16) q8r rows a[c] (block stride bs, pointers at the
- * first block), blocks [0, nb), written to dst as, per block, the rows'
- * quants (16 x 32 bytes; rows past nc zero), their d and their quants'
- * sums (sum32) as floats (16 each; 0 past nc). The wide kernel then gets
- * a[0] = the first such group and nc rows in all: groups of 16 rows one
- * after another, nb blocks each (the last group may hold fewer). */
+ * first block), blocks [0, nb), written to dst in HET_XPACK_BLK bytes a
+ * block at most, in the kernel's own layout: for q4_0 and q8_0 per block
+ * the rows' quants (16 x 32 bytes; rows past nc zero), their d and their
+ * quants' sums (sum32) as floats (16 each; 0 past nc); the AMX K-quant
+ * kernels pack a super-block at a time (arch/amx/panel_amx.c). The wide
+ * kernel then gets a[0] = the first such group and nc rows in all: groups
+ * of 16 rows one after another, nb * HET_XPACK_BLK bytes each (the last
+ * group may hold fewer rows). */
 #define HET_XPACK_ROWS 16
 #define HET_XPACK_BLK  (HET_XPACK_ROWS * 32 + 2 * HET_XPACK_ROWS * 4)
 typedef void (*het_xpack_fn)(const uint8_t *const *a, int nc, int64_t nb, size_t bs, void *dst);

@@ -417,32 +417,37 @@ static void het_amx_kq_planes(const bool Q4K, const uint8_t *t, uint8_t *dst)
                 _mm512_store_si512((void *)(pl + 64 * kk), _mm512_inserti64x4(_mm512_castsi256_si512(hl[0]), hl[1], 1));
             }
         }
-    float *dw = (float *)(void *)(dst + HET_AMX_KQ_W);
-    const float *d = (const float *)(const void *)(t + HET_Q8R_GROUP_K * HET_X_KQ_BLK);
-    for (int r = 0; r < 32; r++) dw[r] = d[r];
+    memcpy(dst + HET_AMX_KQ_W, t + HET_Q8R_GROUP_K * HET_X_KQ_BLK, 128); /* the rows' d */
     if (Q4K)
         for (int b = 0; b < HET_Q8R_GROUP_K; b++)
             memcpy(dst + HET_AMX_KQ_W + 128 + 128 * b, t + (size_t)b * HET_X_KQ_BLK + 1152, 128);
 }
 
+/* Blocks [b0, b1) (whole super-blocks) expanded by the AVX-512 walker
+ * (expand), a super-block at a time, then made the wide super-blocks above. */
+static inline __attribute__((always_inline)) void het_amx_kq_expand(const bool Q4K, het_xexpand_fn expand,
+                                                                    const struct het_panel_layout *l,
+                                                                    const void *p0, const void *p1, int64_t b0,
+                                                                    int64_t b1, void *dst)
+{
+    const size_t wsb = Q4K ? HET_AMX_KQ_SB_Q4K : HET_AMX_KQ_SB_Q6;
+    uint8_t t[HET_X_KQ_SB] __attribute__((aligned(64)));
+    for (int64_t b = b0; b < b1; b += HET_Q8R_GROUP_K) {
+        expand(l, p0, p1, b, b + HET_Q8R_GROUP_K, t);
+        het_amx_kq_planes(Q4K, t, (uint8_t *)dst + (size_t)((b - b0) / HET_Q8R_GROUP_K) * wsb);
+    }
+}
+
 static void het_xexpand_q4kc_amx(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,
                                  int64_t b1, void *dst)
 {
-    uint8_t t[HET_X_KQ_SB] __attribute__((aligned(64)));
-    for (int64_t b = b0; b < b1; b += HET_Q8R_GROUP_K) {
-        het_xexpand_q4kc_avx512vnni(l, p0, p1, b, b + HET_Q8R_GROUP_K, t);
-        het_amx_kq_planes(true, t, (uint8_t *)dst + (size_t)((b - b0) / HET_Q8R_GROUP_K) * HET_AMX_KQ_SB_Q4K);
-    }
+    het_amx_kq_expand(true, het_xexpand_q4kc_avx512vnni, l, p0, p1, b0, b1, dst);
 }
 
 static void het_xexpand_q6c_amx(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,
                                 int64_t b1, void *dst)
 {
-    uint8_t t[HET_X_KQ_SB] __attribute__((aligned(64)));
-    for (int64_t b = b0; b < b1; b += HET_Q8R_GROUP_K) {
-        het_xexpand_q6c_avx512vnni(l, p0, p1, b, b + HET_Q8R_GROUP_K, t);
-        het_amx_kq_planes(false, t, (uint8_t *)dst + (size_t)((b - b0) / HET_Q8R_GROUP_K) * HET_AMX_KQ_SB_Q6);
-    }
+    het_amx_kq_expand(false, het_xexpand_q6c_avx512vnni, l, p0, p1, b0, b1, dst);
 }
 
 const struct het_mm_kernels het_mm_kernels_amx = {
