@@ -338,7 +338,10 @@ static int run_type(enum het_type type, int rounds, int layers, enum het_cpu_isa
     {
         struct het_cpu_worker w;
         const struct het_compute_params p = bench_thread_params(&w, &sync, wdata, ws, isa);
-        const struct het_compute_params alone = { .ith = 0, .nth = 1, .wdata = wdata1[p.ith], .wsize = ws1, .isa = isa };
+        /* the halves ask ahead with the hint the steps use: left at its zero
+         * (NTA) they streamed at half the steps' rate on the Xeon VM */
+        const struct het_compute_params alone = { .ith = 0, .nth = 1, .wdata = wdata1[p.ith], .wsize = ws1, .isa = isa,
+                                                  .stream = p.stream };
         struct het_compute_params fixed = p; /* no worker: the static split */
         fixed.worker = NULL;
         got = p.nth == BS_THREADS;
