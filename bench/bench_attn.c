@@ -15,7 +15,13 @@
  * the median time per layer, the cache bytes it read per second, the read
  * bandwidth, and the median of the rounds' ratios with their range.
  *
- *   bench_attn [-t threads] [-r rounds] [-d depth,depth,...]
+ * With -q N (N > 1) the node is a prompt's instead: N query tokens after
+ * `depth` cached ones, each attending its causal keys (prefill's tiles,
+ * scores transposed with AVX-512), and the figure is the arithmetic rate
+ * (QK and PV, 4 flops per head element and key) beside nothing: compare it
+ * with the F32 peak `hetrun bench` prints.
+ *
+ *   bench_attn [-t threads] [-r rounds] [-d depth,depth,...] [-q prompt tokens]
  */
 #include <omp.h>
 #include <stdio.h>
@@ -33,9 +39,9 @@
 #define BA_KV_HEADS  8
 #define BA_ROUNDS_MAX 256
 
-static int run_depth(int depth, int rounds, int nth, enum het_cpu_isa isa)
+static int run_depth(int depth, int nq, int rounds, int nth, enum het_cpu_isa isa)
 {
-    const int64_t n_ctx = depth + 16;
+    const int64_t n_ctx = depth + nq + 16;
     const int64_t ne[4] = { BA_HEAD_DIM, n_ctx, BA_KV_HEADS, BA_LAYERS };
     struct het_tensor kc, vc;
     het_tensor_init(&kc, HET_TYPE_F16, 4, ne);
@@ -43,7 +49,8 @@ static int run_depth(int depth, int rounds, int nth, enum het_cpu_isa isa)
     const size_t kv_bytes = het_nbytes(&kc);
     const size_t rbytes = (size_t)256 << 20;
     struct bench_mem km, vm, rm;
-    float *qb = malloc(sizeof(float) * BA_HEAD_DIM * BA_HEADS), *db = malloc(sizeof(float) * BA_HEAD_DIM * BA_HEADS);
+    const size_t qn = (size_t)BA_HEAD_DIM * BA_HEADS * (size_t)nq;
+    float *qb = malloc(sizeof(float) * qn), *db = malloc(sizeof(float) * qn);
     if (!bench_alloc(&km, kv_bytes, 0) || !bench_alloc(&vm, kv_bytes, 0) || !bench_alloc(&rm, rbytes, 1) || !qb || !db)
         return 1;
     uint16_t *kb = (uint16_t *)(void *)km.p, *vb = (uint16_t *)(void *)vm.p;
@@ -54,16 +61,17 @@ static int run_depth(int depth, int rounds, int nth, enum het_cpu_isa isa)
         kb[i] = (uint16_t)(0x3800 | ((r >> 20) & 0x3ff));
         vb[i] = (uint16_t)(0x3400 | ((r >> 30) & 0x3ff) | ((r >> 50 & 1) << 15));
     }
-    for (int i = 0; i < BA_HEAD_DIM * BA_HEADS; i++) {
+    for (size_t i = 0; i < qn; i++) {
         r ^= r << 13; r ^= r >> 7; r ^= r << 17;
         qb[i] = (float)(r >> 40) / (float)(1u << 24) - 0.5f;
     }
-    /* q and dst (hd, heads, 1 token); k, v: one layer's view (hd, kv heads, depth keys) */
-    const int64_t qne[3] = { BA_HEAD_DIM, BA_HEADS, 1 };
+    /* q and dst (hd, heads, nq tokens); k, v: one layer's view (hd, kv heads, depth + nq - 1 keys for decode's
+     * one token, depth + nq for a prompt's, its own keys included) */
+    const int64_t qne[3] = { BA_HEAD_DIM, BA_HEADS, nq };
     struct het_tensor q, d, k, v;
     het_tensor_init(&q, HET_TYPE_F32, 3, qne);
     het_tensor_init(&d, HET_TYPE_F32, 3, qne);
-    const int64_t kne[3] = { BA_HEAD_DIM, BA_KV_HEADS, depth };
+    const int64_t kne[3] = { BA_HEAD_DIM, BA_KV_HEADS, nq > 1 ? depth + nq : depth };
     het_tensor_init(&k, HET_TYPE_F16, 3, kne);
     k.nb[1] = kc.nb[2]; /* kv head */
     k.nb[2] = kc.nb[1]; /* position */
@@ -76,7 +84,7 @@ static int run_depth(int depth, int rounds, int nth, enum het_cpu_isa isa)
     d.src[1] = &k;
     d.src[2] = &v;
     het_set_op_param_f32(&d, 0, 0.0884f);
-    d.op_params[1] = depth - 1;
+    d.op_params[1] = nq > 1 ? depth : depth - 1;
     const size_t ws = het_cpu_attn_work_size(&d, nth);
     void *wdata = aligned_alloc(64, (ws + 63) & ~(size_t)63);
     if (!wdata) return 1;
@@ -127,12 +135,25 @@ static int run_depth(int depth, int rounds, int nth, enum het_cpu_isa isa)
             fprintf(stderr, "bench_attn: attention failed: %s\n", het_status_name(st[i]));
             return 1;
         }
-    /* the bytes one token's attention reads: K and V rows of every position */
-    const double bytes = 2.0 * depth * BA_KV_HEADS * BA_HEAD_DIM * sizeof(uint16_t) * BA_LAYERS;
-    for (int i = 0; i < rounds; i++) ratio[i] = bytes / t_attn[i] / 1e9 / rd[i];
-    const double mt = bench_median(t_attn, rounds), mr = bench_median(rd, rounds), mq = bench_median(ratio, rounds);
-    printf("depth %5d  %8.2f us/layer  cache %5.1f GB/s   read %5.1f GB/s   cache/read %.2f (%.2f-%.2f)\n", depth,
-           mt / BA_LAYERS * 1e6, bytes / mt / 1e9, mr, mq, ratio[0], ratio[rounds - 1]);
+    const double mt = bench_median(t_attn, rounds), mr = bench_median(rd, rounds);
+    if (nq > 1) { /* a prompt's: QK and PV, 2 flops a multiply-add, each query over its causal keys */
+        const double keys = (double)nq * depth + (double)nq * (nq + 1) / 2;
+        const double flops = 4.0 * keys * BA_HEADS * BA_HEAD_DIM * BA_LAYERS;
+        double lo = 1e300, hi = 0;
+        for (int i = 0; i < rounds; i++) {
+            const double g = flops / t_attn[i] / 1e9;
+            lo = g < lo ? g : lo;
+            hi = g > hi ? g : hi;
+        }
+        printf("prompt %4d at depth %5d  %9.1f us/layer  %6.1f GFLOP/s (%.1f-%.1f)\n", nq, depth,
+               mt / BA_LAYERS * 1e6, flops / mt / 1e9, lo, hi);
+    } else { /* the bytes one token's attention reads: K and V rows of every position */
+        const double bytes = 2.0 * depth * BA_KV_HEADS * BA_HEAD_DIM * sizeof(uint16_t) * BA_LAYERS;
+        for (int i = 0; i < rounds; i++) ratio[i] = bytes / t_attn[i] / 1e9 / rd[i];
+        const double mq = bench_median(ratio, rounds);
+        printf("depth %5d  %8.2f us/layer  cache %5.1f GB/s   read %5.1f GB/s   cache/read %.2f (%.2f-%.2f)\n", depth,
+               mt / BA_LAYERS * 1e6, bytes / mt / 1e9, mr, mq, ratio[0], ratio[rounds - 1]);
+    }
     bench_free(&km);
     bench_free(&vm);
     bench_free(&rm);
@@ -144,19 +165,21 @@ static int run_depth(int depth, int rounds, int nth, enum het_cpu_isa isa)
 
 int main(int argc, char **argv)
 {
-    int nth = 2, rounds = 10;
+    int nth = 2, rounds = 10, nq = 1;
     const char *depths = "64,512,2048";
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "-t")) nth = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-r")) rounds = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-d")) depths = argv[i + 1];
+        else if (!strcmp(argv[i], "-q")) nq = atoi(argv[i + 1]);
         else {
-            fprintf(stderr, "usage: %s [-t threads] [-r rounds] [-d depth,depth,...]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-t threads] [-r rounds] [-d depth,depth,...] [-q prompt tokens]\n", argv[0]);
             return 2;
         }
     }
-    if (argc % 2 == 0 || nth < 1 || nth > 64 || rounds < 1 || rounds > BA_ROUNDS_MAX) {
-        fprintf(stderr, "usage: %s [-t threads 1-64] [-r rounds 1-%d] [-d depth,depth,...]\n", argv[0], BA_ROUNDS_MAX);
+    if (argc % 2 == 0 || nth < 1 || nth > 64 || rounds < 1 || rounds > BA_ROUNDS_MAX || nq < 1 || nq > 8192) {
+        fprintf(stderr, "usage: %s [-t threads 1-64] [-r rounds 1-%d] [-d depth,depth,...] [-q prompt tokens 1-8192]\n",
+                argv[0], BA_ROUNDS_MAX);
         return 2;
     }
     struct het_cpu_features f;
@@ -170,11 +193,11 @@ int main(int argc, char **argv)
     snprintf(buf, sizeof buf, "%s", depths);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         const int depth = atoi(tok);
-        if (depth < 1 || depth > 1 << 20) {
+        if (depth < (nq > 1 ? 0 : 1) || depth > 1 << 20) {
             fprintf(stderr, "bench_attn: depth '%s' is not a number of positions (1 to %d)\n", tok, 1 << 20);
             return 2;
         }
-        if (run_depth(depth, rounds, nth, isa)) return 1;
+        if (run_depth(depth, nq, rounds, nth, isa)) return 1;
     }
     return 0;
 }
