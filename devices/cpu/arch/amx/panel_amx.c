@@ -73,12 +73,12 @@ static const struct het_amx_tilecfg het_amx_cfg __attribute__((aligned(64))) = {
 
 /* ---- q4_0, q8_0: a product and a scaling per block ------------------------------ */
 
-/* Subtract k from the quants (the first 1024 bytes) of wide blocks [0, nblk). */
-static void het_amx_quants_less(void *dst, int64_t nblk, enum het_panel_kind kind, char k)
+/* Subtract k from the quants (the first 1024 bytes) of q4_0 wide blocks [0, nblk). */
+static void het_amx_quants_less(void *dst, int64_t nblk, char k)
 {
     const __m512i kv = _mm512_set1_epi8(k);
     for (int64_t i = 0; i < nblk; i++) {
-        uint8_t *x = het_x_block(dst, i, kind);
+        uint8_t *x = het_x_block(dst, i, HET_PANEL_Q40);
         for (int j = 0; j < 1024; j += 64)
             _mm512_store_si512((void *)(x + j), _mm512_sub_epi8(_mm512_load_si512((const void *)(x + j)), kv));
     }
@@ -201,7 +201,7 @@ static void het_xexpand_q40_amx(const struct het_panel_layout *l, const void *p0
                                 int64_t b1, void *dst)
 {
     het_xexpand_q40_avx512(l, p0, p1, b0, b1, dst);
-    het_amx_quants_less(dst, b1 - b0, HET_PANEL_Q40, 8);
+    het_amx_quants_less(dst, b1 - b0, 8);
 }
 
 /* ---- q4_K, q6_K: a super-block's integer sums on the tiles ------------------------
