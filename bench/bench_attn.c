@@ -135,21 +135,17 @@ static int run_depth(int depth, int nq, int rounds, int nth, enum het_cpu_isa is
             fprintf(stderr, "bench_attn: attention failed: %s\n", het_status_name(st[i]));
             return 1;
         }
-    const double mt = bench_median(t_attn, rounds), mr = bench_median(rd, rounds);
     if (nq > 1) { /* a prompt's: QK and PV, 2 flops a multiply-add, each query over its causal keys */
         const double keys = (double)nq * depth + (double)nq * (nq + 1) / 2;
         const double flops = 4.0 * keys * BA_HEADS * BA_HEAD_DIM * BA_LAYERS;
-        double lo = 1e300, hi = 0;
-        for (int i = 0; i < rounds; i++) {
-            const double g = flops / t_attn[i] / 1e9;
-            lo = g < lo ? g : lo;
-            hi = g > hi ? g : hi;
-        }
+        const double mt = bench_median(t_attn, rounds); /* sorts: t_attn[0] is the fastest round */
         printf("prompt %4d at depth %5d  %9.1f us/layer  %6.1f GFLOP/s (%.1f-%.1f)\n", nq, depth,
-               mt / BA_LAYERS * 1e6, flops / mt / 1e9, lo, hi);
+               mt / BA_LAYERS * 1e6, flops / mt / 1e9, flops / t_attn[rounds - 1] / 1e9, flops / t_attn[0] / 1e9);
     } else { /* the bytes one token's attention reads: K and V rows of every position */
         const double bytes = 2.0 * depth * BA_KV_HEADS * BA_HEAD_DIM * sizeof(uint16_t) * BA_LAYERS;
+        /* each round's own ratio first: bench_median sorts what it is given */
         for (int i = 0; i < rounds; i++) ratio[i] = bytes / t_attn[i] / 1e9 / rd[i];
+        const double mt = bench_median(t_attn, rounds), mr = bench_median(rd, rounds);
         const double mq = bench_median(ratio, rounds);
         printf("depth %5d  %8.2f us/layer  cache %5.1f GB/s   read %5.1f GB/s   cache/read %.2f (%.2f-%.2f)\n", depth,
                mt / BA_LAYERS * 1e6, bytes / mt / 1e9, mr, mq, ratio[0], ratio[rounds - 1]);
