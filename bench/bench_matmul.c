@@ -9,13 +9,15 @@
  * (see cpu_s); wall time is printed too. The per-layer shapes add up to a
  * matmul-only estimate of prompt (pp) and generation (tg) tokens/s.
  *
- *   bench_matmul [-t threads] [-T q4_0,q8_0,...] [-M 1,512] [-s seconds] [-i isa] [-p 1] [-w MiB]
+ *   bench_matmul [-t threads] [-T q4_0,q8_0,...] [-M 1,512] [-s seconds] [-i isa] [-p 1] [-w MiB] [-S K,N]
  * -p 1 packs the weights once first (the CPU device's load-time repack).
  * -w N keeps copies of the weights adding up to at least N MiB and takes
  * the next copy each call, so that the weights come from memory as in a
  * decode (which reads every layer once per token), not from the caches
  * where one matrix of these shapes fits: -w 0 (the default) measures the
  * kernel's own rate, -w 256 the rate decode can have.
+ * -S K,N runs that one shape instead of the layer's (a Qwen3-30B-A3B
+ * expert: -S 2048,768 and -S 768,2048, with -M the tokens an expert gets).
  */
 #include <immintrin.h>
 #include <omp.h>
@@ -237,6 +239,7 @@ int main(int argc, char **argv)
     size_t wset = 0;
     const char *types_arg = "q4_0,q8_0,q4_K,q6_K,f16";
     const char *ms_arg = "1,512";
+    struct shape own = { "own", 0, 0, 1 };
     struct het_cpu_features f;
     het_cpu_features_detect(&f);
     enum het_cpu_isa isa = het_cpu_isa_select(&f);
@@ -247,11 +250,21 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-s")) min_sec = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "-p")) prepack = atoi(argv[i + 1]) != 0;
         else if (!strcmp(argv[i], "-w")) wset = (size_t)atoll(argv[i + 1]) << 20;
+        else if (!strcmp(argv[i], "-S")) {
+            long long k = 0, n = 0;
+            if (sscanf(argv[i + 1], "%lld,%lld", &k, &n) != 2 || k <= 0 || n <= 0) {
+                fprintf(stderr, "-S: want K,N (two positive sizes), got '%s'\n", argv[i + 1]);
+                return 2;
+            }
+            own.K = k;
+            own.N = n;
+        }
         else if (!strcmp(argv[i], "-i")) {
             for (int lv = HET_CPU_ISA_SCALAR; lv < (int)isa; lv++)
                 if (!strcmp(argv[i + 1], het_cpu_isa_name((enum het_cpu_isa)lv))) isa = (enum het_cpu_isa)lv;
         } else {
-            fprintf(stderr, "usage: %s [-t threads] [-T types] [-M m,...] [-s seconds] [-i isa] [-p 0|1] [-w MiB]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-t threads] [-T types] [-M m,...] [-s seconds] [-i isa] [-p 0|1] [-w MiB] [-S K,N]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -274,20 +287,24 @@ int main(int argc, char **argv)
         for (char *mp = ms_buf, *save = NULL, *ms = strtok_r(mp, ",", &save); ms; ms = strtok_r(NULL, ",", &save)) {
             const int64_t M = atoll(ms);
             double layer_sec = 0;
-            for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+            const struct shape *sh = own.K ? &own : shapes;
+            const size_t n_sh = own.K ? 1 : sizeof(shapes) / sizeof(shapes[0]);
+            for (size_t s = 0; s < n_sh; s++) {
                 struct bench_res r;
-                if (run_case(type, shapes[s].K, shapes[s].N, M, nth, isa, min_sec, prepack, wset, &r) != 0) {
-                    printf("%-5s M=%-4lld %-20s FAILED\n", tp, (long long)M, shapes[s].name);
+                if (run_case(type, sh[s].K, sh[s].N, M, nth, isa, min_sec, prepack, wset, &r) != 0) {
+                    printf("%-5s M=%-4lld %-20s FAILED\n", tp, (long long)M, sh[s].name);
                     continue;
                 }
-                layer_sec += r.sec * shapes[s].per_layer;
+                layer_sec += r.sec * sh[s].per_layer;
                 printf("%-5s M=%-4lld %-20s %9.3f ms (wall %8.3f) %8.1f GOP/s %7.1f GB/s\n", tp, (long long)M,
-                       shapes[s].name, r.sec * 1e3, r.wall * 1e3, r.gops, r.gbs);
+                       sh[s].name, r.sec * 1e3, r.wall * 1e3, r.gops, r.gbs);
             }
+            if (own.K) continue;
             printf("%-5s M=%-4lld layers x%d: %.2f ms -> %.1f tok/s (matmul only, no output layer)\n\n", tp,
                    (long long)M, N_LAYERS, layer_sec * N_LAYERS * 1e3, (double)M / (layer_sec * N_LAYERS));
         }
     }
+    if (own.K) return 0;
     /* the output projection at decode: the largest single weight read */
     struct bench_res r;
     if (run_case(HET_TYPE_Q6_K, 1024, 151936, 1, nth, isa, min_sec, prepack, wset, &r) == 0)
