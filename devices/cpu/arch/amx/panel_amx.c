@@ -73,17 +73,6 @@ static const struct het_amx_tilecfg het_amx_cfg __attribute__((aligned(64))) = {
 
 /* ---- q4_0, q8_0: a product and a scaling per block ------------------------------ */
 
-/* Subtract k from the quants (the first 1024 bytes) of q4_0 wide blocks [0, nblk). */
-static void het_amx_quants_less(void *dst, int64_t nblk, char k)
-{
-    const __m512i kv = _mm512_set1_epi8(k);
-    for (int64_t i = 0; i < nblk; i++) {
-        uint8_t *x = het_x_block(dst, i, HET_PANEL_Q40);
-        for (int j = 0; j < 1024; j += 64)
-            _mm512_store_si512((void *)(x + j), _mm512_sub_epi8(_mm512_load_si512((const void *)(x + j)), kv));
-    }
-}
-
 /* Tile C = block j's sums: packed activations (A) times half h of the wide
  * block (B). */
 #define HET_AMX_DOT(C, TA, TB, j)                                                                            \
@@ -194,14 +183,6 @@ static void het_xpack_amx(const uint8_t *const *a, int nc, int64_t nb, size_t bs
             sq[m] = sm;
         }
     }
-}
-
-/* Q40 expanded by the AVX-512 walker (nibbles 0..15), then made q - 8. */
-static void het_xexpand_q40_amx(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,
-                                int64_t b1, void *dst)
-{
-    het_xexpand_q40_avx512(l, p0, p1, b0, b1, dst);
-    het_amx_quants_less(dst, b1 - b0, 8);
 }
 
 /* ---- q4_K, q6_K: a super-block's integer sums on the tiles ------------------------
@@ -463,7 +444,7 @@ const struct het_mm_kernels het_mm_kernels_amx = {
     .panel_rows = 16,
     .xexpand = {
         /* q8_0 quants kept signed: the walker's instance without VNNI's +128 */
-        [HET_PANEL_Q40] = het_xexpand_q40_amx, [HET_PANEL_Q80] = het_xexpand_q80_avx512,
+        [HET_PANEL_Q40] = het_xexpand_q40s_avx512, [HET_PANEL_Q80] = het_xexpand_q80_avx512,
         [HET_PANEL_Q6C] = het_xexpand_q6c_amx, [HET_PANEL_Q4KC] = het_xexpand_q4kc_amx,
     },
     .xpanel = {

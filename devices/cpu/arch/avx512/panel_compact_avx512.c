@@ -461,7 +461,8 @@ HET_INLINE void het_u4n_t(const struct het_panel_layout *l, const uint8_t *panel
  * HET_PF_AHEAD bytes ahead, as the decode walker asks ahead. */
 
 HET_INLINE void het_xexpand_t(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,
-                              int64_t b1, void *dst, const enum het_panel_kind kind, const bool vnni)
+                              int64_t b1, void *dst, const enum het_panel_kind kind, const bool vnni,
+                              const bool q40_signed)
 {
     const size_t blk = het_cblk_bytes(kind);
     const uint8_t *src[2] = {p0, p1};
@@ -491,6 +492,10 @@ HET_INLINE void het_xexpand_t(const struct het_panel_layout *l, const void *p0, 
                 for (int g = 0; g < 4; g++) {
                     __m512i lo, hi;
                     het_nib_groups(pb ? pb : zero, kind == HET_PANEL_Q6C ? qh : NULL, g, &lo, &hi);
+                    if (q40_signed) {
+                        lo = _mm512_sub_epi8(lo, _mm512_set1_epi8(8));
+                        hi = _mm512_sub_epi8(hi, _mm512_set1_epi8(8));
+                    }
                     _mm512_store_si512((void *)(x + 128 * g + 64 * h), lo);
                     _mm512_store_si512((void *)(x + 128 * (g + 4) + 64 * h), hi);
                 }
@@ -705,7 +710,7 @@ HET_INLINE void het_wide_kq_t(int64_t nb, const uint8_t *xp, const uint8_t *cons
     void het_xexpand_##name(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0,      \
                             int64_t b1, void *dst)                                                            \
     {                                                                                                         \
-        het_xexpand_t(l, p0, p1, b0, b1, dst, kind, vnni);                                                    \
+        het_xexpand_t(l, p0, p1, b0, b1, dst, kind, vnni, false);                                             \
     }                                                                                                         \
     void het_xpanel_##name(int R, int64_t nb, const void *xp, const uint8_t *const *a, int nc, float *out,     \
                            size_t ldo, bool accumulate)                                                       \
@@ -745,3 +750,15 @@ HET_AVX512_COMPACT_DEFS(q40_avx512vnni, HET_PANEL_Q40, true)
 HET_AVX512_COMPACT_DEFS(q80_avx512vnni, HET_PANEL_Q80, true)
 HET_AVX512_COMPACT_DEFS(q6c_avx512vnni, HET_PANEL_Q6C, true)
 HET_AVX512_COMPACT_DEFS(q4kc_avx512vnni, HET_PANEL_Q4KC, true)
+
+/* Q40 expanded signed, as q - 8 (-8..7) in the same pass: for kernels whose
+ * products take signed weights (the AMX level's tdpbssd, panel_amx.c). A
+ * second pass over the expanded bytes had taken 6% of the samples of a
+ * 32-column call (perf, bench_matmul -t 1 -T q4_0 -p 1 -S 2048,768 -M 32
+ * -w 512 -i amx); in one pass such a call took 239-270 us against 279-282
+ * (Xeon VM, three rounds in turn). */
+void het_xexpand_q40s_avx512(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0, int64_t b1,
+                             void *dst)
+{
+    het_xexpand_t(l, p0, p1, b0, b1, dst, HET_PANEL_Q40, false, true);
+}

@@ -34,6 +34,9 @@ HET_AVX512_COMPACT_DECLS(q40_avx512vnni)
 HET_AVX512_COMPACT_DECLS(q80_avx512vnni)
 HET_AVX512_COMPACT_DECLS(q6c_avx512vnni)
 HET_AVX512_COMPACT_DECLS(q4kc_avx512vnni)
+/* Q40's expansion with the quants made signed, q - 8 */
+void het_xexpand_q40s_avx512(const struct het_panel_layout *l, const void *p0, const void *p1, int64_t b0, int64_t b1,
+                             void *dst);
 
 /* The K-quants' wide blocks come in super-blocks: 8 blocks of 1280 bytes,
  * then the rows' float d[32] (het_xpanel_kind_blk_bytes). Block i of a
