@@ -266,9 +266,14 @@ static void test_mul_mat_id(enum het_cpu_isa best)
                 {K, 33, 8, 3, 1, 17, 1, 2, 0, 2},   /* repeated ids inside a token */
                 /* decode with rows enough for several parts, cut across experts */
                 {K, 701, 6, 3, 3, 1, 1, 2, 1, 0},
+                /* prefill whose experts get 8 pairs or more: their columns
+                 * quantised once for the node (matmul_id.c, MMID_ROWS_MIN_M),
+                 * shared by all slots, then one per slot, skewed */
+                {K, 9, 4, 2, 1, 40, 0, 1, 0, 0},
+                {K, 11, 4, 2, 2, 37, 1, 2, 1, 1},
             };
             for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-                check_mmid(ty, &cases[i], i == 3 || i == 5 ? 3 : 2, (enum het_cpu_isa)lv, false);
+                check_mmid(ty, &cases[i], i == 3 || i == 5 || i == 7 ? 3 : 2, (enum het_cpu_isa)lv, false);
             if (het_type_get_traits(ty)->is_quantized && lv == (int)best) {
                 check_mmid(ty, &cases[2], 2, (enum het_cpu_isa)lv, true);
                 check_mmid(ty, &cases[0], 2, (enum het_cpu_isa)lv, true);

@@ -188,6 +188,20 @@ int             het_cpu_fused_len(struct het_tensor *const *nodes, int n);
 size_t          het_cpu_mul_mat_work_size(const struct het_tensor *node, int nth, bool f32_act);
 bool            het_cpu_mul_mat_supports(const struct het_tensor *node);
 enum het_status het_cpu_mul_mat(const struct het_compute_params *p, struct het_tensor *dst);
+struct het_q8r_layout;
+/* The int8 rows a quantised-weight dst multiplies (b's rows, as het_cpu_mul_mat
+ * quantises them at isa for dst's M): their layout and the quantiser that
+ * writes one; false when dst takes none (float weights, f32_act). */
+bool            het_cpu_mul_mat_row_format(struct het_tensor *dst, enum het_cpu_isa isa, bool f32_act,
+                                           struct het_q8r_layout *ql,
+                                           void (**quantize)(const float *x, const struct het_q8r_layout *l,
+                                                             void *row));
+/* het_cpu_mul_mat of a 2-D dst whose b rows the caller quantised already
+ * (rows[m]: b's row m in het_cpu_mul_mat_row_format's layout): b's data is
+ * not read, and no step prepares rows. Its scratch fits in
+ * het_cpu_mul_mat_work_size's. */
+enum het_status het_cpu_mul_mat_rows(const struct het_compute_params *p, struct het_tensor *dst,
+                                     const uint8_t *const *rows);
 /* Matmuls that read the same activations, run as one step: nodes[0] and
  * the longest run of the nodes after it (at most HET_CPU_MM_GROUP_MAX in
  * all) that multiply the same b, when b is one row (decode) that each thread

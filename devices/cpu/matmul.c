@@ -115,6 +115,8 @@ struct het_mm_plan {
     size_t  act_row_bytes;    /* bytes of one prepared b row in wdata (0: none)    */
     size_t  act_bytes;        /* all prepared b rows                               */
     bool    act_private;      /* each thread prepares them itself, in its own copy */
+    const uint8_t *const *act_rows; /* b's rows quantised by the caller (het_cpu_mul_mat_rows),
+                                 row m at act_rows[m]; NULL: prepared here       */
     size_t  thread_bytes;     /* per-thread scratch                                */
     int64_t panel_group;      /* panels packed at once per thread                  */
     struct het_panel_layout pl;
@@ -545,6 +547,7 @@ static void het_mm_own_acts(const struct het_mm_plan *p, const struct het_comput
 static const uint8_t *het_mm_act(const struct het_mm_plan *p, const struct het_compute_params *cp, int64_t m,
                                  int64_t i2, int64_t i3)
 {
+    if (p->act_rows) return p->act_rows[m]; /* one batch (het_cpu_mul_mat_rows) */
     const int64_t r = m + p->M * (i2 + p->B2 * i3);
     return het_mm_act_base(p, cp) + (size_t)r * p->act_row_bytes;
 }
@@ -993,6 +996,36 @@ enum het_status het_cpu_mul_mat(const struct het_compute_params *cp, struct het_
     if (!het_cpu_mul_mat_supports(dst)) return HET_ERR_UNSUPPORTED;
     struct het_mm_plan p;
     if (!het_mm_plan_call(&p, cp, dst, NULL, NULL)) return HET_ERR_INVALID;
+    het_mm_run(&p, cp);
+    return HET_OK;
+}
+
+bool het_cpu_mul_mat_row_format(struct het_tensor *dst, enum het_cpu_isa isa, bool f32_act,
+                                struct het_q8r_layout *ql, void (**quantize)(const float *x,
+                                                                            const struct het_q8r_layout *l, void *row))
+{
+    if (!het_cpu_mul_mat_supports(dst)) return false;
+    struct het_mm_plan p;
+    het_mm_plan_init(&p, dst, isa, 1, f32_act, NULL, NULL);
+    if (!p.quantized || !p.quantize_fn) return false;
+    *ql = p.ql;
+    *quantize = p.quantize_fn;
+    return true;
+}
+
+enum het_status het_cpu_mul_mat_rows(const struct het_compute_params *cp, struct het_tensor *dst,
+                                     const uint8_t *const *rows)
+{
+    if (!het_cpu_mul_mat_supports(dst)) return HET_ERR_UNSUPPORTED;
+    struct het_mm_plan p;
+    het_mm_plan_init(&p, dst, cp->isa, cp->nth, cp->f32_act, NULL, NULL);
+    if (!p.quantized || p.B2 * p.B3 != 1) return HET_ERR_UNSUPPORTED;
+    /* nothing to prepare: no rows in wdata, none per thread */
+    p.act_rows = rows;
+    p.act_bytes = 0;
+    p.act_private = false;
+    const size_t ws = het_mm_plan_wsize(&p, cp->nth);
+    if (ws > cp->wsize || (ws && !cp->wdata)) return HET_ERR_INVALID;
     het_mm_run(&p, cp);
     return HET_OK;
 }

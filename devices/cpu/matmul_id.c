@@ -27,7 +27,14 @@
  *        column in place (strides as they are), nothing is copied;
  *      - more (prefill): the threads gather the pairs' input columns into a
  *        dense F32 block, one GEMM runs over it into a dense output block,
- *        and the threads scatter its columns to dst through dst's strides.
+ *        and the threads scatter its columns to dst through dst's strides;
+ *      - MMID_ROWS_MIN_M pairs or more (most of a prefill's experts): one
+ *        step before the experts quantises every column of b once for the
+ *        node, in the layout mul_mat takes for such counts, and the GEMM
+ *        reads its pairs' rows from there (het_cpu_mul_mat_rows): no
+ *        gather, and no quantising step inside each expert. Gate and up
+ *        (one column a token, shared by its k slots) quantise each token
+ *        once instead of k times.
  *      Each phase is a step of parts (cpu_sync.c): the next begins when all
  *      its parts are done. The node ends with every thread meeting
  *      (het_cpu_sync_all): the steps depend on the grouping in the scratch,
@@ -40,7 +47,8 @@
  *
  * Scratch (wdata): [status + counts + offsets + few-pair experts | pair
  * list | gathered input | output block | the inner mul_mat's own scratch |
- * q8r rows of the few-pair experts' columns].
+ * q8r rows of the few-pair experts' columns | a gathered strided column per
+ * thread | step 3's rows of b's columns | per thread, its expert's row list].
  */
 #include <string.h>
 
@@ -51,6 +59,10 @@
 /* Weight bytes a part of the few-pair step covers at least (the atomic that
  * hands a part out costs about what streaming ~1 KB does). */
 #define MMID_PART_BYTES (32u << 10)
+/* Fewest pairs of an expert that takes b's columns quantised once for the
+ * node (step 3): from here on the K-quants' rows share d per super-block
+ * whatever the count (HET_Q8R_GROUP_MIN_M). */
+#define MMID_ROWS_MIN_M HET_Q8R_GROUP_MIN_M
 
 static size_t mmid_align(size_t x) { return (x + 63) & ~(size_t)63; }
 
@@ -69,6 +81,15 @@ struct mmid_plan {
     het_qgemv_fn    gemv;
     het_quantize_fn quantize;
     size_t  off_few, off_act, off_gather;
+    /* step 3's experts of at least MMID_ROWS_MIN_M pairs take b's columns
+     * quantised once for the node (het_cpu_mul_mat_rows) instead of each
+     * gathering and quantising its own: rows_ok, their layout, the
+     * quantiser, the rows (column j + n_b * t of b at off_rows) and each
+     * thread's list of its expert's rows (off_rowp, chunk pointers a thread) */
+    bool    rows_ok;
+    struct het_q8r_layout rql;
+    het_quantize_fn rquant;
+    size_t  off_rows, off_rowp;
     /* load-time panels (as->extra): block e at packed + e * pstride */
     const uint8_t *packed;
     size_t         pstride;
@@ -235,6 +256,34 @@ static void mmid_packed_init(struct mmid_plan *p, enum het_cpu_isa isa)
     p->panels = run;
 }
 
+/* Expert 0's 2-D node over m columns, for its row format (any data address
+ * will do: nothing is read). */
+static bool mmid_row_format(const struct mmid_plan *p, int64_t m, enum het_cpu_isa isa, bool f32_act,
+                            struct het_q8r_layout *ql, het_quantize_fn *fn)
+{
+    struct mmid_node n;
+    mmid_node_init(&n, p, 0, m, (char *)p->dst, sizeof(float), sizeof(float) * (size_t)p->K, (char *)p->dst,
+                   sizeof(float), sizeof(float) * (size_t)p->N);
+    n.a.data = (char *)p->dst;
+    return het_cpu_mul_mat_row_format(&n.d, isa, f32_act, ql, fn);
+}
+
+/* rows_ok when mul_mat takes int8 rows of one layout for every m from
+ * MMID_ROWS_MIN_M to chunk (the layout depends on m only below
+ * HET_Q8R_GROUP_MIN_M, quant_dot.h: checked at both ends). */
+static void mmid_rows_init(struct mmid_plan *p, enum het_cpu_isa isa, bool f32_act)
+{
+    struct het_q8r_layout lo, hi;
+    het_quantize_fn flo, fhi;
+    if (p->chunk < MMID_ROWS_MIN_M || !mmid_row_format(p, MMID_ROWS_MIN_M, isa, f32_act, &lo, &flo) ||
+        !mmid_row_format(p, p->chunk, isa, f32_act, &hi, &fhi))
+        return;
+    if (memcmp(&lo, &hi, sizeof lo) != 0 || flo != fhi) return;
+    p->rows_ok = true;
+    p->rql = hi;
+    p->rquant = fhi;
+}
+
 static void mmid_plan_init(struct mmid_plan *p, struct het_tensor *dst, enum het_cpu_isa isa, int nth, bool f32_act)
 {
     memset(p, 0, sizeof *p);
@@ -274,9 +323,17 @@ static void mmid_plan_init(struct mmid_plan *p, struct het_tensor *dst, enum het
     p->mm_bytes = mmid_align(w1 > w2 ? w1 : w2);
     p->off_act = p->off_mm + p->mm_bytes;
     p->off_gather = p->off_act + (p->few ? mmid_align(p->ql.row_bytes * (size_t)p->few_pairs_max) : 0);
-    /* per thread, a strided input column gathered before it is quantised */
-    const bool gather = p->few && p->b->nb[0] != sizeof(float);
-    p->total = p->off_gather + (gather ? (size_t)nth * mmid_align(sizeof(float) * (size_t)p->K) : 0);
+    mmid_rows_init(p, isa, f32_act);
+    /* per thread, a strided input column gathered before it is quantised
+     * (step 2, and step 3's rows) */
+    const bool gather = (p->few || p->rows_ok) && p->b->nb[0] != sizeof(float);
+    size_t end = p->off_gather + (gather ? (size_t)nth * mmid_align(sizeof(float) * (size_t)p->K) : 0);
+    if (p->rows_ok) {
+        p->off_rows = end;
+        p->off_rowp = p->off_rows + mmid_align(p->rql.row_bytes * (size_t)(p->n_b * p->T));
+        end = p->off_rowp + (size_t)nth * mmid_align(sizeof(uint8_t *) * (size_t)p->chunk);
+    }
+    p->total = end;
 }
 
 bool het_cpu_mul_mat_id_supports(const struct het_tensor *node)
@@ -479,6 +536,42 @@ static void mmid_few(const struct mmid_plan *p, const struct het_compute_params 
     }
 }
 
+/* Does step 3 take a chunk of m pairs from the node's quantised rows? */
+static bool mmid_uses_rows(const struct mmid_plan *p, int64_t m)
+{
+    return p->rows_ok && m >= MMID_ROWS_MIN_M;
+}
+
+/* Step 3's rows: every column of b (j, t), j < n_b, quantised once into
+ * row j + n_b * t at off_rows, the threads sharing the columns; only when
+ * an expert takes them (every thread decides the same from the counts). */
+static void mmid_rows(const struct mmid_plan *p, const struct het_compute_params *cp, const int64_t *hdr)
+{
+    const int64_t *count = hdr + 1;
+    bool any = false;
+    for (int64_t e = 0; e < p->E && !any; e++) any = mmid_uses_rows(p, count[e] < p->chunk ? count[e] : p->chunk);
+    if (!any) return;
+    uint8_t *rows = (uint8_t *)cp->wdata + p->off_rows;
+    const int64_t cols = p->n_b * p->T;
+    const int64_t np = het_cpu_n_parts(cp, cols, het_vec_part_rows(p->K));
+    for (int64_t k = het_cpu_part_first(cp, np); k < np; k = het_cpu_part_next(cp, np, k)) {
+        int64_t c0, c1;
+        het_vec_split(cols, (int)k, (int)np, &c0, &c1);
+        for (int64_t c = c0; c < c1; c++) {
+            const int64_t j = c % p->n_b, t = c / p->n_b;
+            const char *src = (const char *)p->b->data + j * p->b->nb[1] + t * p->b->nb[2];
+            const float *x = (const float *)(const void *)src;
+            if (p->b->nb[0] != sizeof(float)) {
+                float *tmp = (float *)(void *)((char *)cp->wdata + p->off_gather +
+                                               (size_t)cp->ith * mmid_align(sizeof(float) * (size_t)p->K));
+                for (int64_t i = 0; i < p->K; i++) memcpy(&tmp[i], src + i * p->b->nb[0], sizeof(float));
+                x = tmp;
+            }
+            p->rquant(x, &p->rql, rows + (size_t)c * p->rql.row_bytes);
+        }
+    }
+}
+
 enum het_status het_cpu_mul_mat_id(const struct het_compute_params *cp, struct het_tensor *dst)
 {
     if (!het_cpu_mul_mat_id_supports(dst)) return HET_ERR_UNSUPPORTED;
@@ -501,6 +594,7 @@ enum het_status het_cpu_mul_mat_id(const struct het_compute_params *cp, struct h
     const bool bad_ids = hdr[0] != 0;
     enum het_status st = bad_ids ? HET_ERR_INVALID : HET_OK;
     if (!bad_ids && p.few) mmid_few(&p, cp, hdr, list, (uint8_t *)w + p.off_act);
+    if (!bad_ids && p.rows_ok) mmid_rows(&p, cp, hdr);
     for (int64_t e = 0; e < p.E && !bad_ids; e++) {
         if (p.few && count[e] < p.few_below) continue; /* done in step 2 */
         for (int64_t c0 = 0; c0 < count[e]; c0 += p.chunk) {
@@ -516,22 +610,34 @@ enum het_status het_cpu_mul_mat_id(const struct het_compute_params *cp, struct h
                 if (s != HET_OK) st = s;
                 continue;
             }
-            const int64_t np = het_cpu_n_parts(cp, m, het_vec_part_rows(p.K));
-            for (int64_t k = het_cpu_part_first(cp, np); k < np; k = het_cpu_part_next(cp, np, k)) {
-                int64_t r0, r1;
-                het_vec_split(m, (int)k, (int)np, &r0, &r1);
-                for (int64_t r = r0; r < r1; r++) {
-                    const char *src = mmid_b_col(&p, codes[r]);
-                    float *y = in + r * p.K;
-                    if (p.b->nb[0] == sizeof(float)) memcpy(y, src, sizeof(float) * (size_t)p.K);
-                    else
-                        for (int64_t i = 0; i < p.K; i++) memcpy(&y[i], src + i * p.b->nb[0], sizeof(float));
-                }
-            }
             mmid_node_init(&n, &p, e, m, in, sizeof(float), sizeof(float) * (size_t)p.K, out, sizeof(float),
                            sizeof(float) * (size_t)p.N);
             if (p.packed) n.a.extra = (void *)(p.packed + (size_t)e * p.pstride); /* expert e's panels */
-            enum het_status s = het_cpu_mul_mat(&inner, &n.d);
+            enum het_status s;
+            if (mmid_uses_rows(&p, m)) {
+                /* the pairs' rows as the node quantised them; nothing gathered */
+                const uint8_t **rp = (const uint8_t **)(void *)(w + p.off_rowp + (size_t)cp->ith *
+                                                               mmid_align(sizeof(uint8_t *) * (size_t)p.chunk));
+                for (int64_t r = 0; r < m; r++) {
+                    const int64_t sl = codes[r] % p.k, t = codes[r] / p.k;
+                    rp[r] = (const uint8_t *)w + p.off_rows + (size_t)(sl % p.n_b + p.n_b * t) * p.rql.row_bytes;
+                }
+                s = het_cpu_mul_mat_rows(&inner, &n.d, rp);
+            } else {
+                const int64_t np = het_cpu_n_parts(cp, m, het_vec_part_rows(p.K));
+                for (int64_t k = het_cpu_part_first(cp, np); k < np; k = het_cpu_part_next(cp, np, k)) {
+                    int64_t r0, r1;
+                    het_vec_split(m, (int)k, (int)np, &r0, &r1);
+                    for (int64_t r = r0; r < r1; r++) {
+                        const char *src = mmid_b_col(&p, codes[r]);
+                        float *y = in + r * p.K;
+                        if (p.b->nb[0] == sizeof(float)) memcpy(y, src, sizeof(float) * (size_t)p.K);
+                        else
+                            for (int64_t i = 0; i < p.K; i++) memcpy(&y[i], src + i * p.b->nb[0], sizeof(float));
+                    }
+                }
+                s = het_cpu_mul_mat(&inner, &n.d);
+            }
             if (s != HET_OK) st = s;
             const int64_t nq = het_cpu_n_parts(cp, m, het_vec_part_rows(p.N));
             for (int64_t k = het_cpu_part_first(cp, nq); k < nq; k = het_cpu_part_next(cp, nq, k)) {
