@@ -472,6 +472,18 @@ static void mmid_few_panels(const struct mmid_plan *p, const struct het_compute_
     }
 }
 
+/* b's column at src as contiguous floats: in place, or gathered through
+ * b's element stride into this thread's buffer at off_gather (steps 2 and
+ * 3 quantise from it). */
+static const float *mmid_col_f32(const struct mmid_plan *p, const struct het_compute_params *cp, const char *src)
+{
+    if (p->b->nb[0] == sizeof(float)) return (const float *)(const void *)src;
+    float *tmp = (float *)(void *)((char *)cp->wdata + p->off_gather +
+                                   (size_t)cp->ith * mmid_align(sizeof(float) * (size_t)p->K));
+    for (int64_t i = 0; i < p->K; i++) memcpy(&tmp[i], src + i * p->b->nb[0], sizeof(float));
+    return tmp;
+}
+
 /* Step 2: the few-pair experts' columns quantised (pair i of the list
  * into q8r row i), then the rows of all those experts shared out. */
 static void mmid_few(const struct mmid_plan *p, const struct het_compute_params *cp, const int64_t *hdr,
@@ -487,20 +499,11 @@ static void mmid_few(const struct mmid_plan *p, const struct het_compute_params 
     for (int64_t k = het_cpu_part_first(cp, nq); k < nq; k = het_cpu_part_next(cp, nq, k)) {
         int64_t i0, i1;
         het_vec_split(n_pairs, (int)k, (int)nq, &i0, &i1);
-        float *tmp = NULL;
         for (int64_t j = 0, i = 0; j < nf && i < i1; j++) {
             const int64_t e = few[1 + j];
             for (int64_t c = 0; c < count[e]; c++, i++) {
                 if (i < i0 || i >= i1) continue;
-                const char *src = mmid_b_col(p, list[offs[e] + c]);
-                const float *x = (const float *)(const void *)src;
-                if (p->b->nb[0] != sizeof(float)) {
-                    if (!tmp)
-                        tmp = (float *)(void *)((char *)cp->wdata + p->off_gather +
-                                                (size_t)cp->ith * mmid_align(sizeof(float) * (size_t)p->K));
-                    for (int64_t q = 0; q < p->K; q++) memcpy(&tmp[q], src + q * p->b->nb[0], sizeof(float));
-                    x = tmp;
-                }
+                const float *x = mmid_col_f32(p, cp, mmid_b_col(p, list[offs[e] + c]));
                 p->quantize(x, &p->ql, act + (size_t)i * p->ql.row_bytes);
             }
         }
@@ -559,14 +562,7 @@ static void mmid_rows(const struct mmid_plan *p, const struct het_compute_params
         het_vec_split(cols, (int)k, (int)np, &c0, &c1);
         for (int64_t c = c0; c < c1; c++) {
             const int64_t j = c % p->n_b, t = c / p->n_b;
-            const char *src = (const char *)p->b->data + j * p->b->nb[1] + t * p->b->nb[2];
-            const float *x = (const float *)(const void *)src;
-            if (p->b->nb[0] != sizeof(float)) {
-                float *tmp = (float *)(void *)((char *)cp->wdata + p->off_gather +
-                                               (size_t)cp->ith * mmid_align(sizeof(float) * (size_t)p->K));
-                for (int64_t i = 0; i < p->K; i++) memcpy(&tmp[i], src + i * p->b->nb[0], sizeof(float));
-                x = tmp;
-            }
+            const float *x = mmid_col_f32(p, cp, (const char *)p->b->data + j * p->b->nb[1] + t * p->b->nb[2]);
             p->rquant(x, &p->rql, rows + (size_t)c * p->rql.row_bytes);
         }
     }
