@@ -146,19 +146,6 @@ HET_INLINE __m512 het_fscale(__m512 acc, __m512i isum, __m512 dw, float da)
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc);
 }
 
-/* q6_K's top 2 bits of group g (of 4) from a qh vector: bits 2g..2g+1
- * moved to bits 4..5 (16-bit shifts are safe: only bits 4..5 are kept). */
-HET_INLINE __m512i het_q6_hi(__m512i qh, int g)
-{
-    const __m512i m30 = _mm512_set1_epi8(0x30);
-    switch (g) {
-    case 0:  return _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30);
-    case 1:  return _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30);
-    case 2:  return _mm512_and_si512(qh, m30);
-    default: return _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30);
-    }
-}
-
 /* Group g's quants of a nibble block (U4N layout: vector g holds groups g
  * and g+4): *lo = group g, *hi = group g + 4, with q6_K's top bits when
  * qh (two vectors) is given. */

@@ -7,7 +7,23 @@
 #ifndef HET_CPU_PANEL_COMPACT_AVX512_H
 #define HET_CPU_PANEL_COMPACT_AVX512_H
 
+#include <immintrin.h>
+
 #include "devices/cpu/quant_dot.h"
+
+/* q6_K's top 2 bits of group g (of 4) from a qh vector: bits 2g..2g+1
+ * moved to bits 4..5 (16-bit shifts are safe: only bits 4..5 are kept).
+ * The compact q6_K kernels and the AMX level's expansion unpack with it. */
+static inline __attribute__((always_inline)) __m512i het_q6_hi(__m512i qh, int g)
+{
+    const __m512i m30 = _mm512_set1_epi8(0x30);
+    switch (g) {
+    case 0:  return _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30);
+    case 1:  return _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30);
+    case 2:  return _mm512_and_si512(qh, m30);
+    default: return _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30);
+    }
+}
 
 /* het_panel_fn, het_panels_fn, het_xexpand_fn and het_xpanel_fn of one
  * compact kind at one level */
@@ -41,7 +57,8 @@ void het_xexpand_q40s_avx512(const struct het_panel_layout *l, const void *p0, c
 /* The K-quants' wide blocks come in super-blocks: 8 blocks of 1280 bytes,
  * then the rows' float d[32] (het_xpanel_kind_blk_bytes). Block i of a
  * chunk, and the d of its super-block (the AVX-512 expansion writes them,
- * the AVX-512 and AMX wide kernels read them): */
+ * the AVX-512 wide kernels read them; the AMX level has wide super-blocks of
+ * its own, panel_amx.c): */
 #define HET_X_KQ_BLK 1280
 #define HET_X_KQ_SB  (HET_Q8R_GROUP_K * HET_X_KQ_BLK + 128)
 _Static_assert(HET_X_KQ_SB == HET_Q8R_GROUP_K * 81 * 16, "het_xpanel_kind_blk_bytes(Q4KC, 16) is a super-block's share");
