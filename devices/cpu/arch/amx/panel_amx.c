@@ -218,7 +218,7 @@ static const struct het_amx_tilecfg het_amx_cfg_kq __attribute__((aligned(64))) 
  * C_L) + q4_K's sum over blocks g of mn[g][r] * sq[g][m]). */
 static inline __attribute__((always_inline)) void het_amx_kq_acc(const bool Q4K, const int32_t *cs,
                                                                  const uint8_t *w, const uint8_t *x, int h,
-                                                                 float *acc, bool add)
+                                                                 int nc, float *acc, bool add)
 {
     const __m512 dw = _mm512_load_ps((const void *)(w + HET_AMX_KQ_W + 64 * h));
     const float *da = (const float *)(const void *)(x + 4096), *sq = (const float *)(const void *)(x + 4160);
@@ -228,7 +228,7 @@ static inline __attribute__((always_inline)) void het_amx_kq_acc(const bool Q4K,
         for (int g = 0; g < HET_Q8R_GROUP_K; g++)
             mn[g] = _mm512_load_ps((const void *)(w + HET_AMX_KQ_W + 128 + 128 * g + 64 * h));
 #pragma GCC unroll 4
-    for (int m = 0; m < HET_AMX_ROWS; m++) {
+    for (int m = 0; m < nc; m++) {
         const __m512i ch = _mm512_load_si512((const void *)(cs + 16 * m));
         const __m512i cl = _mm512_load_si512((const void *)(cs + 256 + 16 * m));
         const __m512 v = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(ch, 8), cl));
@@ -296,8 +296,8 @@ static inline __attribute__((always_inline)) void het_amx_kq_half(const bool Q4K
             _tile_stored(2, cs[1], 64);
             _tile_stored(3, cs[1] + 256, 64);
         }
-        het_amx_kq_acc(Q4K, cs[0], w, a0, h, acc[0], s > 0);
-        if (TWO) het_amx_kq_acc(Q4K, cs[1], w, a1, h, acc[1], s > 0);
+        het_amx_kq_acc(Q4K, cs[0], w, a0, h, n0, acc[0], s > 0);
+        if (TWO) het_amx_kq_acc(Q4K, cs[1], w, a1, h, n1, acc[1], s > 0);
     }
     /* out once at the end: its rows lie N floats apart, often in one cache set */
     het_amx_kq_put(acc[0], n0, h, out, ldo, accumulate);
