@@ -130,6 +130,9 @@ struct het_mm_plan {
     het_xexpand_fn  xexpand_fn;
     het_xpanel_fn   xpanel_fn;
     het_xpack_fn    xpack_fn;     /* wide kernel reads packed activations, or NULL */
+    bool            prepack;      /* xpack_fn: b's rows packed once, by the step that
+                                     quantises them (after the rows in wdata)       */
+    size_t          off_pack;     /* where: batch, K chunk, group of rows, blocks   */
     het_panels_fn   panels_fn;    /* runs of panels, or NULL                        */
     het_panel_fn    panel_fn;
     het_qgemv_fn    gemv_fn;
@@ -264,6 +267,9 @@ static bool het_mm_shapes_ok(const struct het_tensor *dst)
     return tr && a->ne[0] % tr->blck_size == 0 && a->ne[0] % HET_Q8R_BLOCK == 0 && a->nb[0] == tr->type_size;
 }
 
+/* Groups of HET_XPACK_ROWS rows that m rows fill. */
+static int64_t het_mm_groups16(int64_t m) { return (m + HET_XPACK_ROWS - 1) / HET_XPACK_ROWS; }
+
 /* Rows of b a wide pass takes at a time (their K chunk stays in L2). */
 static int64_t het_mm_wide_mc(const struct het_mm_plan *p)
 {
@@ -300,6 +306,9 @@ static size_t het_mm_wide_plan(struct het_mm_plan *p, int nth, size_t tb)
     p->x_group = per_thread < group ? per_thread : group;
     size_t need = p->x_bytes * (size_t)p->x_group;
     if (!p->prepacked) need += 2 * het_mm_align(p->pl.bytes) * (size_t)p->x_group;
+    /* the rows packed once for the node (het_mm_prepare), unless the caller
+     * hands its own rows (het_cpu_mul_mat_rows: then each pass packs) */
+    p->prepack = p->xpack_fn != NULL;
     need += het_mm_wide_pack_bytes(p);
     return need > tb ? need : tb;
 }
@@ -364,6 +373,12 @@ static void het_mm_plan_init(struct het_mm_plan *p, struct het_tensor *dst, enum
     }
     p->act_bytes = het_mm_align(p->act_row_bytes * (size_t)rows);
     p->act_private = p->quantized && rows <= HET_MM_PRIVATE_ROWS;
+    if (p->prepack && p->act_private) p->prepack = false;
+    if (p->prepack) {
+        p->off_pack = p->act_bytes;
+        p->act_bytes += het_mm_align((size_t)(p->B2 * p->B3) * (size_t)het_mm_groups16(p->M) * (size_t)p->pl.nb *
+                                     HET_XPACK_BLK);
+    }
     p->thread_bytes = tb;
 }
 
@@ -505,12 +520,49 @@ static void het_mm_prepare_rows(const struct het_mm_plan *p, const struct het_co
     }
 }
 
+static void het_mm_wide_pack(const struct het_mm_plan *p, const struct het_compute_params *cp, uint8_t *ps,
+                             int64_t bi, int64_t kb0, int64_t kb1, int64_t m0, int64_t m1);
+
+/* Where batch bi's rows m0.. (m0 a multiple of HET_XPACK_ROWS) of the K
+ * chunk from block kb0 (kb1 - kb0 blocks) lie packed (p->prepack): per
+ * batch, per K chunk, per group of rows, the chunk's blocks. */
+static uint8_t *het_mm_packed_at(const struct het_mm_plan *p, const struct het_compute_params *cp, int64_t bi,
+                                 int64_t kb0, int64_t kb1, int64_t m0)
+{
+    const int64_t ng = het_mm_groups16(p->M);
+    const int64_t blocks = bi * p->pl.nb * ng + kb0 * ng + (m0 / HET_XPACK_ROWS) * (kb1 - kb0);
+    return het_mm_act_base(p, cp) + p->off_pack + (size_t)blocks * HET_XPACK_BLK;
+}
+
 /* Phase 1: quantise (or gather) every row of b into wdata, the threads
- * sharing the rows (not for act_private: see het_mm_own_acts). */
+ * sharing the rows (not for act_private: see het_mm_own_acts). With
+ * p->prepack the parts are groups of HET_XPACK_ROWS rows, which the thread
+ * that quantised them packs for the wide kernel at once: once for the node,
+ * where each thread's wide parts packed every row again for each group of
+ * weight panels (on the Xeon VM 5% of a Q4_K_M pp512's samples). */
 static void het_mm_prepare(const struct het_mm_plan *p, const struct het_compute_params *cp)
 {
     const int64_t rows = p->M * p->B2 * p->B3;
-    const int64_t np = het_cpu_n_parts(cp, rows, (int64_t)(HET_MM_PART_BYTES / ((size_t)p->K * sizeof(float))) + 1);
+    const int64_t min_rows = (int64_t)(HET_MM_PART_BYTES / ((size_t)p->K * sizeof(float))) + 1;
+    if (p->prepack) {
+        const int64_t ng = het_mm_groups16(p->M), units = p->B2 * p->B3 * ng;
+        const int64_t np = het_cpu_n_parts(cp, units, het_mm_groups16(min_rows));
+        for (int64_t k = het_cpu_part_first(cp, np); k < np; k = het_cpu_part_next(cp, np, k)) {
+            int64_t lo, hi;
+            het_mm_range(units, k, np, &lo, &hi);
+            for (int64_t u = lo; u < hi; u++) {
+                const int64_t bi = u / ng, m0 = (u % ng) * HET_XPACK_ROWS;
+                const int64_t m1 = m0 + HET_XPACK_ROWS < p->M ? m0 + HET_XPACK_ROWS : p->M;
+                het_mm_prepare_rows(p, cp, bi * p->M + m0, bi * p->M + m1, false);
+                for (int64_t kb0 = 0; kb0 < p->pl.nb; kb0 += p->x_kcb) {
+                    const int64_t kb1 = kb0 + p->x_kcb < p->pl.nb ? kb0 + p->x_kcb : p->pl.nb;
+                    het_mm_wide_pack(p, cp, het_mm_packed_at(p, cp, bi, kb0, kb1, m0), bi, kb0, kb1, m0, m1);
+                }
+            }
+        }
+        return;
+    }
+    const int64_t np = het_cpu_n_parts(cp, rows, min_rows);
     for (int64_t k = het_cpu_part_first(cp, np); k < np; k = het_cpu_part_next(cp, np, k)) {
         int64_t lo, hi;
         het_mm_range(rows, k, np, &lo, &hi);
@@ -853,12 +905,15 @@ static void het_mm_wide_part(const struct het_mm_plan *p, const struct het_compu
                 const int64_t m1 = m0 + mc < mhi ? m0 + mc : mhi;
                 int64_t packed = -1; /* the batch whose rows ps holds */
                 for (int64_t it = g0; it < g1; it++) {
-                    if (ps && packed != it / nx) {
+                    const uint8_t *rows = ps;
+                    if (p->prepack) {
+                        rows = het_mm_packed_at(p, cp, it / nx, kb0, kb1, m0);
+                    } else if (ps && packed != it / nx) {
                         packed = it / nx;
                         het_mm_wide_pack(p, cp, ps, packed, kb0, kb1, m0, m1);
                     }
                     het_mm_wide_run(p, cp, xs + (size_t)(it - g0) * p->x_bytes, it / nx, (it % nx) * 2 * R, kb0,
-                                    kb1, m0, m1, ps);
+                                    kb1, m0, m1, rows);
                 }
             }
         }
@@ -1024,6 +1079,7 @@ enum het_status het_cpu_mul_mat_rows(const struct het_compute_params *cp, struct
     p.act_rows = rows;
     p.act_bytes = 0;
     p.act_private = false;
+    p.prepack = false; /* each pass packs the caller's rows */
     const size_t ws = het_mm_plan_wsize(&p, cp->nth);
     if (ws > cp->wsize || (ws && !cp->wdata)) return HET_ERR_INVALID;
     het_mm_run(&p, cp);
