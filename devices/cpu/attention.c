@@ -48,6 +48,7 @@
 #define ATTN_MIN_SPLIT 128 /* fewest keys worth a split of their own                 */
 #define ATTN_ALIGN     64  /* byte alignment of every scratch array                  */
 #define ATTN_T_MIN_ROWS 12 /* fewest rows of a tile run with transposed scores       */
+#define ATTN_KV_F32_BYTES (1u << 20) /* most bytes of a kv head's K and V as F32 a thread keeps */
 
 /* How a node is cut into work; a pure function of the node and nth. */
 struct attn_plan {
@@ -57,6 +58,7 @@ struct attn_plan {
     int64_t tq, n_ttiles;       /* tokens per tile, tiles along the tokens      */
     int64_t n_tiles;            /* n_batch * n_ttiles * n_kv_head * n_hsub      */
     int64_t n_split, split_len; /* key splits per tile, keys per split          */
+    int64_t kv_f32_rows;        /* rows of each of K and V a thread keeps as F32 (0: none) */
     size_t  thread_bytes;       /* scratch per thread                           */
     size_t  part_bytes;         /* one split's (O, m, l)                        */
 };
@@ -73,6 +75,10 @@ struct attn_scratch {
     float   *l;   /* (ATTN_ROWS) running sum              */
     int64_t *lim; /* (ATTN_ROWS) keys each row may see    */
     int     *valid; /* (ATTN_ROWS) of those, in this block  */
+    /* one kv head's K and V rows [0, kv_upto) as F32 (kv_f32_rows rows
+     * each, or NULL), kept from tile to tile: kv_at says whose (b, hk) */
+    float   *kf, *vf;
+    int64_t  kv_at, kv_upto;
 };
 
 /* One tile: which rows, and where they live. */
@@ -144,7 +150,16 @@ static void attn_plan_init(struct attn_plan *pl, const struct het_tensor *dst, i
     pl->split_len = (per + ATTN_BK - 1) / ATTN_BK * ATTN_BK;
 
     const size_t hdp = (size_t)pl->hdp;
-    pl->thread_bytes = 3 * attn_align(ATTN_ROWS * hdp * sizeof(float)) +
+    /* prefill tiles of one kv head, one after another on a thread (largest
+     * first), converted K and V once instead of block by block for every
+     * tile: a head-major F16 cache whose kv head fits ATTN_KV_F32_BYTES */
+    const int64_t kv8 = (pl->n_kv + 7) & ~(int64_t)7;
+    pl->kv_f32_rows = 0;
+    if (pl->n_tok > 1 && pl->n_split == 1 && k->type == HET_TYPE_F16 && dst->src[2]->type == HET_TYPE_F16 &&
+        pl->hd == pl->hdp && (size_t)kv8 * hdp * 2 * sizeof(float) <= ATTN_KV_F32_BYTES)
+        pl->kv_f32_rows = kv8;
+    pl->thread_bytes = 2 * attn_align((size_t)pl->kv_f32_rows * hdp * sizeof(float)) +
+                       3 * attn_align(ATTN_ROWS * hdp * sizeof(float)) +
                        2 * attn_align(ATTN_BK * hdp * sizeof(float)) +
                        attn_align(ATTN_ROWS * ATTN_BK * sizeof(float)) +
                        2 * attn_align(ATTN_ROWS * sizeof(float)) + attn_align(ATTN_ROWS * sizeof(int64_t)) +
@@ -186,7 +201,12 @@ static void attn_scratch_init(struct attn_scratch *sc, const struct attn_plan *p
     sc->m = (float *)c;   c += attn_align(ATTN_ROWS * sizeof(float));
     sc->l = (float *)c;   c += attn_align(ATTN_ROWS * sizeof(float));
     sc->lim = (int64_t *)c; c += attn_align(ATTN_ROWS * sizeof(int64_t));
-    sc->valid = (int *)c;
+    sc->valid = (int *)c;   c += attn_align(ATTN_ROWS * sizeof(int));
+    const size_t kvb = attn_align((size_t)pl->kv_f32_rows * hdp * sizeof(float));
+    sc->kf = pl->kv_f32_rows ? (float *)c : NULL;
+    sc->vf = pl->kv_f32_rows ? (float *)(c + kvb) : NULL;
+    sc->kv_at = -1;
+    sc->kv_upto = 0;
 }
 
 /* Tile number i -> rows. Order: batch, kv head, token tile, head subgroup:
@@ -316,24 +336,59 @@ static void attn_block_valid(struct attn_scratch *sc, int nr, int64_t j0, int nk
     }
 }
 
+/* Keys [0, kend) of the tile's kv head as F32 in sc->kf and sc->vf (the
+ * rows up to a multiple of 8 readable: K's past the converted ones zeros),
+ * converting only the rows not there yet; false: no room for them, or not a
+ * head-major F16 cache (attn_load_f32 converts block by block then). */
+static bool attn_kv_f32(const struct attn_ctx *c, const struct attn_tile *t, struct attn_scratch *sc, int64_t kend)
+{
+    const size_t row = (size_t)c->pl.hd * sizeof(uint16_t);
+    if (!sc->kf || c->k->nb[0] != sizeof(uint16_t) || c->k->nb[2] != row || c->v->nb[0] != sizeof(uint16_t) ||
+        c->v->nb[2] != row)
+        return false;
+    const int64_t bk = t->b % c->k->ne[3], bv = t->b % c->v->ne[3];
+    const int64_t at = (bk * c->pl.n_kv_head + t->hk) * c->pl.n_batch + bv;
+    if (sc->kv_at != at) {
+        sc->kv_at = at;
+        sc->kv_upto = 0;
+    }
+    const int64_t hd = c->pl.hd;
+    if (kend > sc->kv_upto) {
+        const int64_t j0 = sc->kv_upto, n = kend - j0, k8 = (kend + 7) & ~(int64_t)7;
+        het_vec_f16_to_f32(c->isa, n * hd, sc->kf + j0 * hd, (const void *)het_vec_row(c->k, t->hk, j0, bk));
+        het_vec_f16_to_f32(c->isa, n * hd, sc->vf + j0 * hd, (const void *)het_vec_row(c->v, t->hk, j0, bv));
+        memset(sc->kf + kend * hd, 0, (size_t)((k8 - kend) * hd) * sizeof(float));
+        sc->kv_upto = kend;
+    }
+    return true;
+}
+
 /* attn_tile_run for a tile of many rows with AVX-512: queries and scores
  * transposed (attention.h), key and value blocks converted to F32 once for
- * all the rows. */
+ * all the rows (attn_kv_f32: once for all the tiles of the kv head that
+ * run on this thread). */
 static void attn_tile_run_t(const struct attn_ctx *c, const struct attn_tile *t, struct attn_scratch *sc, int64_t ka,
                             int64_t kb)
 {
     const int nr = (int)(t->nh * t->nt), hdp = (int)c->pl.hdp, nrv = (nr + 15) / 16;
     het_attn_t_transpose_avx512(nr, hdp, sc->q, sc->qt, ATTN_ROWS);
     const int64_t kend = attn_keys_end(sc, nr, kb);
+    const bool kept = attn_kv_f32(c, t, sc, kend);
     for (int64_t j0 = ka; j0 < kend; j0 += ATTN_BK) {
         const int nk = (int)(kend - j0 < ATTN_BK ? kend - j0 : ATTN_BK), nk8 = (nk + 7) & ~7;
-        attn_load_f32(c, c->k, t, j0, nk, sc->k);
-        memset(sc->k + (size_t)nk * hdp, 0, (size_t)(nk8 - nk) * hdp * sizeof(float));
-        attn_load_f32(c, c->v, t, j0, nk, sc->v);
+        const float *k = sc->k, *v = sc->v;
+        if (kept) {
+            k = sc->kf + j0 * hdp;
+            v = sc->vf + j0 * hdp;
+        } else {
+            attn_load_f32(c, c->k, t, j0, nk, sc->k);
+            memset(sc->k + (size_t)nk * hdp, 0, (size_t)(nk8 - nk) * hdp * sizeof(float));
+            attn_load_f32(c, c->v, t, j0, nk, sc->v);
+        }
         attn_block_valid(sc, nr, j0, nk);
-        het_attn_t_qk_avx512(nrv, nk8, hdp, sc->qt, ATTN_ROWS, sc->k, sc->s);
+        het_attn_t_qk_avx512(nrv, nk8, hdp, sc->qt, ATTN_ROWS, k, sc->s);
         het_attn_t_softmax_avx512(nr, nk, sc->s, ATTN_ROWS, sc->valid, sc->m, sc->l, sc->o, hdp);
-        het_attn_t_pv_avx512(nr, nk, hdp, sc->s, ATTN_ROWS, sc->v, sc->o);
+        het_attn_t_pv_avx512(nr, nk, hdp, sc->s, ATTN_ROWS, v, sc->o);
     }
 }
 
