@@ -18,6 +18,8 @@
  *     the step reads them, the sum alone when a reader of the gain's output
  *     does not join the group, and refused when an output would overwrite
  *     an input the other threads still read (a strided addend among them);
+ *   - the same for a prefill's matmuls (b of 40 rows, the wide kernels):
+ *     q4_K and q6_K members grouped (at amx), q4_0 not, bit for bit;
  *   - het_cpu_solo_partition: a run's independent chains in different
  *     parts, each chain's nodes in one; joined by a write into what another
  *     chain reads (reused scratch) or by a view; one part for one thread
@@ -258,6 +260,63 @@ static void test_group(enum het_cpu_isa isa)
     for (int i = 0; i < 6; i++) w[i].extra = NULL;
     free(packed[0]);
     free(packed[1]);
+    for (int i = 0; i < n_bufs; i++) free(bufs[i]);
+    n_bufs = 0;
+}
+
+/* A prefill's matmuls on one b of many rows (the wide kernels where the
+ * level has them): members of one activation layout (q4_K, q6_K) share b's
+ * rows, quantised and packed once, and their parts run as one step; q4_0
+ * (another layout) stops the group. Outputs bit for bit those of each node
+ * alone, b strided, a dst strided, 2 and 3 threads sharing parts (one run
+ * with thread 0 late, so the others take its parts) or split statically. */
+static void test_group_wide(enum het_cpu_isa isa)
+{
+    n_bufs = 0;
+    enum { M = 40 };
+    struct het_tensor b, w[4], d[4];
+    const int64_t bne[2] = { K, M };
+    het_tensor_init(&b, HET_TYPE_F32, 2, bne);
+    b.nb[1] = (K + 16) * sizeof(float); /* rows apart */
+    b.nb[2] = b.nb[3] = b.nb[1] * M;
+    b.data = test_alloc(b.nb[2]);
+    het_test_fill_normal(b.data, (int64_t)(b.nb[2] / sizeof(float)), 1.0f);
+    /* enough panels each for 3 threads to cut them by panels (else a
+     * member's parts cut M, and it runs alone) */
+    weight_init(&w[0], HET_TYPE_Q4_K, 517, "wq");
+    weight_init(&w[1], HET_TYPE_Q6_K, 389, "wk");
+    weight_init(&w[2], HET_TYPE_Q4_K, 400, "wv");
+    weight_init(&w[3], HET_TYPE_Q4_0, 290, "wo");
+    struct het_tensor *nodes[4];
+    uint8_t *want[4];
+    for (int i = 0; i < 4; i++) {
+        mm_init(&d[i], &w[i], &b, i == 1);
+        nodes[i] = &d[i];
+    }
+    for (int i = 0; i < 4; i++) want[i] = malloc(het_nbytes(&d[i]));
+    poison(nodes, 4);
+    run_alone(nodes, 4, isa, want);
+    int first = -1;
+    for (int nth = 2; nth <= 3; nth++)
+        for (int shared = 0; shared < 2; shared++)
+            for (int late = 0; late <= shared; late++) {
+                poison(nodes, 4);
+                int got = 0;
+                for (int i = 0; i < 4;) {
+                    const int n = run_region(nodes + i, 4 - i, nth, isa, shared, true, late);
+                    CHECK(n >= 1, "%s wide group from node %d: %d", het_cpu_isa_name(isa), i, n);
+                    if (i == 0) got = n;
+                    i += n >= 1 ? n : 1;
+                }
+                CHECK(count_differ(nodes, 4, want) == 0, "%s nth=%d shared=%d late=%d: wide group outputs differ",
+                      het_cpu_isa_name(isa), nth, shared, late);
+                CHECK(got <= 3, "%s: q4_0 joined the K-quants' group", het_cpu_isa_name(isa));
+                if (first < 0) first = got;
+                CHECK(got == first, "%s nth=%d: a group of %d, another of %d", het_cpu_isa_name(isa), nth, got, first);
+            }
+    /* the amx level packs the K-quants' rows one way: all three join */
+    if (isa == HET_CPU_ISA_AMX) CHECK(first == 3, "amx: wide group of %d, want 3", first);
+    for (int i = 0; i < 4; i++) free(want[i]);
     for (int i = 0; i < n_bufs; i++) free(bufs[i]);
     n_bufs = 0;
 }
@@ -559,6 +618,7 @@ int main(void)
     het_cpu_features_detect(&f);
     const enum het_cpu_isa best = het_cpu_isa_select(&f);
     for (int lv = HET_CPU_ISA_SCALAR; lv <= (int)best; lv++) test_group((enum het_cpu_isa)lv);
+    for (int lv = HET_CPU_ISA_SCALAR; lv <= (int)best; lv++) test_group_wide((enum het_cpu_isa)lv);
     for (int lv = HET_CPU_ISA_SCALAR; lv <= (int)best; lv++) test_residual_norm((enum het_cpu_isa)lv);
     test_solo_partition();
     test_device(2);

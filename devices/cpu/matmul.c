@@ -920,26 +920,46 @@ static void het_mm_wide_part(const struct het_mm_plan *p, const struct het_compu
     }
 }
 
+static int64_t het_mm_wide_items(const struct het_mm_plan *p)
+{
+    return p->B2 * p->B3 * (((p->N + p->pl.R - 1) / p->pl.R + 1) / 2);
+}
+
+/* Parts of whole groups of wide items (the plan's group fits L2), or of M
+ * (xcols rows at a time) when there are too few items to go round. */
+static bool het_mm_wide_split_m(const struct het_mm_plan *p, const struct het_compute_params *cp)
+{
+    return het_mm_wide_items(p) < 4 * (int64_t)cp->nth;
+}
+
+static int64_t het_mm_wide_parts(const struct het_mm_plan *p, const struct het_compute_params *cp)
+{
+    const bool split_m = het_mm_wide_split_m(p, cp);
+    const int64_t units = split_m ? (p->M + p->xcols - 1) / p->xcols : het_mm_wide_items(p);
+    return het_cpu_n_parts(cp, units, split_m ? 1 : p->x_group);
+}
+
+/* Part k of n_parts (het_mm_wide_parts). */
+static void het_mm_wide_do(const struct het_mm_plan *p, const struct het_compute_params *cp, int64_t k,
+                           int64_t n_parts)
+{
+    const int64_t items = het_mm_wide_items(p), q = p->xcols;
+    int64_t lo = 0, hi = items, mlo = 0, mhi = p->M;
+    if (het_mm_wide_split_m(p, cp)) {
+        het_mm_range((p->M + q - 1) / q, k, n_parts, &mlo, &mhi);
+        mlo *= q;
+        mhi = mhi * q < p->M ? mhi * q : p->M;
+    } else {
+        het_mm_range(items, k, n_parts, &lo, &hi);
+    }
+    het_mm_wide_part(p, cp, lo, hi, mlo, mhi);
+}
+
 static void het_mm_wide(const struct het_mm_plan *p, const struct het_compute_params *cp)
 {
-    const int64_t np = (p->N + p->pl.R - 1) / p->pl.R, items = p->B2 * p->B3 * ((np + 1) / 2);
-    /* Parts of whole groups of wide items (the plan's group fits L2), or of
-     * M (xcols rows at a time) when there are too few items to go round. */
-    const bool split_m = items < 4 * (int64_t)cp->nth;
-    const int64_t q = p->xcols;
-    const int64_t units = split_m ? (p->M + q - 1) / q : items;
-    const int64_t n_parts = het_cpu_n_parts(cp, units, split_m ? 1 : p->x_group);
-    for (int64_t k = het_cpu_part_first(cp, n_parts); k < n_parts; k = het_cpu_part_next(cp, n_parts, k)) {
-        int64_t lo = 0, hi = items, mlo = 0, mhi = p->M;
-        if (split_m) {
-            het_mm_range(units, k, n_parts, &mlo, &mhi);
-            mlo *= q;
-            mhi = mhi * q < p->M ? mhi * q : p->M;
-        } else {
-            het_mm_range(items, k, n_parts, &lo, &hi);
-        }
-        het_mm_wide_part(p, cp, lo, hi, mlo, mhi);
-    }
+    const int64_t n_parts = het_mm_wide_parts(p, cp);
+    for (int64_t k = het_cpu_part_first(cp, n_parts); k < n_parts; k = het_cpu_part_next(cp, n_parts, k))
+        het_mm_wide_do(p, cp, k, n_parts);
 }
 
 /* ---- float weights ----------------------------------------------------------- */
@@ -1104,7 +1124,10 @@ bool het_cpu_mul_mat_takes_swiglu(const struct het_tensor *sw, const struct het_
  * thread quantises itself, and rows or panels (not M) cut into parts. */
 static bool het_mm_groupable(const struct het_mm_plan *p, const struct het_compute_params *cp)
 {
-    if (!p->quantized || !p->act_private || p->use_wide) return false;
+    if (!p->quantized) return false;
+    /* a prefill's members share b's rows, quantised (and packed) once */
+    if (p->use_wide) return !p->act_private && !het_mm_wide_split_m(p, cp);
+    if (!p->act_private) return false;
     bool split_m = false;
     if (p->use_panel) het_mm_panel_parts(p, cp, &split_m);
     return !split_m;
@@ -1116,6 +1139,12 @@ static bool het_mm_groupable(const struct het_mm_plan *p, const struct het_compu
 static bool het_mm_joins(const struct het_mm_plan *g, int n, const struct het_mm_plan *q)
 {
     if (q->b != g[0].b || q->K != g[0].K || q->ql.with_abs != g[0].ql.with_abs || q->act_bytes != g[0].act_bytes)
+        return false;
+    /* wide members read the rows as the first one's prepare step leaves them */
+    if (q->use_wide != g[0].use_wide)
+        return false;
+    if (q->use_wide && (q->ql.group != g[0].ql.group || q->prepack != g[0].prepack || q->xpack_fn != g[0].xpack_fn ||
+                        q->x_kcb != g[0].x_kcb))
         return false;
     if (het_vec_overlap(q->dst, q->b) || het_vec_overlap(q->dst, q->a)) return false;
     for (int i = 0; i < n; i++)
@@ -1266,12 +1295,22 @@ int het_cpu_mm_step_group(const struct het_compute_params *cp, struct het_tensor
     int64_t *parts = s->parts, total = 0;
     for (int i = 0; i < ng; i++) {
         bool split_m;
-        parts[i] = g[i].use_panel ? het_mm_panel_parts(&g[i], cp, &split_m) : het_mm_gemv_parts(&g[i], cp);
+        parts[i] = g[i].use_wide    ? het_mm_wide_parts(&g[i], cp)
+                   : g[i].use_panel ? het_mm_panel_parts(&g[i], cp, &split_m)
+                                    : het_mm_gemv_parts(&g[i], cp);
         if (i > 0 && total + parts[i] > HET_CPU_PARTS_MAX) ng = i;
         else total += parts[i];
     }
-    if (ng > 1) total = het_mm_group_parts(g, ng, cp, parts);
-    s->slices = ng > 1 && het_mm_group_slices(g, ng, cp, parts, &total);
+    if (ng > 1 && g[0].use_wide) {
+        /* each member's parts as it cuts them alone; every member's
+         * threads at the same scratch offsets (the largest member's) */
+        size_t tb = 0;
+        for (int i = 0; i < ng; i++) tb = g[i].thread_bytes > tb ? g[i].thread_bytes : tb;
+        for (int i = 0; i < ng; i++) g[i].thread_bytes = tb;
+    } else if (ng > 1) {
+        total = het_mm_group_parts(g, ng, cp, parts);
+    }
+    s->slices = ng > 1 && !g[0].use_wide && het_mm_group_slices(g, ng, cp, parts, &total);
     s->total = total;
     het_mm_step_done(s, cp, ng, r ? 3 : 0);
     return ng;
@@ -1302,6 +1341,17 @@ int het_cpu_mm_step_run(const struct het_compute_params *cp, const struct het_cp
         return s->used;
     }
     const int64_t *parts = s->parts, total = s->total;
+    if (g[0].use_wide) {
+        /* b's rows prepared once (a step), then every member's parts as one step */
+        het_mm_prepare(&g[0], cp);
+        for (int64_t k = het_cpu_part_first(cp, total); k < total; k = het_cpu_part_next(cp, total, k)) {
+            int i = 0;
+            int64_t local = k;
+            while (local >= parts[i]) local -= parts[i++];
+            het_mm_wide_do(&g[i], cp, local, parts[i]);
+        }
+        return s->used;
+    }
     bool ready = false;
     for (int64_t k = het_cpu_part_first(cp, total); k < total; k = het_cpu_part_next(cp, total, k)) {
         int i = 0;
