@@ -34,7 +34,7 @@ static void parse(void)
     struct het_cpu_stream_choice s;
     het_error err = { 0 };
     CHECK(het_cpu_stream_init(&s, NULL, &err) == HET_OK && s.mode == HET_CPU_STREAM_AUTO &&
-          s.hint == HET_CPU_STREAM_NTA, "unset: auto, starting with NTA");
+          s.hint == HET_CPU_STREAM_T1, "unset: auto, starting with T1");
     CHECK(het_cpu_stream_init(&s, "", &err) == HET_OK && s.mode == HET_CPU_STREAM_AUTO, "empty: auto");
     CHECK(het_cpu_stream_init(&s, "auto", &err) == HET_OK && s.mode == HET_CPU_STREAM_AUTO, "auto");
     CHECK(het_cpu_stream_init(&s, "t0", &err) == HET_OK && s.mode == HET_CPU_STREAM_FIXED &&
@@ -73,8 +73,8 @@ static void placement(void)
     CHECK(!far_apart(&s) && s.handoff_ns == (double)near, "near, near, one far: near");
     upd(&s, far, 100, 0, 0);
     CHECK(far_apart(&s), "near, far, far (at the threshold): far");
-    CHECK(s.hint == HET_CPU_STREAM_NTA && s.splits[HET_CPU_STREAM_NTA] == 0 && s.races == 1 && s.race.at == 0,
-          "the measure does not move the hint: the round's first (NTA) still to run, no decode split counted");
+    CHECK(s.hint == HET_CPU_STREAM_T1 && s.splits[HET_CPU_STREAM_T1] == 0 && s.races == 1 && s.race.at == 0,
+          "the measure does not move the hint: the round's first (T1) still to run, no decode split counted");
 }
 
 /* A machine where each hint costs cost[h] ns per MB streamed. */
@@ -97,7 +97,7 @@ static void race(void)
     struct machine xeon = { { [HET_CPU_STREAM_NTA] = 2.0, [HET_CPU_STREAM_T0] = 1.3, [HET_CPU_STREAM_T1] = 1.0 },
                             near };
     het_cpu_stream_init(&s, "auto", &err);
-    run(&s, &xeon, 3); /* the first round, one split each: NTA T0 T1 */
+    run(&s, &xeon, 3); /* the first round, one split each: T1 NTA T0 */
     CHECK(s.hint == HET_CPU_STREAM_T1 && s.splits[0] == 1 && s.splits[1] == 1 && s.splits[2] == 1 && s.races == 1,
           "the first three timed splits race all three once; T1 wins (NTA %llu, T0 %llu, T1 %llu splits)",
           (unsigned long long)s.splits[0], (unsigned long long)s.splits[1], (unsigned long long)s.splits[2]);
@@ -171,11 +171,11 @@ static void race(void)
           "splits of other bytes between a round's are not raced (hint %s)", het_cpu_stream_name(s.hint));
     /* a round whose splits stop coming begins again on the ones that come */
     het_cpu_stream_init(&s, "auto", &err);
-    upd(&s, near, 100, 64, 64 * MB); /* NTA, 64 MB: the round's bytes */
+    upd(&s, near, 100, 64, 64 * MB); /* T1, 64 MB: the round's bytes */
     for (int i = 0; i < 7; i++) upd(&s, near, 100, 16, 16 * MB);
-    CHECK(s.race.at == 1 && s.hint == HET_CPU_STREAM_T0, "seven splits of other bytes wait (at %d)", s.race.at);
+    CHECK(s.race.at == 1 && s.hint == HET_CPU_STREAM_NTA, "seven splits of other bytes wait (at %d)", s.race.at);
     upd(&s, near, 100, 16, 16 * MB);
-    CHECK(s.race.at == 0 && s.hint == HET_CPU_STREAM_NTA && s.race.least[HET_CPU_STREAM_NTA] == 0,
+    CHECK(s.race.at == 0 && s.hint == HET_CPU_STREAM_T1 && s.race.least[HET_CPU_STREAM_T1] == 0,
           "the eighth begins the round again (at %d, hint %s)", s.race.at, het_cpu_stream_name(s.hint));
     run(&s, &x, 3);
     CHECK(s.hint == HET_CPU_STREAM_T1 && s.race.at == -1, "and it runs on the splits that come (hint %s)",
@@ -185,10 +185,10 @@ static void race(void)
     het_cpu_stream_init(&s, "auto", &err);
     const double small = het_cpu_stream_min_bytes() / 2;
     for (int i = 0; i < 10; i++) upd(&s, near, 100, 1e9, small);
-    CHECK(s.hint == HET_CPU_STREAM_NTA && s.race.at == 0, "splits under %.0f bytes leave the round where it was",
+    CHECK(s.hint == HET_CPU_STREAM_T1 && s.race.at == 0, "splits under %.0f bytes leave the round where it was",
           het_cpu_stream_min_bytes());
     upd(&s, near, 100, 1.0 * 64, 64 * MB);
-    CHECK(s.race.at == 1 && s.race.least[HET_CPU_STREAM_NTA] == 1.0, "a split of 64 MB is timed");
+    CHECK(s.race.at == 1 && s.race.least[HET_CPU_STREAM_T1] == 1.0, "a split of 64 MB is timed");
 }
 
 static void fixed(void)

@@ -108,12 +108,18 @@ int    het_cpu_stream_round_every(void) { return HET_CPU_STREAM_ROUND_EVERY; }
 int    het_cpu_stream_second_after(void) { return HET_CPU_STREAM_SECOND_AFTER; }
 double het_cpu_stream_min_bytes(void) { return HET_CPU_STREAM_MIN_BYTES; }
 
-/* A race that has not run: its first round races every hint, NTA (session
- * 31's default) first. */
+/* A race that has not run: its first round races every hint, T1 first.
+ * The first hint is also what a process's first splits run with before any
+ * decode split has raced, a prompt's included (its last token's output
+ * matrix streams 128 MB for Qwen3-0.6B): NTA (session 31's default, the Zen
+ * 5 VM's best on one CCD by 2-3%) streamed it at half T1's rate on the Xeon
+ * VM (Q4_K_M pp512 under HET_CPU_PROFILE: 9.2 ms at 13.9 GB/s against 4.6 ms
+ * at 27.6 with HET_CPU_STREAM=t1); T1 is within a few per cent of the best
+ * everywhere it was measured. */
 static void race_init(struct het_cpu_stream_race *r)
 {
     memset(r, 0, sizeof *r);
-    r->best = HET_CPU_STREAM_NTA;
+    r->best = HET_CPU_STREAM_T1;
     r->at = -1;
 }
 
