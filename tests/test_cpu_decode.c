@@ -20,6 +20,8 @@
  *     an input the other threads still read (a strided addend among them);
  *   - the same for a prefill's matmuls (b of 40 rows, the wide kernels):
  *     q4_K and q6_K members grouped (at amx), q4_0 not, bit for bit;
+ *   - the residual norm before a prefill's matmuls, made and stored by the
+ *     step that prepares b's rows (wide levels), bit for bit;
  *   - het_cpu_solo_partition: a run's independent chains in different
  *     parts, each chain's nodes in one; joined by a write into what another
  *     chain reads (reused scratch) or by a view; one part for one thread
@@ -317,6 +319,86 @@ static void test_group_wide(enum het_cpu_isa isa)
     /* the amx level packs the K-quants' rows one way: all three join */
     if (isa == HET_CPU_ISA_AMX) CHECK(first == 3, "amx: wide group of %d, want 3", first);
     for (int i = 0; i < 4; i++) free(want[i]);
+    for (int i = 0; i < n_bufs; i++) free(bufs[i]);
+    n_bufs = 0;
+}
+
+/* The residual norm before a prefill's matmuls (b of 40 rows): where the
+ * level has wide kernels, the step that prepares b's rows computes them
+ * from the ADD's inputs and stores the sum, the norm's and the gain's
+ * outputs as it goes; every output bit for bit the nodes' alone, the norm's
+ * left alone when the MUL is its only reader, 2 and 3 threads sharing
+ * parts (thread 0 late once) or split statically. */
+static void test_residual_norm_wide(enum het_cpu_isa isa)
+{
+    n_bufs = 0;
+    enum { M = 40 };
+    struct het_tensor a, b, gain, sum, norm, h, w[2], d[2];
+    const int64_t ne[2] = { K, M }, ge[2] = { K, 1 };
+    het_tensor_init(&a, HET_TYPE_F32, 2, ne);
+    a.nb[1] = (K + 8) * sizeof(float); /* rows apart */
+    a.nb[2] = a.nb[3] = a.nb[1] * M;
+    a.data = test_alloc(a.nb[2]);
+    het_test_fill_normal(a.data, (int64_t)(a.nb[2] / sizeof(float)), 1.0f);
+    het_tensor_init(&b, HET_TYPE_F32, 2, ne);
+    b.data = test_alloc(het_nbytes(&b));
+    het_test_fill_normal(b.data, K * M, 1.0f);
+    het_tensor_init(&gain, HET_TYPE_F32, 2, ge);
+    gain.data = test_alloc(het_nbytes(&gain));
+    het_test_fill_normal(gain.data, K, 1.0f);
+    struct het_tensor *outs[3] = { &sum, &norm, &h };
+    const enum het_op ops[3] = { HET_OP_ADD, HET_OP_RMS_NORM, HET_OP_MUL };
+    const char *names[3] = { "sum", "norm", "h" };
+    for (int i = 0; i < 3; i++) {
+        het_tensor_init(outs[i], HET_TYPE_F32, 2, ne);
+        outs[i]->data = test_alloc(het_nbytes(outs[i]));
+        outs[i]->op = ops[i];
+        snprintf(outs[i]->name, sizeof outs[i]->name, "%s", names[i]);
+    }
+    sum.src[0] = &a;
+    sum.src[1] = &b;
+    norm.src[0] = &sum;
+    const float eps = 1e-6f;
+    memcpy(&norm.op_params[0], &eps, sizeof eps);
+    h.src[0] = &norm;
+    h.src[1] = &gain;
+    weight_init(&w[0], HET_TYPE_Q4_K, 517, "wg");
+    weight_init(&w[1], HET_TYPE_Q6_K, 389, "wu");
+    for (int i = 0; i < 2; i++) mm_init(&d[i], &w[i], &h, i == 1);
+    struct het_tensor *nodes[5] = { &sum, &norm, &h, &d[0], &d[1] };
+    uint8_t *want[5];
+    for (int i = 0; i < 5; i++) want[i] = malloc(het_nbytes(nodes[i]));
+    poison(nodes, 5);
+    run_alone(nodes, 5, isa, want);
+    int first = -1;
+    for (int form = 0; form < 2; form++) {
+        norm.flags = form ? HET_TENSOR_FLAG_ONE_READER : 0; /* 1: the norm's output not stored */
+        for (int nth = 2; nth <= 3; nth++)
+            for (int shared = 0; shared < 2; shared++)
+                for (int late = 0; late <= shared; late++) {
+                    poison(nodes, 5);
+                    int got = 0;
+                    for (int i = 0; i < 5;) {
+                        const int n = run_region(nodes + i, 5 - i, nth, isa, shared, false, late);
+                        CHECK(n >= 1, "%s: from node %d: %d", het_cpu_isa_name(isa), i, n);
+                        if (i == 0) got = n;
+                        i += n >= 1 ? n : 1;
+                    }
+                    /* form 1: the norm's output need not be written, fused or not
+                     * (norm_chain.c leaves it too) */
+                    int bad = 0;
+                    for (int i = 0; i < 5; i++)
+                        if (!(i == 1 && form)) bad += memcmp(nodes[i]->data, want[i], het_nbytes(nodes[i])) != 0;
+                    if (form && got == 5) bad += ((uint8_t *)norm.data)[0] != 0xff; /* fused: left alone */
+                    CHECK(bad == 0, "%s form %d nth=%d shared=%d late=%d (ran %d at once): %d outputs differ",
+                          het_cpu_isa_name(isa), form, nth, shared, late, got, bad);
+                    if (first < 0) first = got;
+                    CHECK(got == first, "%s: ran %d nodes at once, another time %d", het_cpu_isa_name(isa), got, first);
+                }
+    }
+    if (isa == HET_CPU_ISA_AMX) CHECK(first == 5, "amx: the residual norm and both matmuls one step: %d", first);
+    norm.flags = 0;
+    for (int i = 0; i < 5; i++) free(want[i]);
     for (int i = 0; i < n_bufs; i++) free(bufs[i]);
     n_bufs = 0;
 }
@@ -620,6 +702,7 @@ int main(void)
     for (int lv = HET_CPU_ISA_SCALAR; lv <= (int)best; lv++) test_group((enum het_cpu_isa)lv);
     for (int lv = HET_CPU_ISA_SCALAR; lv <= (int)best; lv++) test_group_wide((enum het_cpu_isa)lv);
     for (int lv = HET_CPU_ISA_SCALAR; lv <= (int)best; lv++) test_residual_norm((enum het_cpu_isa)lv);
+    for (int lv = HET_CPU_ISA_SCALAR; lv <= (int)best; lv++) test_residual_norm_wide((enum het_cpu_isa)lv);
     test_solo_partition();
     test_device(2);
     test_device(4);

@@ -535,7 +535,8 @@ static uint8_t *het_mm_packed_at(const struct het_mm_plan *p, const struct het_c
 }
 
 /* Phase 1: quantise (or gather) every row of b into wdata, the threads
- * sharing the rows (not for act_private: see het_mm_own_acts). With
+ * sharing the rows (not for act_private: see het_mm_own_acts); a residual
+ * norm's outputs (p->rn) stored by the thread that makes the row. With
  * p->prepack the parts are groups of HET_XPACK_ROWS rows, which the thread
  * that quantised them packs for the wide kernel at once: once for the node,
  * where each thread's wide parts packed every row again for each group of
@@ -553,7 +554,7 @@ static void het_mm_prepare(const struct het_mm_plan *p, const struct het_compute
             for (int64_t u = lo; u < hi; u++) {
                 const int64_t bi = u / ng, m0 = (u % ng) * HET_XPACK_ROWS;
                 const int64_t m1 = m0 + HET_XPACK_ROWS < p->M ? m0 + HET_XPACK_ROWS : p->M;
-                het_mm_prepare_rows(p, cp, bi * p->M + m0, bi * p->M + m1, false);
+                het_mm_prepare_rows(p, cp, bi * p->M + m0, bi * p->M + m1, p->rn != NULL);
                 for (int64_t kb0 = 0; kb0 < p->pl.nb; kb0 += p->x_kcb) {
                     const int64_t kb1 = kb0 + p->x_kcb < p->pl.nb ? kb0 + p->x_kcb : p->pl.nb;
                     het_mm_wide_pack(p, cp, het_mm_packed_at(p, cp, bi, kb0, kb1, m0), bi, kb0, kb1, m0, m1);
@@ -566,7 +567,7 @@ static void het_mm_prepare(const struct het_mm_plan *p, const struct het_compute
     for (int64_t k = het_cpu_part_first(cp, np); k < np; k = het_cpu_part_next(cp, np, k)) {
         int64_t lo, hi;
         het_mm_range(rows, k, np, &lo, &hi);
-        het_mm_prepare_rows(p, cp, lo, hi, false);
+        het_mm_prepare_rows(p, cp, lo, hi, p->rn != NULL);
     }
 }
 
@@ -1276,7 +1277,10 @@ int het_cpu_mm_step_group(const struct het_compute_params *cp, struct het_tensor
         *st = HET_ERR_INVALID;
         return 1;
     }
-    if (r && !(g[0].quantized && g[0].act_private)) return 0;
+    /* decode: each thread makes the rows itself (and the step's part 0
+     * stores the outputs); a prefill's wide members: the step that
+     * prepares b's rows stores each row's outputs as it makes them */
+    if (r && !(g[0].quantized && (g[0].act_private || g[0].use_wide))) return 0;
     int ng = 1;
     if (het_mm_groupable(&g[0], cp)) {
         while (ng < n && ng < HET_CPU_MM_GROUP_MAX && het_cpu_mul_mat_supports(nodes[ng])) {

@@ -46,6 +46,13 @@ bool het_cpu_residual_norm_apart(const struct het_cpu_residual_norm *r, const st
     const struct het_tensor *out[3] = { r->sum, r->norm_out, r->y };
     for (int o = 0; o < 3; o++)
         if (!rn_apart(out[o], mm) || !rn_apart(out[o], mm->src[0])) return false;
+    /* one row (decode): each thread makes it inside its first part while
+     * others may already write their outputs. More rows run fused only
+     * where the rows are made in a step of their own, before any product
+     * (a prefill's wide matmuls, matmul.c): there the matmuls' outputs may
+     * take the inputs' storage (the scratch planner reuses it at once). */
+    const struct het_tensor *s = r->sum;
+    if (s->ne[1] * s->ne[2] * s->ne[3] > 1) return true;
     for (int i = 0; i < 3; i++)
         if (!rn_apart(mm, in[i])) return false;
     return true;
