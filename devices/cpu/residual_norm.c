@@ -16,6 +16,11 @@
  * norm_chain.c does), the gain's only when a node outside the step does
  * (het_tensor.n_readers; then every matmul that reads it must join the
  * group, or nothing runs fused). A step end is gone.
+ * A prefill's matmul group (b of 8 rows and more, the wide kernels)
+ * prepares b's rows in a step of its own before its products: there each
+ * row is made by one thread, which stores that row's outputs (matmul.c's
+ * het_mm_prepare), and two passes over the layer's activations are gone
+ * with the ADD and the norm-chain nodes.
  *
  * The arithmetic is the nodes': the sum, then the norm's scale from the
  * sum's row (het_cpu_rms_scale, over contiguous floats as the add's output
