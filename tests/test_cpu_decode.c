@@ -174,6 +174,21 @@ static int run_nodes(struct het_tensor *const *nodes, int n, int nth, enum het_c
     return run_region(nodes, n, nth, isa, shared, false, false);
 }
 
+/* The whole list nodes[0..n), run_region over what is left until none is:
+ * returns how many nodes the first call ran. */
+static int run_list(struct het_tensor *const *nodes, int n, int nth, enum het_cpu_isa isa, bool shared, bool group,
+                    bool late)
+{
+    int first = 0;
+    for (int i = 0; i < n;) {
+        const int got = run_region(nodes + i, n - i, nth, isa, shared, group, late);
+        CHECK(got >= 1, "%s: from node %d: ran %d", het_cpu_isa_name(isa), i, got);
+        if (i == 0) first = got;
+        i += got >= 1 ? got : 1;
+    }
+    return first;
+}
+
 static int count_differ(struct het_tensor *const *nodes, int n, uint8_t **want)
 {
     int bad = 0;
@@ -241,11 +256,7 @@ static void test_group(enum het_cpu_isa isa)
                   het_cpu_isa_name(isa), nth, shared);
             /* the whole list, a group at a time */
             poison(nodes, 8);
-            for (int i = 0; i < 8;) {
-                const int n = run_group(nodes + i, 8 - i, nth, isa, shared);
-                CHECK(n >= 1, "group from node %d: %d", i, n);
-                i += n >= 1 ? n : 1;
-            }
+            run_list(nodes, 8, nth, isa, shared, true, false);
             CHECK(count_differ(nodes, 8, want) == 0, "%s nth=%d shared=%d: outputs differ", het_cpu_isa_name(isa),
                   nth, shared);
         }
@@ -303,13 +314,7 @@ static void test_group_wide(enum het_cpu_isa isa)
         for (int shared = 0; shared < 2; shared++)
             for (int late = 0; late <= shared; late++) {
                 poison(nodes, 4);
-                int got = 0;
-                for (int i = 0; i < 4;) {
-                    const int n = run_region(nodes + i, 4 - i, nth, isa, shared, true, late);
-                    CHECK(n >= 1, "%s wide group from node %d: %d", het_cpu_isa_name(isa), i, n);
-                    if (i == 0) got = n;
-                    i += n >= 1 ? n : 1;
-                }
+                const int got = run_list(nodes, 4, nth, isa, shared, true, late);
                 CHECK(count_differ(nodes, 4, want) == 0, "%s nth=%d shared=%d late=%d: wide group outputs differ",
                       het_cpu_isa_name(isa), nth, shared, late);
                 CHECK(got <= 3, "%s: q4_0 joined the K-quants' group", het_cpu_isa_name(isa));
@@ -377,13 +382,7 @@ static void test_residual_norm_wide(enum het_cpu_isa isa)
             for (int shared = 0; shared < 2; shared++)
                 for (int late = 0; late <= shared; late++) {
                     poison(nodes, 5);
-                    int got = 0;
-                    for (int i = 0; i < 5;) {
-                        const int n = run_region(nodes + i, 5 - i, nth, isa, shared, false, late);
-                        CHECK(n >= 1, "%s: from node %d: %d", het_cpu_isa_name(isa), i, n);
-                        if (i == 0) got = n;
-                        i += n >= 1 ? n : 1;
-                    }
+                    const int got = run_list(nodes, 5, nth, isa, shared, false, late);
                     /* form 1: the norm's output need not be written, fused or not
                      * (norm_chain.c leaves it too) */
                     int bad = 0;

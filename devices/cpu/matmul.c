@@ -306,9 +306,8 @@ static size_t het_mm_wide_plan(struct het_mm_plan *p, int nth, size_t tb)
     p->x_group = per_thread < group ? per_thread : group;
     size_t need = p->x_bytes * (size_t)p->x_group;
     if (!p->prepacked) need += 2 * het_mm_align(p->pl.bytes) * (size_t)p->x_group;
-    /* the rows packed once for the node (het_mm_prepare), unless the caller
-     * hands its own rows (het_cpu_mul_mat_rows: then each pass packs) */
-    p->prepack = p->xpack_fn != NULL;
+    /* a pass's rows packed (het_cpu_mul_mat_rows: the caller's rows, not
+     * packed by het_mm_prepare) */
     need += het_mm_wide_pack_bytes(p);
     return need > tb ? need : tb;
 }
@@ -373,7 +372,8 @@ static void het_mm_plan_init(struct het_mm_plan *p, struct het_tensor *dst, enum
     }
     p->act_bytes = het_mm_align(p->act_row_bytes * (size_t)rows);
     p->act_private = p->quantized && rows <= HET_MM_PRIVATE_ROWS;
-    if (p->prepack && p->act_private) p->prepack = false;
+    /* b's rows packed once for the node by the step that quantises them */
+    p->prepack = p->use_wide && p->xpack_fn && !p->act_private;
     if (p->prepack) {
         p->off_pack = p->act_bytes;
         p->act_bytes += het_mm_align((size_t)(p->B2 * p->B3) * (size_t)het_mm_groups16(p->M) * (size_t)p->pl.nb *
@@ -1042,12 +1042,18 @@ static void het_mm_float(const struct het_mm_plan *p, const struct het_compute_p
 /* ---- entry points ----------------------------------------------------------------- */
 
 /* Plan dst for this call; false when its scratch does not fit. */
+/* Does the plan's scratch fit the caller's? */
+static bool het_mm_plan_fits(const struct het_mm_plan *p, const struct het_compute_params *cp)
+{
+    const size_t ws = het_mm_plan_wsize(p, cp->nth);
+    return ws <= cp->wsize && (!ws || cp->wdata);
+}
+
 static bool het_mm_plan_call(struct het_mm_plan *p, const struct het_compute_params *cp, struct het_tensor *dst,
                              const struct het_tensor *sw, const struct het_cpu_residual_norm *rn)
 {
     het_mm_plan_init(p, dst, cp->isa, cp->nth, cp->f32_act, sw, rn);
-    const size_t ws = het_mm_plan_wsize(p, cp->nth);
-    return ws <= cp->wsize && (!ws || cp->wdata);
+    return het_mm_plan_fits(p, cp);
 }
 
 static void het_mm_run(const struct het_mm_plan *p, const struct het_compute_params *cp)
@@ -1101,8 +1107,7 @@ enum het_status het_cpu_mul_mat_rows(const struct het_compute_params *cp, struct
     p.act_bytes = 0;
     p.act_private = false;
     p.prepack = false; /* each pass packs the caller's rows */
-    const size_t ws = het_mm_plan_wsize(&p, cp->nth);
-    if (ws > cp->wsize || (ws && !cp->wdata)) return HET_ERR_INVALID;
+    if (!het_mm_plan_fits(&p, cp)) return HET_ERR_INVALID;
     het_mm_run(&p, cp);
     return HET_OK;
 }

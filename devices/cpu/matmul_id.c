@@ -472,15 +472,22 @@ static void mmid_few_panels(const struct mmid_plan *p, const struct het_compute_
     }
 }
 
-/* b's column at src as contiguous floats: in place, or gathered through
- * b's element stride into this thread's buffer at off_gather (steps 2 and
- * 3 quantise from it). */
+/* b's column at src into K contiguous floats at y, through b's element stride. */
+static void mmid_col_copy(const struct mmid_plan *p, const char *src, float *y)
+{
+    if (p->b->nb[0] == sizeof(float)) memcpy(y, src, sizeof(float) * (size_t)p->K);
+    else
+        for (int64_t i = 0; i < p->K; i++) memcpy(&y[i], src + i * p->b->nb[0], sizeof(float));
+}
+
+/* b's column at src as contiguous floats: in place, or gathered into this
+ * thread's buffer at off_gather (steps 2 and 3 quantise from it). */
 static const float *mmid_col_f32(const struct mmid_plan *p, const struct het_compute_params *cp, const char *src)
 {
     if (p->b->nb[0] == sizeof(float)) return (const float *)(const void *)src;
     float *tmp = (float *)(void *)((char *)cp->wdata + p->off_gather +
                                    (size_t)cp->ith * mmid_align(sizeof(float) * (size_t)p->K));
-    for (int64_t i = 0; i < p->K; i++) memcpy(&tmp[i], src + i * p->b->nb[0], sizeof(float));
+    mmid_col_copy(p, src, tmp);
     return tmp;
 }
 
@@ -624,13 +631,7 @@ enum het_status het_cpu_mul_mat_id(const struct het_compute_params *cp, struct h
                 for (int64_t k = het_cpu_part_first(cp, np); k < np; k = het_cpu_part_next(cp, np, k)) {
                     int64_t r0, r1;
                     het_vec_split(m, (int)k, (int)np, &r0, &r1);
-                    for (int64_t r = r0; r < r1; r++) {
-                        const char *src = mmid_b_col(&p, codes[r]);
-                        float *y = in + r * p.K;
-                        if (p.b->nb[0] == sizeof(float)) memcpy(y, src, sizeof(float) * (size_t)p.K);
-                        else
-                            for (int64_t i = 0; i < p.K; i++) memcpy(&y[i], src + i * p.b->nb[0], sizeof(float));
-                    }
+                    for (int64_t r = r0; r < r1; r++) mmid_col_copy(&p, mmid_b_col(&p, codes[r]), in + r * p.K);
                 }
                 s = het_cpu_mul_mat(&inner, &n.d);
             }

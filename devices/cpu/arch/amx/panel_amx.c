@@ -407,7 +407,7 @@ static inline __attribute__((always_inline)) void het_amx_kq_expand(const bool Q
                                                                     const void *p0, const void *p1, int64_t b0,
                                                                     int64_t b1, void *dst)
 {
-    const size_t wsb = Q4K ? HET_AMX_KQ_SB_Q4K : HET_AMX_KQ_SB_Q6, blk = Q4K ? 256 : 384;
+    const size_t wsb = Q4K ? HET_AMX_KQ_SB_Q4K : HET_AMX_KQ_SB_Q6, blk = Q4K ? 256 : 384; /* a block's quants */
     const __mmask64 even = 0x5555555555555555ull, odd = ~even;
     /* byte p of a 16 rows x 4 k vector is row p / 4: in its 128-bit lane L,
      * row 4L + (p % 16) / 4 (q4_K: of 16 scale bytes in every lane), or the
@@ -432,13 +432,13 @@ static inline __attribute__((always_inline)) void het_amx_kq_expand(const bool Q
                 const uint8_t *grp = src[h] ? het_cpanel_grp(l, src[h], gi) : NULL;
                 const uint8_t *pb = grp ? grp + blk * (size_t)j : NULL;
                 /* the compact panels come from memory once per matmul: ask ahead */
-                if (pb)
-                    for (size_t o = 0; o < blk; o += 64) _mm_prefetch((const char *)pb + 4096 + o, _MM_HINT_T0);
+                if (pb) het_pf(pb, (int)(blk / 64), HET_PF_AHEAD, false, false);
                 /* the rows' scales at the even and odd bytes (lo and hi halves for q6_K) */
                 __m512i se[2], so[2], m32[2];
                 float *fw = (float *)(void *)(w + HET_AMX_KQ_W);
+                __m512 d = _mm512_setzero_ps(); /* the rows' d, stored once a super-block */
                 if (Q4K) {
-                    __m512 mn = _mm512_setzero_ps(), d = _mm512_setzero_ps();
+                    __m512 mn = _mm512_setzero_ps();
                     __m512i sc = _mm512_setzero_si512();
                     if (grp) {
                         const uint8_t *scm = grp + het_cpanel_sc_off(l, len) + 32 * j, *pd = grp + het_cpanel_d_off(l, len);
@@ -453,10 +453,8 @@ static inline __attribute__((always_inline)) void het_amx_kq_expand(const bool Q
                     so[0] = so[1] = _mm512_maskz_mov_epi8(odd, sc);
                     m32[0] = m32[1] = _mm512_setzero_si512();
                     _mm512_store_ps(fw + 32 + 32 * j8 + 16 * h, mn);
-                    if (j8 == 0) _mm512_store_ps(fw + 16 * h, d);
                 } else {
                     __m512i sp = _mm512_setzero_si512();
-                    __m512 d = _mm512_setzero_ps();
                     if (grp) {
                         sp = _mm512_permutexvar_epi64(lanes6, _mm512_castsi256_si512(_mm256_loadu_si256(
                                                                   (const __m256i *)(grp + het_cpanel_sc_off(l, len) + 32 * j))));
@@ -468,8 +466,8 @@ static inline __attribute__((always_inline)) void het_amx_kq_expand(const bool Q
                         so[x] = _mm512_maskz_mov_epi8(odd, sc);
                         m32[x] = _mm512_maddubs_epi16(c32, se[x]);
                     }
-                    if (j8 == 0) _mm512_store_ps(fw + 16 * h, d);
                 }
+                if (j8 == 0) _mm512_store_ps(fw + 16 * h, d);
                 /* B rows kk of step j8 / 2: groups 0..7 of the block at kk = 8 * (j8 % 2) + g */
                 uint8_t *ph = w + (size_t)(((j8 / 2) * 2 + h) * 2) * 1024 + 64 * 8 * (j8 % 2), *pl = ph + 1024;
                 __m512i qh[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};

@@ -49,7 +49,7 @@
  * (decode tokens took 0.93-1.03x the time of 4 KB's, median 0.96, over 10
  * runs of Q4_0, Q4_K_M and Q8_0 files; 8 KB and more lost when memory was
  * slow). The expansion of prefill keeps
- * 4 KB. Q40, Q80 and Q4KC ask for the lines into L2, Q6C (and the
+ * 4 KB (HET_PF_AHEAD, in the header). Q40, Q80 and Q4KC ask for the lines into L2, Q6C (and the
  * expansion) into L1: against a read by the same threads (bench_stream,
  * layer-sized matmuls, 3 runs) q4_0 ran at 0.83-0.91 of the read with L2
  * hints and 0.81-0.89 with L1 ones, q8_0 0.89-0.92 and 0.80-0.88, q4_K
@@ -83,7 +83,6 @@
  * (0.967-0.971 after 1024 tokens of context, 0.966-0.991 beside two busy
  * loops) but Q8_0 at 1.014-1.062 on one CCD. A panel packed into scratch
  * (het_panel_*) keeps the L2 hints: it is read again for every chunk of M. */
-#define HET_PF_AHEAD 4096
 #define HET_PF_AHEAD_DECODE 6144
 #define HET_PF_AHEAD_Q6C 8192
 
@@ -93,16 +92,6 @@
 enum het_ask { HET_ASK_PANEL, HET_ASK_RUN_NTA, HET_ASK_RUN_T0, HET_ASK_RUN_T1 };
 #define HET_ASK_L2(ask)  ((ask) == HET_ASK_PANEL || (ask) == HET_ASK_RUN_T1)
 #define HET_ASK_NTA(ask) ((ask) == HET_ASK_RUN_NTA)
-
-HET_INLINE void het_pf(const uint8_t *p, int lines, size_t ahead, const bool l2, const bool nta)
-{
-    if (nta)
-        for (int i = 0; i < lines; i++) _mm_prefetch((const char *)p + ahead + 64 * i, _MM_HINT_NTA);
-    else if (l2)
-        for (int i = 0; i < lines; i++) _mm_prefetch((const char *)p + ahead + 64 * i, _MM_HINT_T1);
-    else
-        for (int i = 0; i < lines; i++) _mm_prefetch((const char *)p + ahead + 64 * i, _MM_HINT_T0);
-}
 
 HET_INLINE __m512i het_bc4(const void *p)
 {

@@ -11,6 +11,22 @@
 
 #include "devices/cpu/quant_dot.h"
 
+/* Ask for `lines` cache lines `ahead` bytes past p: NTA, into L2 (T1) or
+ * into L1 (T0). The expansion of prefill's compact panels (this file's and
+ * the AMX level's) asks HET_PF_AHEAD ahead into L1; panel_compact_avx512.c
+ * says how the distances were measured. */
+#define HET_PF_AHEAD 4096
+static inline __attribute__((always_inline)) void het_pf(const uint8_t *p, int lines, size_t ahead, const bool l2,
+                                                         const bool nta)
+{
+    if (nta)
+        for (int i = 0; i < lines; i++) _mm_prefetch((const char *)p + ahead + 64 * i, _MM_HINT_NTA);
+    else if (l2)
+        for (int i = 0; i < lines; i++) _mm_prefetch((const char *)p + ahead + 64 * i, _MM_HINT_T1);
+    else
+        for (int i = 0; i < lines; i++) _mm_prefetch((const char *)p + ahead + 64 * i, _MM_HINT_T0);
+}
+
 /* q6_K's top 2 bits of group g (of 4) from a qh vector: bits 2g..2g+1
  * moved to bits 4..5 (16-bit shifts are safe: only bits 4..5 are kept).
  * The compact q6_K kernels and the AMX level's expansion unpack with it. */
