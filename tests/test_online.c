@@ -6,12 +6,12 @@
  * planner sends every norm of stories260K to the Vulkan device (checked:
  * otherwise the test proves nothing). With params.online the scheduler
  * times nodes alone after each graph, corrects the CPU's norm model and
- * re-plans: every norm must be back on the CPU
+ * re-plans: no norm may stay on vulkan by itself (norms whose matmuls the
+ * other corrected classes moved to vulkan may go with them: see
+ * test_prefill; on a quiet machine all come back to the CPU)
  *   - by the 33rd decode graph (the plan rebuilt within 32 decode steps);
- *   - by the 3rd prefill (rebuilt within 2 prefills), with the cpu's norm
- *     model corrected; there, norms whose matmuls the other corrected
- *     classes moved to vulkan may go with them, but none may stay on
- *     vulkan by itself (see test_prefill).
+ *   - by the 3rd prefill (rebuilt within 2 prefills);
+ * with the cpu's norm model corrected both times.
  * The same run without online keeps the norms on Vulkan (the control). The
  * learned history survives a JSON round trip. No time is asserted: only
  * where nodes run and that the correction points the right way.
@@ -139,13 +139,6 @@ static void norms(const struct rig *r, int *n, int *on_cpu, int *alone)
     }
 }
 
-static bool all_on_cpu(const struct rig *r)
-{
-    int n, c, a;
-    norms(r, &n, &c, &a);
-    return n > 0 && c == n;
-}
-
 /* every norm on vulkan by itself: the wrong profile's plan */
 static bool all_alone(const struct rig *r)
 {
@@ -155,8 +148,9 @@ static bool all_alone(const struct rig *r)
 }
 
 /* decode one token at a time from position 0; the first graph whose plan
- * has every norm on the CPU (1-based), or 0 when none of max did */
-static int decode_until_recovered(struct rig *r, int max, bool *started_wrong)
+ * leaves no norm on vulkan by itself (1-based), or 0 when none of max did;
+ * *on_cpu: how many of its *n norms that plan has on the CPU */
+static int decode_until_recovered(struct rig *r, int max, bool *started_wrong, int *n, int *on_cpu)
 {
     het_error err = { 0 };
     for (int step = 1; step <= max; step++) {
@@ -166,7 +160,9 @@ static int decode_until_recovered(struct rig *r, int max, bool *started_wrong)
             return 0;
         }
         if (step == 1) *started_wrong = all_alone(r);
-        if (all_on_cpu(r)) return step;
+        int a;
+        norms(r, n, on_cpu, &a);
+        if (*n > 0 && a == 0) return step;
     }
     return 0;
 }
@@ -176,14 +172,16 @@ static void test_decode(void)
     struct rig r;
     if (rig_open(&r, true)) {
         bool wrong = false;
-        int step = decode_until_recovered(&r, DECODE_BOUND + 1, &wrong);
+        int n = 0, c = 0;
+        int step = decode_until_recovered(&r, DECODE_BOUND + 1, &wrong, &n, &c);
         struct het_sched_stats st;
         het_sched_get_stats(r.sched, &st);
-        printf("  decode: norms on vulkan at first: %s; all back on the cpu at graph %d (bound %d); "
-               "%llu probes, %llu re-plans\n", wrong ? "yes" : "no", step, DECODE_BOUND + 1,
+        printf("  decode: norms alone on vulkan at first: %s; none alone from graph %d (bound %d), %d of %d "
+               "there on the cpu; %llu probes, %llu re-plans\n", wrong ? "yes" : "no", step, DECODE_BOUND + 1, c, n,
                (unsigned long long)st.n_probes, (unsigned long long)st.n_replans);
-        CHECK(wrong, "the corrupted profile sends the norms to vulkan at first (else the test proves nothing)");
-        CHECK(step > 1 && step <= DECODE_BOUND + 1, "norms back on the cpu within %d decode steps (graph %d)",
+        CHECK(wrong, "the corrupted profile sends the norms to vulkan by themselves at first (else the test proves "
+                     "nothing)");
+        CHECK(step > 1 && step <= DECODE_BOUND + 1, "no norm alone on vulkan within %d decode steps (graph %d)",
               DECODE_BOUND, step);
         CHECK(st.n_replans >= 1 && st.n_probes > 0, "re-planned from probes (%llu, %llu)",
               (unsigned long long)st.n_replans, (unsigned long long)st.n_probes);
@@ -212,8 +210,10 @@ static void test_decode(void)
     /* control: without learning the wrong plan stays */
     if (rig_open(&r, false)) {
         bool wrong = false;
-        int step = decode_until_recovered(&r, DECODE_BOUND + 1, &wrong);
-        CHECK(wrong && step == 0, "without online correction the norms stay on vulkan (recovered at %d)", step);
+        int n = 0, c = 0;
+        int step = decode_until_recovered(&r, DECODE_BOUND + 1, &wrong, &n, &c);
+        CHECK(wrong && step == 0, "without online correction the norms stay on vulkan by themselves (recovered at %d)",
+              step);
     }
     rig_close(&r);
 }
