@@ -39,7 +39,7 @@
 #define BA_KV_HEADS  8
 #define BA_ROUNDS_MAX 256
 
-static int run_depth(int depth, int nq, int rounds, int nth, enum het_cpu_isa isa)
+static int run_depth(int depth, int nq, int rounds, int nth, enum het_cpu_isa isa, size_t l2)
 {
     const int64_t n_ctx = depth + nq + 16;
     const int64_t ne[4] = { BA_HEAD_DIM, n_ctx, BA_KV_HEADS, BA_LAYERS };
@@ -85,7 +85,7 @@ static int run_depth(int depth, int nq, int rounds, int nth, enum het_cpu_isa is
     d.src[2] = &v;
     het_set_op_param_f32(&d, 0, 0.0884f);
     d.op_params[1] = nq > 1 ? depth : depth - 1;
-    const size_t ws = het_cpu_attn_work_size(&d, nth);
+    const size_t ws = het_cpu_attn_work_size(&d, nth, l2);
     void *wdata = aligned_alloc(64, (ws + 63) & ~(size_t)63);
     if (!wdata) return 1;
     double t_attn[BA_ROUNDS_MAX], rd[BA_ROUNDS_MAX], ratio[BA_ROUNDS_MAX];
@@ -97,7 +97,8 @@ static int run_depth(int depth, int nq, int rounds, int nth, enum het_cpu_isa is
 #pragma omp parallel num_threads(nth) reduction(+ : got)
     {
         struct het_cpu_worker w;
-        const struct het_compute_params p = bench_thread_params(&w, &sync, wdata, ws, isa);
+        struct het_compute_params p = bench_thread_params(&w, &sync, wdata, ws, isa);
+        p.l2_bytes = l2; /* as the CPU device runs it */
         got = p.nth == nth;
         const size_t share = rbytes / (size_t)p.nth / 256 * 256;
         double t0 = 0;
@@ -181,10 +182,11 @@ int main(int argc, char **argv)
     struct het_cpu_features f;
     het_cpu_features_detect(&f);
     const enum het_cpu_isa isa = het_cpu_isa_select(&f);
-    printf("threads %d, isa %s, rows asked for ahead with %s (HET_CPU_STREAM), %d rounds (read 256 MiB, then"
-           " attention over %d layers' caches), %d/%d heads of %d, F16 cache; medians, ratio min-max\n",
-           nth, het_cpu_isa_name(isa), het_cpu_stream_name(bench_stream_hint()), rounds, BA_LAYERS, BA_HEADS,
-           BA_KV_HEADS, BA_HEAD_DIM);
+    const size_t l2 = het_cpu_l2_bytes();
+    printf("threads %d, isa %s, L2 %zu KB, rows asked for ahead with %s (HET_CPU_STREAM), %d rounds (read 256 MiB,"
+           " then attention over %d layers' caches), %d/%d heads of %d, F16 cache; medians, ratio min-max\n",
+           nth, het_cpu_isa_name(isa), l2 >> 10, het_cpu_stream_name(bench_stream_hint()), rounds, BA_LAYERS,
+           BA_HEADS, BA_KV_HEADS, BA_HEAD_DIM);
     char buf[256];
     snprintf(buf, sizeof buf, "%s", depths);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
@@ -193,7 +195,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_attn: depth '%s' is not a number of positions (1 to %d)\n", tok, 1 << 20);
             return 2;
         }
-        if (run_depth(depth, nq, rounds, nth, isa)) return 1;
+        if (run_depth(depth, nq, rounds, nth, isa, l2)) return 1;
     }
     return 0;
 }

@@ -82,7 +82,7 @@ static int bg_run(enum het_type type, enum het_cpu_isa isa, int rounds)
             rc = !size || !bench_alloc(&pk, size, 0) || het_cpu_mul_mat_repack(&a, isa, pk.p, size) != HET_OK;
             if (rc == 0) {
                 a.extra = pk.p;
-                const size_t wsize = het_cpu_work_size(&d, 1, false);
+                const size_t wsize = het_cpu_work_size(&d, 1, false, 0);
                 ws = aligned_alloc(64, (wsize + 64) & ~(size_t)63);
                 rc = !ws;
                 const struct het_compute_params p = { .ith = 0, .nth = 1, .wdata = ws, .wsize = wsize, .isa = isa,

@@ -141,7 +141,7 @@ static void block_reset(struct block *b, const uint8_t *kc0, const uint8_t *vc0)
 static void run_alone(struct block *b, enum het_cpu_isa isa)
 {
     for (int i = 0; i < b->n; i++) {
-        const size_t ws = het_cpu_work_size(b->nodes[i], 1, false);
+        const size_t ws = het_cpu_work_size(b->nodes[i], 1, false, 0);
         void *wd = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
         const struct het_compute_params p = { .ith = 0, .nth = 1, .wdata = wd, .wsize = ws, .isa = isa };
         const enum het_status st = het_cpu_compute(&p, b->nodes[i]);

@@ -111,7 +111,7 @@ static void mm_init(struct het_tensor *d, struct het_tensor *a, struct het_tenso
 static void run_alone(struct het_tensor *const *nodes, int n, enum het_cpu_isa isa, uint8_t **out)
 {
     for (int i = 0; i < n; i++) {
-        const size_t ws = het_cpu_work_size(nodes[i], 1, false);
+        const size_t ws = het_cpu_work_size(nodes[i], 1, false, 0);
         void *wd = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
         const struct het_compute_params p = { .ith = 0, .nth = 1, .wdata = wd, .wsize = ws, .isa = isa };
         enum het_status st = het_cpu_compute(&p, nodes[i]);
@@ -136,7 +136,7 @@ static int run_region(struct het_tensor *const *nodes, int n, int nth, enum het_
 {
     size_t ws = 0;
     for (int i = 0; i < n; i++) {
-        const size_t w = het_cpu_work_size(nodes[i], nth, false);
+        const size_t w = het_cpu_work_size(nodes[i], nth, false, 0);
         if (w > ws) ws = w;
     }
     void *wd = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;

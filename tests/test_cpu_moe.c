@@ -26,7 +26,7 @@ static float nanf_(void) { return NAN; }
  * shared counter). */
 static enum het_status run_node(struct het_tensor *dst, int nth, enum het_cpu_isa isa, bool f32_act)
 {
-    size_t ws = het_cpu_work_size(dst, nth, f32_act);
+    size_t ws = het_cpu_work_size(dst, nth, f32_act, 0);
     void *wdata = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
     enum het_status st = HET_OK;
     struct het_cpu_sync sync;

@@ -173,9 +173,12 @@ static const int thread_counts[] = { 1, 2, 3 };
  * Each thread count runs with another stream hint (1: NTA, 2: T0, 3: T1),
  * so that the kernels instantiated per hint (decode attention's F16 rows)
  * all run against the reference at every ISA level. */
+/* the L2 size the attention cases run with (het_compute_params.l2_bytes) */
+static size_t attn_l2;
+
 static enum het_status run_mode(kernel_fn fn, struct het_tensor *dst, int nth, enum het_cpu_isa isa, bool shared)
 {
-    size_t ws = dst->op == HET_OP_ATTN ? het_cpu_attn_work_size(dst, nth) : 0;
+    size_t ws = dst->op == HET_OP_ATTN ? het_cpu_attn_work_size(dst, nth, attn_l2) : 0;
     void *w = ws ? malloc(ws) : NULL;
     enum het_status st[8];
     int got_nth = 0;
@@ -188,6 +191,7 @@ static enum het_status run_mode(kernel_fn fn, struct het_tensor *dst, int nth, e
         struct het_compute_params p = {
             .ith = omp_get_thread_num(), .nth = omp_get_num_threads(), .wdata = w, .wsize = ws, .isa = isa,
             .worker = shared ? &wk : NULL, .stream = (enum het_cpu_stream)((nth - 1) % HET_CPU_STREAM_COUNT),
+            .l2_bytes = attn_l2,
         };
         if (p.ith == 0) got_nth = p.nth;
         st[p.ith] = p.nth == nth ? fn(&p, dst) : HET_ERR_DEVICE;
@@ -959,7 +963,8 @@ static void attn_ref(const struct attn_case *c, const float *q, const float *k, 
     free(s);
 }
 
-static void test_attn_case(const struct attn_case *c)
+/* c run with the L2 size l2 (0: not known) */
+static void test_attn_case(const struct attn_case *c, size_t l2)
 {
     const int64_t qne[4] = { c->hd, c->n_head, c->n_tok, c->n_batch };
     const int64_t kne[4] = { c->hd, c->n_kv_head, c->n_kv, c->n_kv_batch };
@@ -991,7 +996,14 @@ static void test_attn_case(const struct attn_case *c)
              het_type_name(c->kv_type), (long long)c->hd, (long long)c->n_head, (long long)c->n_kv_head,
              (long long)c->n_tok, (long long)c->n_kv, c->n_past, (long long)c->n_batch,
              (long long)c->n_kv_batch, c->layout);
+    attn_l2 = l2;
+    if (l2) { /* the F32 K and V of a kv head over 1 MB: kept as F32 only with this L2 */
+        CHECK(het_cpu_attn_work_size(&d.t, 1, l2) > het_cpu_attn_work_size(&d.t, 1, 0) + (1u << 20),
+              "%s: the L2 of %zu KB keeps the kv head's K and V as F32", what, l2 >> 10);
+        snprintf(what + strlen(what), sizeof what - strlen(what), " l2=%zuK", l2 >> 10);
+    }
     check_op(what, het_cpu_attn, &d, want, 0, 5e-5);
+    attn_l2 = 0;
     float *got = tt_dense(&d);
     float *wf = malloc((size_t)tt_n(&d) * sizeof *wf);
     for (int64_t i = 0; i < tt_n(&d); i++) wf[i] = (float)want[i];
@@ -1038,7 +1050,12 @@ static void test_attn(void)
         { 16, 4, 4, 20, 0, 1, 1, 0, HET_TYPE_F32, 0 },        /* no keys at all: zeros */
         { 32, 6, 2, 40, 200, 1, 1, 150, HET_TYPE_F16, 2 },    /* V transposed, several key blocks */
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attn_case(&cases[i]);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attn_case(&cases[i], 0);
+    /* a kv head's K and V as F32 over 1 MB (1,160 keys): with a 3 MB L2
+     * kept from tile to tile (3/4 of it), without converted block by block */
+    static const struct attn_case big = { 128, 4, 2, 60, 1160, 1, 1, 1100, HET_TYPE_F16, 3 };
+    test_attn_case(&big, 3u << 20);
+    test_attn_case(&big, 0);
 }
 
 /* ---------------------------------------------------------------------------

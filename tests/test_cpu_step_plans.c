@@ -159,7 +159,7 @@ static uint8_t *layer_outputs(const struct layer *l, size_t *n)
 static void run_alone(struct layer *l, enum het_cpu_isa isa)
 {
     for (int i = 0; i < l->n; i++) {
-        const size_t ws = het_cpu_work_size(l->nodes[i], 1, false);
+        const size_t ws = het_cpu_work_size(l->nodes[i], 1, false, 0);
         void *wd = ws ? aligned_alloc(64, (ws + 63) & ~(size_t)63) : NULL;
         const struct het_compute_params p = { .ith = 0, .nth = 1, .wdata = wd, .wsize = ws, .isa = isa };
         const enum het_status st = het_cpu_compute(&p, l->nodes[i]);

@@ -48,9 +48,22 @@
 #define ATTN_MIN_SPLIT 128 /* fewest keys worth a split of their own                 */
 #define ATTN_ALIGN     64  /* byte alignment of every scratch array                  */
 #define ATTN_T_MIN_ROWS 12 /* fewest rows of a tile run with transposed scores       */
-#define ATTN_KV_F32_BYTES (1u << 20) /* most bytes of a kv head's K and V as F32 a thread keeps */
+/* Most bytes of a kv head's K and V a prefill thread keeps as F32: 3/4 of
+ * its core's L2, at least 1 MB. Xeon VM (L2 2 MB), bench_attn -q 512 against
+ * a flat 1 MB, three rounds in turn: depth 1,024 (1.5 MB as F32) 263-283
+ * against 243-271 GFLOP/s, and 334-344 against 292-303 in another hour;
+ * depth 1,536 with all 2 MB kept 260-274 against 250-277 (not better), so
+ * not the whole L2. A 1 MB L2 (Zen 4, Zen 5: not measured there) keeps the
+ * 1 MB measured here at depth 512 (316-349 against 292-314 GFLOP/s
+ * converting block by block). */
+#define ATTN_KV_F32_MIN (1u << 20)
+static size_t attn_kv_f32_bytes(size_t l2_bytes)
+{
+    const size_t most = l2_bytes / 4 * 3;
+    return most > ATTN_KV_F32_MIN ? most : ATTN_KV_F32_MIN;
+}
 
-/* How a node is cut into work; a pure function of the node and nth. */
+/* How a node is cut into work; a pure function of the node, nth and the L2 size. */
 struct attn_plan {
     int64_t hd, hdp;            /* head_dim, padded to a multiple of 8          */
     int64_t n_head, n_kv_head, n_rep, n_tok, n_kv, n_batch;
@@ -122,7 +135,7 @@ static enum het_status attn_check(const struct het_tensor *dst)
     return HET_OK;
 }
 
-static void attn_plan_init(struct attn_plan *pl, const struct het_tensor *dst, int nth)
+static void attn_plan_init(struct attn_plan *pl, const struct het_tensor *dst, int nth, size_t l2_bytes)
 {
     const struct het_tensor *q = dst->src[0], *k = dst->src[1];
     pl->hd = q->ne[0];
@@ -152,11 +165,11 @@ static void attn_plan_init(struct attn_plan *pl, const struct het_tensor *dst, i
     const size_t hdp = (size_t)pl->hdp;
     /* prefill tiles of one kv head, one after another on a thread (largest
      * first), converted K and V once instead of block by block for every
-     * tile: a head-major F16 cache whose kv head fits ATTN_KV_F32_BYTES */
+     * tile: a head-major F16 cache whose kv head fits attn_kv_f32_bytes */
     const int64_t kv8 = (pl->n_kv + 7) & ~(int64_t)7;
     pl->kv_f32_rows = 0;
     if (pl->n_tok > 1 && pl->n_split == 1 && k->type == HET_TYPE_F16 && dst->src[2]->type == HET_TYPE_F16 &&
-        pl->hd == pl->hdp && (size_t)kv8 * hdp * 2 * sizeof(float) <= ATTN_KV_F32_BYTES)
+        pl->hd == pl->hdp && (size_t)kv8 * hdp * 2 * sizeof(float) <= attn_kv_f32_bytes(l2_bytes))
         pl->kv_f32_rows = kv8;
     pl->thread_bytes = 2 * attn_align((size_t)pl->kv_f32_rows * hdp * sizeof(float)) +
                        3 * attn_align(ATTN_ROWS * hdp * sizeof(float)) +
@@ -172,11 +185,11 @@ static size_t attn_total_bytes(const struct attn_plan *pl, int nth)
     return ATTN_ALIGN + (size_t)nth * pl->thread_bytes + (size_t)(pl->n_tiles * pl->n_split) * pl->part_bytes;
 }
 
-size_t het_cpu_attn_work_size(const struct het_tensor *node, int nth)
+size_t het_cpu_attn_work_size(const struct het_tensor *node, int nth, size_t l2_bytes)
 {
     if (attn_check(node) != HET_OK || nth < 1) return 0;
     struct attn_plan pl;
-    attn_plan_init(&pl, node, nth);
+    attn_plan_init(&pl, node, nth, l2_bytes);
     return attn_total_bytes(&pl, nth);
 }
 
@@ -622,7 +635,7 @@ enum het_status het_cpu_attn(const struct het_compute_params *p, struct het_tens
         .q = dst->src[0], .k = dst->src[1], .v = dst->src[2], .dst = dst,
         .scale = het_get_op_param_f32(dst, 0), .n_past = dst->op_params[1], .isa = p->isa, .stream = p->stream,
     };
-    attn_plan_init(&c.pl, dst, p->nth);
+    attn_plan_init(&c.pl, dst, p->nth, p->l2_bytes);
     attn_pick_kernels(&c);
     if (!p->wdata || p->wsize < attn_total_bytes(&c.pl, p->nth)) return HET_ERR_INVALID;
     char *base = attn_base(p);

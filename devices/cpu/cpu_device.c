@@ -159,6 +159,7 @@ struct cpu_context {
     struct het_cpu_features features;
     enum het_cpu_isa        isa;
     bool                    f32_act;    /* matmul activations stay F32 (exact, slower) */
+    size_t                  l2_bytes;   /* a core's L2, 0: not known (het_compute_params) */
     void                   *wdata;      /* per-node scratch, grown on demand */
     size_t                  wsize;
     struct het_tensor     **packed_t;   /* weights whose t->extra we own      */
@@ -178,16 +179,30 @@ struct cpu_context {
     struct cpu_ws_memo      ws_memo[CPU_WS_SLOTS];
 };
 
-static int physical_cores(void)
+/* Physical cores (at least 1) and a core's L2 bytes (0: not known). */
+static void cpu_topology(int *cores, size_t *l2)
 {
     hwloc_topology_t topo;
     int n = 0;
+    *l2 = 0;
     if (hwloc_topology_init(&topo) == 0) {
-        if (hwloc_topology_load(topo) == 0) n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+        if (hwloc_topology_load(topo) == 0) {
+            n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+            const hwloc_obj_t c2 = hwloc_get_obj_by_type(topo, HWLOC_OBJ_L2CACHE, 0);
+            if (c2 && c2->attr) *l2 = (size_t)c2->attr->cache.size;
+        }
         hwloc_topology_destroy(topo);
     }
     if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? n : 1;
+    *cores = n > 0 ? n : 1;
+}
+
+size_t het_cpu_l2_bytes(void)
+{
+    int cores;
+    size_t l2;
+    cpu_topology(&cores, &l2);
+    return l2;
 }
 
 static bool cpu_supports_op(het_device *dev, const struct het_tensor *node)
@@ -257,7 +272,7 @@ static void cpu_ws_ask(const struct cpu_context *c, const struct het_tensor *nod
 static size_t cpu_work_size(struct cpu_context *c, const struct het_tensor *node)
 {
     if (node->op != HET_OP_MUL_MAT || !node->src[0] || !node->src[1])
-        return het_cpu_work_size(node, c->n_threads, c->f32_act);
+        return het_cpu_work_size(node, c->n_threads, c->f32_act, c->l2_bytes);
     struct cpu_ws_memo k;
     cpu_ws_key(&k, node);
     const size_t home = cpu_ws_home(node);
@@ -267,7 +282,7 @@ static size_t cpu_work_size(struct cpu_context *c, const struct het_tensor *node
         if (!m->a) { slot = m; break; } /* not there: it goes in the first free slot */
         if (cpu_ws_same(m, &k)) return m->need;
     }
-    k.need = het_cpu_work_size(node, c->n_threads, c->f32_act);
+    k.need = het_cpu_work_size(node, c->n_threads, c->f32_act, c->l2_bytes);
     *slot = k; /* (the key's own slot when every one looked at was taken) */
     return k.need;
 }
@@ -338,6 +353,7 @@ static void cpu_run_solo(struct cpu_split_job *j, const struct het_compute_param
     for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
         const struct het_compute_params solo = {
             .ith = 0, .nth = 1, .wdata = p->wdata, .wsize = p->wsize, .isa = p->isa, .f32_act = p->f32_act,
+            .l2_bytes = p->l2_bytes,
         };
         for (int x = i, used; x < e; x += used) {
             used = 1;
@@ -440,7 +456,7 @@ static void cpu_split_run(void *arg, struct het_cpu_worker *w, int ith)
     }
     const struct het_compute_params p = {
         .ith = ith, .nth = c->n_threads, .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa,
-        .f32_act = c->f32_act, .worker = w, .stream = j->stream,
+        .f32_act = c->f32_act, .worker = w, .stream = j->stream, .l2_bytes = c->l2_bytes,
     };
     /* the split's own hand-off measure (cpu_stream.c; the caller's is read at the end) */
     w->handoff_ns = INT64_MAX;
@@ -811,7 +827,7 @@ static bool cpu_plan_steps(const struct cpu_context *c, struct cpu_split_state *
     }
     const struct het_compute_params p = {
         .ith = 0, .nth = c->n_threads, .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa, .f32_act = c->f32_act,
-        .stream = c->stream.hint,
+        .stream = c->stream.hint, .l2_bytes = c->l2_bytes,
     };
     for (int i = 0; i < n; i++) s->step[i] = NULL;
     for (int i = 0, used = 0; i < n; i++) {
@@ -856,7 +872,7 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
     if (c->n_threads == 1 || (n > 0 && work / (size_t)n < HET_CPU_SHARE_MIN_BYTES)) {
         const struct het_compute_params p = {
             .ith = 0, .nth = 1, .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa, .f32_act = c->f32_act,
-            .stream = c->stream.hint,
+            .stream = c->stream.hint, .l2_bytes = c->l2_bytes,
         };
         double t0 = prof ? het_cpu_profile_now_us(prof) : 0.0;
         for (int i = 0, used; i < n; i += used) {
@@ -1211,7 +1227,9 @@ static void cpu_describe(het_device *dev)
     const struct cpu_context *c = dev->context;
     char who[128];
     het_cpu_identity(&c->features, who, sizeof who);
-    snprintf(dev->desc, sizeof dev->desc, "CPU %s, %d threads, kernels: %s%s%s", who, c->n_threads,
+    char l2[32] = "";
+    if (c->l2_bytes) snprintf(l2, sizeof l2, ", L2 %zu KB", c->l2_bytes >> 10);
+    snprintf(dev->desc, sizeof dev->desc, "CPU %s, %d threads%s, kernels: %s%s%s", who, c->n_threads, l2,
              het_cpu_isa_name(c->isa), c->features.avx_vnni ? " (avx-vnni)" : "", c->f32_act ? ", f32 activations" : "");
 }
 
@@ -1222,7 +1240,9 @@ het_device *het_cpu_device_init(int n_threads, het_error *err)
         het_error_set(err, HET_ERR_NOMEM, "cpu: out of memory");
         return NULL;
     }
-    c->n_threads = n_threads > 0 ? n_threads : physical_cores();
+    int cores;
+    cpu_topology(&cores, &c->l2_bytes);
+    c->n_threads = n_threads > 0 ? n_threads : cores;
     if (het_cpu_isa_env_check(err) != HET_OK) {
         free(c);
         return NULL;

@@ -39,11 +39,11 @@ bool het_cpu_supports(const struct het_tensor *node)
     }
 }
 
-size_t het_cpu_work_size(const struct het_tensor *node, int nth, bool f32_act)
+size_t het_cpu_work_size(const struct het_tensor *node, int nth, bool f32_act, size_t l2_bytes)
 {
     switch (node->op) {
     case HET_OP_MUL_MAT: return het_cpu_mul_mat_work_size(node, nth, f32_act);
-    case HET_OP_ATTN:    return het_cpu_attn_work_size(node, nth);
+    case HET_OP_ATTN:    return het_cpu_attn_work_size(node, nth, l2_bytes);
     case HET_OP_MUL_MAT_ID: return het_cpu_mul_mat_id_work_size(node, nth, f32_act);
     default:             return 0;
     }

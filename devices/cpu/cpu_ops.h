@@ -116,9 +116,15 @@ struct het_compute_params {
                                       steps end at an OpenMP barrier (tests)       */
     bool             f32_act; /* matmul: F32 activations x dequantised weights */
     enum het_cpu_stream stream; /* how decode's panel runs ask ahead (NTA: 0)      */
+    size_t           l2_bytes; /* a core's L2 (prefill attention keeps F32 K/V to
+                                  fit it); 0: not known. het_cpu_work_size must
+                                  have been given the same                    */
 };
 
 void het_cpu_features_detect(struct het_cpu_features *f);
+/* A core's L2 cache in bytes (hwloc: the first L2 object), 0 when the
+ * topology does not say; the CPU device reads it once at init. */
+size_t het_cpu_l2_bytes(void);
 /* The core design a family / model belongs to ("Zen 4"), for the AMD
  * families 17h-1Ah; NULL when not known here (every Intel part: its model
  * numbers do not map to one core design without a longer table). */
@@ -160,9 +166,9 @@ bool het_cpu_node_enter(const struct het_compute_params *p, unsigned key);
  * work. */
 int64_t het_cpu_n_parts(const struct het_compute_params *p, int64_t units, int64_t min_units);
 
-/* Scratch bytes node needs with nth threads (0 if none); f32_act as in
- * het_compute_params. */
-size_t het_cpu_work_size(const struct het_tensor *node, int nth, bool f32_act);
+/* Scratch bytes node needs with nth threads (0 if none); f32_act and
+ * l2_bytes as in het_compute_params. */
+size_t het_cpu_work_size(const struct het_tensor *node, int nth, bool f32_act, size_t l2_bytes);
 /* Bytes a node streams, roughly (matmul weights once per 4 rows of b):
  * how much work there is to share between threads. */
 size_t het_cpu_node_work(const struct het_tensor *node);
@@ -339,7 +345,7 @@ enum het_status het_cpu_moe_sum(const struct het_compute_params *p, struct het_t
 enum het_status het_cpu_div(const struct het_compute_params *p, struct het_tensor *dst);
 enum het_status het_cpu_sigmoid(const struct het_compute_params *p, struct het_tensor *dst);
 /* attention.c */
-size_t          het_cpu_attn_work_size(const struct het_tensor *node, int nth);
+size_t          het_cpu_attn_work_size(const struct het_tensor *node, int nth, size_t l2_bytes);
 enum het_status het_cpu_attn(const struct het_compute_params *p, struct het_tensor *dst);
 
 #endif /* HET_CPU_OPS_H */
