@@ -168,14 +168,14 @@ static enum het_cpu_isa isas[3];
 static const int thread_counts[] = { 1, 2, 3 };
 #define N_THREAD_COUNTS ((int)(sizeof thread_counts / sizeof thread_counts[0]))
 
+/* the L2 size the attention cases run with (het_compute_params.l2_bytes) */
+static size_t attn_l2;
+
 /* shared: the threads take parts from one counter, as in the device (the
  * parts each thread runs differ from run to run); else the static split.
  * Each thread count runs with another stream hint (1: NTA, 2: T0, 3: T1),
  * so that the kernels instantiated per hint (decode attention's F16 rows)
  * all run against the reference at every ISA level. */
-/* the L2 size the attention cases run with (het_compute_params.l2_bytes) */
-static size_t attn_l2;
-
 static enum het_status run_mode(kernel_fn fn, struct het_tensor *dst, int nth, enum het_cpu_isa isa, bool shared)
 {
     size_t ws = dst->op == HET_OP_ATTN ? het_cpu_attn_work_size(dst, nth, attn_l2) : 0;

@@ -106,8 +106,9 @@ static void rig_close(struct rig *r)
     het_model_free(r->model);
 }
 
-/* The node reading t through at most one elementwise gain that a matmul
- * on device dev consumes: the norm then goes with the layer that uses it. */
+/* Whether a matmul on device dev, after node `from`, reads t directly or
+ * through up to `depth` elementwise MULs (a norm's gain): a norm so read
+ * goes with the layer that uses it. */
 static bool feeds_matmul_on(const struct het_plan *p, const het_graph *g, const struct het_tensor *t, int from,
                             int dev, int depth)
 {
@@ -159,9 +160,9 @@ static int decode_until_recovered(struct rig *r, int max, bool *started_wrong, i
             CHECK(0, "decode step %d: %s", step, err.msg);
             return 0;
         }
-        if (step == 1) *started_wrong = all_alone(r);
         int a;
         norms(r, n, on_cpu, &a);
+        if (step == 1) *started_wrong = *n > 0 && a == *n;
         if (*n > 0 && a == 0) return step;
     }
     return 0;
@@ -230,8 +231,8 @@ static void test_prefill(void)
         for (int k = 1; k <= PREFILL_BOUND + 1 && !recovered; k++) {
             het_context_reset(r.ctx);
             CHECK(het_context_eval(r.ctx, toks, PREFILL_TOK, false, &err) == HET_OK, "prefill %d: %s", k, err.msg);
-            if (k == 1) wrong = all_alone(&r);
             norms(&r, &n, &c, &a);
+            if (k == 1) wrong = n > 0 && a == n;
             if (a == 0 && !settled) settled = k;
             if (n > 0 && c == n) recovered = k;
         }

@@ -343,6 +343,18 @@ static void cpu_solo_failed(struct cpu_split_job *j, int x, enum het_status s)
     atomic_compare_exchange_strong(&j->solo_failed, &none, (uint64_t)x << 32 | (uint32_t)s);
 }
 
+/* What every node of c runs with as thread ith of nth: the device's
+ * scratch, kernel level, activation form and L2, and how decode's weight
+ * runs ask ahead (the caller sets the worker, when there is one). */
+static struct het_compute_params cpu_params(const struct cpu_context *c, int ith, int nth,
+                                            enum het_cpu_stream stream)
+{
+    return (struct het_compute_params){
+        .ith = ith, .nth = nth, .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa, .f32_act = c->f32_act,
+        .stream = stream, .l2_bytes = c->l2_bytes,
+    };
+}
+
 /* Nodes [i, e) as one step whose parts are the run's groups of nodes that
  * share no data (het_cpu_solo_partition; often one), each run by whichever
  * thread takes it as if it were alone (nth 1, thread 0's scratch: a run cut
@@ -351,10 +363,8 @@ static void cpu_run_solo(struct cpu_split_job *j, const struct het_compute_param
 {
     const int64_t np = j->solo_np[i];
     for (int64_t k = het_cpu_part_first(p, np); k < np; k = het_cpu_part_next(p, np, k)) {
-        const struct het_compute_params solo = {
-            .ith = 0, .nth = 1, .wdata = p->wdata, .wsize = p->wsize, .isa = p->isa, .f32_act = p->f32_act,
-            .l2_bytes = p->l2_bytes,
-        };
+        /* (the solo runs have always asked with NTA, the hint's zero value) */
+        const struct het_compute_params solo = cpu_params(j->c, 0, 1, HET_CPU_STREAM_NTA);
         for (int x = i, used; x < e; x += used) {
             used = 1;
             if (j->solo_part[x] != k) continue;
@@ -454,10 +464,8 @@ static void cpu_split_run(void *arg, struct het_cpu_worker *w, int ith)
         i = (int)(at >> 32);
         w->step = (unsigned)at;
     }
-    const struct het_compute_params p = {
-        .ith = ith, .nth = c->n_threads, .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa,
-        .f32_act = c->f32_act, .worker = w, .stream = j->stream, .l2_bytes = c->l2_bytes,
-    };
+    struct het_compute_params p = cpu_params(c, ith, c->n_threads, j->stream);
+    p.worker = w;
     /* the split's own hand-off measure (cpu_stream.c; the caller's is read at the end) */
     w->handoff_ns = INT64_MAX;
     w->handoff_n = 0;
@@ -825,10 +833,7 @@ static bool cpu_plan_steps(const struct cpu_context *c, struct cpu_split_state *
         s->cap_steps = s->step_pool ? want : 0;
         if (!s->step_pool) return false;
     }
-    const struct het_compute_params p = {
-        .ith = 0, .nth = c->n_threads, .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa, .f32_act = c->f32_act,
-        .stream = c->stream.hint, .l2_bytes = c->l2_bytes,
-    };
+    const struct het_compute_params p = cpu_params(c, 0, c->n_threads, c->stream.hint);
     for (int i = 0; i < n; i++) s->step[i] = NULL;
     for (int i = 0, used = 0; i < n; i++) {
         if (!cpu_step_may_start(s, nodes[i], i)) continue;
@@ -870,10 +875,7 @@ static enum het_status cpu_run_split(het_device *dev, struct het_tensor *const *
     /* one thread, or nodes too small to share: the calling thread alone,
      * without the pool's steps (no atomics, no worker woken) */
     if (c->n_threads == 1 || (n > 0 && work / (size_t)n < HET_CPU_SHARE_MIN_BYTES)) {
-        const struct het_compute_params p = {
-            .ith = 0, .nth = 1, .wdata = c->wdata, .wsize = c->wsize, .isa = c->isa, .f32_act = c->f32_act,
-            .stream = c->stream.hint, .l2_bytes = c->l2_bytes,
-        };
+        const struct het_compute_params p = cpu_params(c, 0, 1, c->stream.hint);
         double t0 = prof ? het_cpu_profile_now_us(prof) : 0.0;
         for (int i = 0, used; i < n; i += used) {
             enum het_status s;
